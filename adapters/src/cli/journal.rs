@@ -1,0 +1,430 @@
+//! `strata journal …`: read, verify, export, import and checkpoint the journal.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use strata_engine::is_known_event;
+use strata_engine::ports::{Clock, Ids};
+use strata_journal::export::{self, Attestation, ImportError, format_time};
+use strata_journal::note::{SignerKey, VerifierKey};
+use strata_journal::projection::Projections;
+use strata_journal::verify::{VerifyReport, verify_dir};
+use strata_journal::{Envelope, Journal, OpenOptions};
+
+use super::{EXIT_PROBLEMS, read_key_arg};
+use crate::config::Config;
+use crate::system::{SystemClock, V7Ids};
+use crate::table::Table;
+use crate::workspace::{Workspace, holder};
+
+/// Largest export file `journal import` reads.
+pub const IMPORT_FILE_BYTES_MAX: u64 = 16 * 1024 * 1024 * 1024;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum JournalCommand {
+    /// Show events (newest last).
+    Log {
+        /// First sequence to show (default: the last `--limit` events).
+        #[arg(long)]
+        from: Option<u64>,
+        /// Most events to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Only this stream.
+        #[arg(long)]
+        stream: Option<String>,
+    },
+    /// Recompute every hash, the chain, the Merkle root and every checkpoint; exit 3 on any
+    /// problem, naming the first bad sequence.
+    Verify {
+        /// Trusted public key (file or `<name>+<id>+<key>` text); checkpoints must carry a valid
+        /// signature by one of them. Repeatable.
+        #[arg(long)]
+        pubkey: Vec<String>,
+        /// A signed checkpoint kept elsewhere, to check this journal against. Repeatable.
+        #[arg(long)]
+        checkpoint: Vec<PathBuf>,
+        /// Verify an offline audit bundle instead of the workspace's journal.
+        #[arg(long)]
+        bundle: Option<PathBuf>,
+    },
+    /// Export the journal as JSON lines, or as an offline audit bundle.
+    Export {
+        /// Write JSON lines (the import format).
+        #[arg(long, conflicts_with = "bundle")]
+        jsonl: bool,
+        /// Write an audit bundle (events, checkpoints, proofs, keys, projection hashes) to this
+        /// file.
+        #[arg(long)]
+        bundle: Option<PathBuf>,
+        /// Output file for --jsonl (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Public keys to include in a bundle. Repeatable.
+        #[arg(long)]
+        pubkey: Vec<String>,
+    },
+    /// Create this workspace's journal from an export; every hash must match.
+    Import {
+        /// The export file.
+        file: PathBuf,
+    },
+    /// Sign a checkpoint (origin, size, Merkle root) with a key, append it and print it.
+    Checkpoint {
+        /// Private key file from `strata keygen`.
+        #[arg(long)]
+        key: PathBuf,
+    },
+}
+
+pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Result<ExitCode> {
+    match cmd {
+        JournalCommand::Log { from, limit, stream } => log(ws, from, limit, stream.as_deref(), json),
+        JournalCommand::Verify { pubkey, checkpoint, bundle } => {
+            let keys = parse_pubkeys(&pubkey)?;
+            let extra = read_checkpoint_files(&checkpoint)?;
+            match bundle {
+                Some(b) => verify_bundle(&b, keys, &extra, json),
+                None => {
+                    let report = verify_dir(&ws.journal_dir(), &ws.open_options("journal verify")?, keys, &extra)
+                        .map_err(|e| match e {
+                            strata_journal::JournalError::NotAJournal { .. } => {
+                                anyhow::anyhow!(
+                                    "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
+                                    ws.root().display()
+                                )
+                            }
+                            e => e.into(),
+                        })?;
+                    Ok(print_report(&report, &[], json))
+                }
+            }
+        }
+        JournalCommand::Export { jsonl, bundle, out, pubkey } => export_cmd(ws, jsonl, bundle, out, &pubkey, json),
+        JournalCommand::Import { file } => import(ws, &file, json),
+        JournalCommand::Checkpoint { key } => checkpoint(ws, &key, json),
+    }
+}
+
+fn parse_pubkeys(args: &[String]) -> anyhow::Result<Vec<VerifierKey>> {
+    args.iter().map(|a| VerifierKey::parse(&read_key_arg(a)?).with_context(|| format!("--pubkey {a}"))).collect()
+}
+
+fn read_checkpoint_files(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("--checkpoint {}", p.display()))?;
+        if meta.len() > strata_journal::limits::NOTE_BYTES_MAX as u64 {
+            anyhow::bail!(
+                "[STRATA-E0403] --checkpoint {} is {} bytes; a signed checkpoint is at most {}",
+                p.display(),
+                meta.len(),
+                strata_journal::limits::NOTE_BYTES_MAX
+            );
+        }
+        out.push((
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("--checkpoint {}", p.display()))?,
+        ));
+    }
+    Ok(out)
+}
+
+/// JSON form of one event (the export line's fields, with the payload as JSON).
+pub(crate) fn envelope_json(e: &Envelope) -> serde_json::Value {
+    serde_json::json!({
+        "seq": e.seq,
+        "id": e.id.to_string(),
+        "stream": e.stream,
+        "version": e.version,
+        "type": e.event_type,
+        "schema": e.schema_version,
+        "recorded_at": format_time(e.recorded_at_ns),
+        "causation": e.causation.map(|u| u.to_string()),
+        "correlation": e.correlation.map(|u| u.to_string()),
+        "payload": serde_json::from_slice::<serde_json::Value>(&e.payload).unwrap_or(serde_json::Value::Null),
+        "prev": e.prev.to_hex(),
+        "hash": e.hash.to_hex(),
+    })
+}
+
+fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+    let journal = ws.open_journal("journal log")?;
+    let limit = limit.clamp(1, strata_journal::limits::READ_EVENTS_MAX);
+    let events = match stream {
+        Some(s) => {
+            let version = journal.stream_version(s);
+            let start = from.unwrap_or_else(|| version.saturating_sub(limit as u64 - 1).max(1));
+            journal.read_stream(s, start, limit)?
+        }
+        None => {
+            let head = journal.head().seq;
+            let start = from.unwrap_or_else(|| head.saturating_sub(limit as u64 - 1).max(1));
+            journal.read_range(start, limit)?
+        }
+    };
+    if json {
+        let v: Vec<serde_json::Value> = events.iter().map(envelope_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&["SEQ", "STREAM", "VER", "TYPE", "RECORDED AT", "HASH"]);
+    for e in &events {
+        t.row(vec![
+            e.seq.to_string(),
+            e.stream.clone(),
+            e.version.to_string(),
+            e.event_type.clone(),
+            format_time(e.recorded_at_ns),
+            e.hash.to_hex()[..16].to_owned(),
+        ]);
+    }
+    print!("{}", t.render());
+    let head = journal.head();
+    println!("head {} ({}), {} streams", head.seq, &head.hash.to_hex()[..16], journal.stream_count());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_json(r: &VerifyReport, attestations: &[(String, bool)]) -> serde_json::Value {
+    serde_json::json!({
+        "ok": r.ok() && attestations.iter().all(|(_, ok)| *ok),
+        "origin": r.origin,
+        "events": r.events,
+        "streams": r.streams,
+        "head_hash": r.head_hash.to_hex(),
+        "root": r.root.to_hex(),
+        "signatures_checked": r.signatures_checked,
+        "first_bad_seq": r.first_bad_seq,
+        "checkpoints": r.checkpoints.iter().map(|c| serde_json::json!({
+            "source": c.source, "size": c.size, "root_matches": c.root_matches, "signed_by": c.signed_by,
+        })).collect::<Vec<_>>(),
+        "problems": r.problems.iter().map(|p| serde_json::json!({"seq": p.seq, "kind": p.kind, "detail": p.detail})).collect::<Vec<_>>(),
+        "problems_truncated": r.problems_truncated,
+        "attestations": attestations.iter().map(|(n, ok)| serde_json::json!({"name": n, "matches": ok})).collect::<Vec<_>>(),
+    })
+}
+
+fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -> ExitCode {
+    let ok = r.ok() && attestations.iter().all(|(_, ok)| *ok);
+    if json {
+        println!("{}", report_json(r, attestations));
+    } else {
+        println!("origin      {}", r.origin);
+        println!("events      {} in {} streams", r.events, r.streams);
+        println!("head        {}", r.head_hash);
+        println!("merkle root {}", r.root);
+        if r.checkpoints.is_empty() {
+            println!("checkpoints none");
+        } else {
+            let mut t = Table::new(&["CHECKPOINT", "SIZE", "ROOT", "SIGNED BY"]);
+            for c in &r.checkpoints {
+                let signed = if !r.signatures_checked {
+                    "(not checked: pass --pubkey)".to_owned()
+                } else if c.signed_by.is_empty() {
+                    "NO TRUSTED SIGNATURE".to_owned()
+                } else {
+                    c.signed_by.join(", ")
+                };
+                t.row(vec![
+                    c.source.clone(),
+                    c.size.to_string(),
+                    if c.root_matches { "ok".into() } else { "MISMATCH".into() },
+                    signed,
+                ]);
+            }
+            print!("{}", t.render());
+        }
+        for (name, matches) in attestations {
+            println!("attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
+        }
+        if ok {
+            println!("verified: no problems");
+        } else {
+            for p in &r.problems {
+                println!(
+                    "PROBLEM [{}]{} {}",
+                    p.kind,
+                    p.seq.map(|s| format!(" seq {s}:")).unwrap_or_default(),
+                    p.detail
+                );
+            }
+            if r.problems_truncated {
+                println!("(more problems not listed)");
+            }
+            match r.first_bad_seq {
+                Some(s) => println!("FAILED: first bad sequence {s}"),
+                None => println!("FAILED"),
+            }
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) }
+}
+
+fn open_file(path: &Path) -> Result<Box<dyn BufRead>, ImportError> {
+    let f = std::fs::File::open(path).map_err(|e| ImportError::Io { path: path.to_owned(), source: e })?;
+    Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
+}
+
+fn verify_bundle(
+    path: &Path,
+    keys: Vec<VerifierKey>,
+    extra: &[(String, String)],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if !extra.is_empty() {
+        anyhow::bail!("[STRATA-E0303] --checkpoint is for a journal; a bundle carries its own checkpoints");
+    }
+    let mut projections = Projections::new(strata_engine::standard_projections());
+    let mut apply_err: Option<String> = None;
+    let report = export::verify_bundle(path, &mut *open_file(path)?, keys, &mut |rec, _| {
+        if apply_err.is_none()
+            && let Err(e) = projections.apply(rec)
+        {
+            apply_err = Some(e.to_string());
+        }
+    })?;
+    if let Some(e) = apply_err {
+        anyhow::bail!("replaying the bundle failed: {e}");
+    }
+    let hashes = projections.state_hashes();
+    let mut checks = Vec::new();
+    for a in &report.attestations {
+        if let Some(name) = a.name.strip_prefix("projection:") {
+            let ok = hashes.get(name).map(|h| h.to_hex()) == Some(a.value.clone());
+            checks.push((a.name.clone(), ok));
+        }
+    }
+    let mut verify = report.verify;
+    if !report.consistency.is_empty() && !json {
+        println!(
+            "consistency proofs: {} checked, {} failed",
+            report.consistency.len(),
+            report.consistency.iter().filter(|c| !c.2).count()
+        );
+    }
+    verify.problems.sort_by_key(|p| p.seq.unwrap_or(u64::MAX));
+    Ok(print_report(&verify, &checks, json))
+}
+
+fn export_cmd(
+    ws: &Workspace,
+    jsonl: bool,
+    bundle: Option<PathBuf>,
+    out: Option<PathBuf>,
+    pubkeys: &[String],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if !jsonl && bundle.is_none() {
+        anyhow::bail!("[STRATA-E0303] say what to export: --jsonl (optionally with --out FILE) or --bundle FILE");
+    }
+    let journal = ws.open_journal("journal export")?;
+    let summary = if let Some(path) = bundle {
+        let keys = parse_pubkeys(pubkeys)?;
+        let mut projections = Projections::new(strata_engine::standard_projections());
+        projections.rebuild(&journal)?;
+        let attestations: Vec<Attestation> = projections
+            .state_hashes()
+            .into_iter()
+            .map(|(name, h)| Attestation { name: format!("projection:{name}"), value: h.to_hex() })
+            .collect();
+        let f = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::new(f);
+        let s = export::export_bundle(&journal, &mut w, &keys, &attestations)?;
+        w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
+        if !json {
+            eprintln!("wrote bundle {} ({} events)", path.display(), s.events);
+        }
+        s
+    } else if let Some(path) = out {
+        let f = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::new(f);
+        let s = export::export_jsonl(&journal, &mut w)?;
+        w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
+        if !json {
+            eprintln!("wrote {} ({} events)", path.display(), s.events);
+        }
+        s
+    } else {
+        let stdout = std::io::stdout();
+        let mut w = BufWriter::new(stdout.lock());
+        export::export_jsonl(&journal, &mut w)?;
+        w.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"events": summary.events, "head": summary.head.to_hex(), "root": summary.root.to_hex()})
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let meta = std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
+    if meta.len() > IMPORT_FILE_BYTES_MAX {
+        anyhow::bail!(
+            "[STRATA-E0303] {} is {} bytes; import reads at most {IMPORT_FILE_BYTES_MAX}",
+            file.display(),
+            meta.len()
+        );
+    }
+    if ws.journal_dir().join("sled").exists() {
+        let j = ws.open_journal("journal import")?;
+        return Err(ImportError::TargetNotEmpty { events: j.head().seq }.into());
+    }
+    // Check the whole file before creating anything, so bad input leaves no trace.
+    let check = export::check_export(file, &mut *open_file(file)?, &is_known_event)?;
+    let config = ws.config().unwrap_or_else(|_| Config::default());
+    let journal = ws.create(&check.origin, &config)?;
+    let result = export::import_jsonl(&journal, file, &|| open_file(file), &is_known_event);
+    journal.close_blocking()?;
+    let check = result?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"events": check.events, "head": check.head.to_hex(), "root": check.root.to_hex(), "origin": check.origin})
+        );
+    } else {
+        println!(
+            "imported {} events into {} (origin {}); head {}",
+            check.events,
+            ws.journal_dir().display(),
+            check.origin,
+            check.head
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let text = read_key_arg(&key_path.display().to_string())?;
+    let key = SignerKey::parse(&text).with_context(|| format!("--key {}", key_path.display()))?;
+    let journal = ws.open_journal("journal checkpoint")?;
+    let signed = journal.checkpoint_blocking(Arc::new(key), V7Ids.next_id(), SystemClock.now_ns())?;
+    journal.close_blocking()?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"origin": signed.checkpoint.origin, "size": signed.checkpoint.size, "root": signed.checkpoint.root.to_hex(), "seq": signed.position.seq, "note": signed.note})
+        );
+    } else {
+        print!("{}", signed.note);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opens a journal for a library caller that already has options (demo, tests).
+pub(crate) fn open_with(dir: &Path, options: &OpenOptions) -> anyhow::Result<Journal> {
+    Ok(Journal::open(dir, options)?)
+}
+
+/// Options for the demo's journal.
+pub(crate) fn demo_options(command: &str) -> OpenOptions {
+    let c = Config::default();
+    OpenOptions { durability: c.durability, cache_bytes: c.cache_mib * 1024 * 1024, holder: holder(command) }
+}

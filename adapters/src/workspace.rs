@@ -1,0 +1,139 @@
+//! A strata workspace on disk: a directory holding `.strata/` (config and journal).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use strata_engine::ports::{Clock, Ids};
+use strata_journal::{EventData, ExpectedVersion, Journal, JournalError, OpenOptions};
+
+use crate::config::{CONFIG_BYTES_MAX, Config};
+use crate::system::{SystemClock, V7Ids};
+
+/// Paths of one workspace.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+impl Workspace {
+    /// The workspace rooted at `root` (which holds, or will hold, `.strata/`).
+    pub fn at(root: &Path) -> Workspace {
+        Workspace { root: root.to_owned() }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `.strata/`.
+    pub fn strata_dir(&self) -> PathBuf {
+        self.root.join(".strata")
+    }
+
+    /// `.strata/journal/`.
+    pub fn journal_dir(&self) -> PathBuf {
+        self.strata_dir().join("journal")
+    }
+
+    /// `.strata/config.toml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.strata_dir().join("config.toml")
+    }
+
+    /// Reads the config (defaults if the file does not exist).
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let p = self.config_path();
+        let meta = match std::fs::metadata(&p) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", p.display())),
+        };
+        if meta.len() > CONFIG_BYTES_MAX {
+            anyhow::bail!(
+                "[STRATA-E0601] {} is {} bytes; a config file is at most {CONFIG_BYTES_MAX}",
+                p.display(),
+                meta.len()
+            );
+        }
+        let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        Config::parse(&text, &p.display().to_string())
+    }
+
+    fn options(&self, command: &str) -> anyhow::Result<OpenOptions> {
+        let c = self.config()?;
+        Ok(OpenOptions { durability: c.durability, cache_bytes: c.cache_mib * 1024 * 1024, holder: holder(command) })
+    }
+
+    /// Opens the journal for `command` (named in the lock file).
+    pub fn open_journal(&self, command: &str) -> anyhow::Result<Journal> {
+        let dir = self.journal_dir();
+        match Journal::open(&dir, &self.options(command)?) {
+            Ok(j) => Ok(j),
+            Err(JournalError::NotAJournal { .. }) => {
+                anyhow::bail!(
+                    "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
+                    self.root.display()
+                )
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Options for opening this workspace's journal (for verification without opening it).
+    pub fn open_options(&self, command: &str) -> anyhow::Result<OpenOptions> {
+        self.options(command)
+    }
+
+    /// Creates `.strata/`, its config (unless present) and a new journal named `origin`.
+    pub fn create(&self, origin: &str, config: &Config) -> anyhow::Result<Journal> {
+        if self.journal_dir().join("sled").exists() {
+            anyhow::bail!(
+                "[STRATA-E0205] {} already holds a strata journal; use it, or pick another --dir",
+                self.root.display()
+            );
+        }
+        std::fs::create_dir_all(self.strata_dir())
+            .with_context(|| format!("cannot create {}", self.strata_dir().display()))?;
+        if !self.config_path().exists() {
+            std::fs::write(self.config_path(), config.render())
+                .with_context(|| format!("cannot write {}", self.config_path().display()))?;
+        }
+        let options = OpenOptions {
+            durability: config.durability,
+            cache_bytes: config.cache_mib * 1024 * 1024,
+            holder: holder("init"),
+        };
+        Ok(Journal::create(&self.journal_dir(), origin, &options)?)
+    }
+}
+
+/// What a lock file says about the process holding a journal.
+pub fn holder(command: &str) -> String {
+    format!("`strata {command}` (pid {})", std::process::id())
+}
+
+/// Builds an event with a fresh id and the current time.
+pub fn new_event(event_type: &str, payload: &serde_json::Value) -> anyhow::Result<EventData> {
+    Ok(EventData {
+        id: V7Ids.next_id(),
+        event_type: event_type.to_owned(),
+        schema_version: 1,
+        recorded_at_ns: SystemClock.now_ns(),
+        causation: None,
+        correlation: None,
+        payload: serde_json::to_vec(payload)?,
+    })
+}
+
+/// Appends the `workspace.initialized` event of a new journal.
+pub fn record_initialized(journal: &Journal, config: &Config) -> anyhow::Result<()> {
+    let payload = serde_json::json!({
+        "origin": journal.origin(),
+        "strata_version": env!("CARGO_PKG_VERSION"),
+        "durability": config.durability.as_str(),
+    });
+    let ev = new_event("workspace.initialized", &payload)?;
+    journal.append_blocking("workspace", ExpectedVersion::EMPTY, vec![ev])?.map_err(anyhow::Error::from)?;
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! The catalogue of event types this engine understands, with their schema versions.
+//!
+//! Import refuses a journal holding an event type that is not listed here (or a newer schema
+//! version than listed), so an old strata never silently misreads a newer journal. A type's
+//! versions only ever grow; an old version stays readable through an upcaster.
+
+/// Known event types and the schema versions each accepts.
+pub const EVENT_TYPES: &[(&str, &[u32])] = &[
+    // The journal's own signed checkpoints.
+    (strata_journal::CHECKPOINT_EVENT_TYPE, &[1]),
+    // Written once by `strata init`.
+    ("workspace.initialized", &[1]),
+    // Knowledge-base artifacts (the bundled example uses these).
+    ("artifact.created", &[1]),
+    ("artifact.updated", &[1]),
+    ("artifact.transitioned", &[1]),
+    // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
+    ("bench.sample", &[1]),
+];
+
+/// Whether `event_type` at `schema_version` is understood.
+pub fn is_known_event(event_type: &str, schema_version: u32) -> bool {
+    EVENT_TYPES.iter().any(|(t, versions)| *t == event_type && versions.contains(&schema_version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_has_no_duplicates_and_valid_names() {
+        let mut names: Vec<&str> = EVENT_TYPES.iter().map(|(t, _)| *t).collect();
+        names.sort_unstable();
+        assert!(names.windows(2).all(|w| w[0] != w[1]));
+        for (t, versions) in EVENT_TYPES {
+            assert!(strata_journal::record::validate_event_type(t).is_ok(), "{t}");
+            assert!(!versions.is_empty(), "{t}");
+        }
+        assert!(is_known_event("artifact.created", 1));
+        assert!(!is_known_event("artifact.created", 2));
+        assert!(!is_known_event("nope", 1));
+    }
+}

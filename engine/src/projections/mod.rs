@@ -1,0 +1,49 @@
+//! Projections over the whole journal that every strata workspace runs.
+//!
+//! * [`streams::StreamCatalog`]: every stream with its version, first and last sequence and the
+//!   type of its last event; what `strata journal log --streams` shows.
+//! * [`event_types::EventTypeCounts`]: events per type and schema version, and per stream
+//!   category (the stream id up to its first `/`).
+//!
+//! Domain projections (spec graph, lineage, ownership, telemetry) join this list with their
+//! issues.
+
+pub mod event_types;
+pub mod streams;
+
+use strata_journal::Hash;
+use strata_journal::projection::Projection;
+
+/// The projections `strata replay` and `strata serve` run, in a fixed order.
+pub fn standard_projections() -> Vec<Box<dyn Projection>> {
+    vec![Box::new(streams::StreamCatalog::default()), Box::new(event_types::EventTypeCounts::default())]
+}
+
+/// Incremental blake3 over length-prefixed fields, for canonical state hashes.
+pub(crate) struct StateHasher(blake3::Hasher);
+
+impl StateHasher {
+    pub(crate) fn new(domain: &str) -> StateHasher {
+        let mut h = StateHasher(blake3::Hasher::new());
+        h.str(domain);
+        h
+    }
+    pub(crate) fn str(&mut self, s: &str) {
+        self.0.update(&(s.len() as u64).to_be_bytes());
+        self.0.update(s.as_bytes());
+    }
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.0.update(&v.to_be_bytes());
+    }
+    pub(crate) fn finish(self) -> Hash {
+        Hash(*self.0.finalize().as_bytes())
+    }
+}
+
+/// Copies `bytes` into 16-aligned memory, as rkyv's validated access needs (sled values are not
+/// aligned).
+pub(crate) fn aligned(bytes: &[u8]) -> rkyv::util::AlignedVec<16> {
+    let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+    v.extend_from_slice(bytes);
+    v
+}

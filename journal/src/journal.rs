@@ -1,0 +1,1157 @@
+//! The journal handle: open/create, appends through one group-committing writer thread, reads,
+//! catch-up subscriptions and checkpoints.
+//!
+//! Write path, in order, for every batch the writer drains from its queue:
+//!
+//! 1. for each request: idempotency by event id (a full retry returns the original positions),
+//!    then the expected version of every stream (a mismatch is a [`Conflict`]);
+//! 2. assign gapless sequences and stream versions, encode records, chain hashes;
+//! 3. pack the records into frames and write them plus the head in **one** sled transaction;
+//! 4. make the batch durable once (`flush`, plus `fdatasync` in `power` mode);
+//! 5. publish the new head to the in-memory index, then acknowledge every request of the batch.
+//!
+//! Readers see only what step 5 published, so nothing a crash could take back is ever served.
+//! A storage failure in step 3 or 4 poisons the writer: every later append fails until the
+//! journal is reopened and recovers from what is durable.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::thread::JoinHandle;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use uuid::Uuid;
+
+use crate::error::{Conflict, InputError, JournalError};
+use crate::frame::{self, FrameBuilder};
+use crate::hash::{Hash, event_hash};
+use crate::index::Index;
+use crate::limits::{
+    BATCH_BYTES_MAX, BATCH_EVENTS_MAX, EVENTS_PER_APPEND_MAX, FRAME_BYTES_MAX, FRAME_EVENTS_MAX,
+    INDEX_SNAPSHOT_EVENTS_MAX, QUEUE_REQUESTS_MAX, READ_EVENTS_MAX, STREAMS_PER_APPEND_MAX,
+};
+use crate::note::{Checkpoint, SignerKey, check_origin};
+use crate::record::{self, Envelope, EventData, Record, validate_stream};
+use crate::snapshot;
+use crate::store::{Durability, JOURNAL_FORMAT, META_FORMAT, META_HEAD, META_ORIGIN, MemStore, SledStore, Store};
+
+/// Stream that holds the journal's own checkpoint events.
+pub const CHECKPOINT_STREAM: &str = "$journal";
+/// Event type of a checkpoint event.
+pub const CHECKPOINT_EVENT_TYPE: &str = "journal.checkpoint";
+const INDEX_SNAPSHOT_NAME: &str = "$journal-index";
+const INDEX_SNAPSHOT_VERSION: u32 = 1;
+
+/// What the caller expects a stream's version (event count) to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpectedVersion {
+    /// No check.
+    Any,
+    /// The stream has exactly this many events (0: it does not exist yet).
+    Exact(u64),
+}
+
+impl ExpectedVersion {
+    /// The stream must not exist yet.
+    pub const EMPTY: ExpectedVersion = ExpectedVersion::Exact(0);
+
+    fn matches(self, actual: u64) -> bool {
+        match self {
+            ExpectedVersion::Any => true,
+            ExpectedVersion::Exact(v) => v == actual,
+        }
+    }
+}
+
+impl std::fmt::Display for ExpectedVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpectedVersion::Any => f.write_str("any version"),
+            ExpectedVersion::Exact(v) => write!(f, "version {v}"),
+        }
+    }
+}
+
+/// Events for one stream within an (atomic, possibly multi-stream) append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamAppend {
+    /// Stream id.
+    pub stream: String,
+    /// Expected version before this append.
+    pub expected: ExpectedVersion,
+    /// Events, in order.
+    pub events: Vec<EventData>,
+}
+
+/// Where one appended event landed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Position {
+    /// Global sequence.
+    pub seq: u64,
+    /// Stream version.
+    pub version: u64,
+}
+
+/// A successful append.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Appended {
+    /// Positions of the events in request order (streams in order, events in order).
+    pub positions: Vec<Position>,
+    /// True when every event id was already stored: nothing new was appended and `positions`
+    /// are the original ones.
+    pub deduplicated: bool,
+}
+
+/// Result of an append: a fail-stop error, or an expected outcome (success or conflict).
+pub type AppendResult = Result<Result<Appended, Conflict>, JournalError>;
+
+/// The journal's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// Sequence of the last durable event (0 when empty).
+    pub seq: u64,
+    /// Its hash (zero when empty).
+    pub hash: Hash,
+    /// Merkle root over all durable events.
+    pub root: Hash,
+}
+
+/// How to open a sled journal.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    /// Durability level of acknowledgements.
+    pub durability: Durability,
+    /// sled page cache size in bytes (sled's default of 1 GiB is far more than a journal needs).
+    pub cache_bytes: u64,
+    /// Who is opening it, written to the lock file so a second opener is told who holds it.
+    pub holder: String,
+}
+
+/// A signed checkpoint that was appended.
+#[derive(Clone, Debug)]
+pub struct SignedCheckpoint {
+    /// What was signed.
+    pub checkpoint: Checkpoint,
+    /// The full signed note.
+    pub note: String,
+    /// Where the checkpoint event landed.
+    pub position: Position,
+}
+
+enum Command {
+    Append { streams: Vec<StreamAppend>, reply: oneshot::Sender<AppendResult> },
+    Checkpoint { key: Arc<SignerKey>, event: EventData, reply: oneshot::Sender<Result<SignedCheckpoint, JournalError>> },
+    Shutdown { reply: oneshot::Sender<Result<(), JournalError>> },
+}
+
+struct Shared {
+    index: RwLock<Index>,
+    head_mu: Mutex<u64>,
+    head_cv: Condvar,
+    head_watch: watch::Sender<u64>,
+    closed: AtomicBool,
+    poisoned: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn index(&self) -> std::sync::RwLockReadGuard<'_, Index> {
+        self.index.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn publish(&self, seq: u64) {
+        *self.head_mu.lock().unwrap_or_else(PoisonError::into_inner) = seq;
+        self.head_cv.notify_all();
+        self.head_watch.send_replace(seq);
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let seq = *self.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+        self.head_cv.notify_all();
+        self.head_watch.send_replace(seq);
+    }
+}
+
+struct Inner {
+    dir: Option<PathBuf>,
+    origin: String,
+    store: Arc<dyn Store>,
+    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<Command>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    _lock: Option<File>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping the sender ends the writer loop after it drains what is queued.
+        self.tx.take();
+        if let Some(h) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A handle to an open journal. Cheap to clone; the journal closes when the last handle (and
+/// the last subscription) is dropped, or at [`Journal::close`].
+#[derive(Clone)]
+pub struct Journal {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("location", &self.inner.store.location())
+            .field("origin", &self.inner.origin)
+            .finish()
+    }
+}
+
+fn sled_dir(dir: &Path) -> PathBuf {
+    dir.join("sled")
+}
+
+/// Directory of checkpoint notes inside a journal directory.
+pub fn checkpoints_dir(dir: &Path) -> PathBuf {
+    dir.join("checkpoints")
+}
+
+fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
+    let path = dir.join("LOCK");
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| JournalError::io(&path, e))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let held_by = std::fs::read_to_string(&path).unwrap_or_default();
+            let held_by = held_by.trim();
+            return Err(JournalError::Locked {
+                path: dir.to_owned(),
+                holder: if held_by.is_empty() { "another process".to_owned() } else { held_by.to_owned() },
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(JournalError::io(&path, e)),
+    }
+    f.set_len(0).map_err(|e| JournalError::io(&path, e))?;
+    f.write_all(holder.as_bytes()).map_err(|e| JournalError::io(&path, e))?;
+    Ok(f)
+}
+
+/// Takes the journal's lock and opens its sled store, without reading the journal.
+pub(crate) fn open_store_locked(dir: &Path, options: &OpenOptions) -> Result<(SledStore, File), JournalError> {
+    if !sled_dir(dir).join("db").exists() {
+        return Err(JournalError::NotAJournal { path: dir.to_owned() });
+    }
+    let lock = take_lock(dir, &options.holder)?;
+    let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
+    Ok((store, lock))
+}
+
+fn sync_dir(path: &Path) -> Result<(), JournalError> {
+    File::open(path).and_then(|d| d.sync_all()).map_err(|e| JournalError::io(path, e))
+}
+
+impl Journal {
+    /// Creates a new journal in `dir` (which may exist but must not hold a journal).
+    pub fn create(dir: &Path, origin: &str, options: &OpenOptions) -> Result<Journal, JournalError> {
+        check_origin(origin)?;
+        std::fs::create_dir_all(checkpoints_dir(dir)).map_err(|e| JournalError::io(dir, e))?;
+        let lock = take_lock(dir, &options.holder)?;
+        let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
+        if store.meta(META_FORMAT)?.is_some() {
+            return Err(JournalError::AlreadyExists { path: dir.to_owned() });
+        }
+        store.put_meta(META_ORIGIN, origin.as_bytes())?;
+        store.put_meta(META_FORMAT, JOURNAL_FORMAT)?;
+        if options.durability == Durability::Power {
+            sync_dir(dir)?;
+            sync_dir(&sled_dir(dir))?;
+        }
+        Journal::start(Some(dir.to_owned()), Arc::new(store), Some(lock))
+    }
+
+    /// Opens the journal in `dir`.
+    pub fn open(dir: &Path, options: &OpenOptions) -> Result<Journal, JournalError> {
+        let (store, lock) = open_store_locked(dir, options)?;
+        Journal::start(Some(dir.to_owned()), Arc::new(store), Some(lock))
+    }
+
+    /// A journal over an in-memory store (tests, simulation).
+    pub fn in_memory(origin: &str) -> Result<Journal, JournalError> {
+        check_origin(origin)?;
+        Journal::with_store(Arc::new(MemStore::new(origin)))
+    }
+
+    /// A journal over any store that already carries the format marker and an origin.
+    pub fn with_store(store: Arc<dyn Store>) -> Result<Journal, JournalError> {
+        Journal::start(None, store, None)
+    }
+
+    fn start(dir: Option<PathBuf>, store: Arc<dyn Store>, lock: Option<File>) -> Result<Journal, JournalError> {
+        let loc = store.location().to_owned();
+        match store.meta(META_FORMAT)? {
+            Some(f) if f == JOURNAL_FORMAT => {}
+            Some(f) => {
+                return Err(JournalError::corrupt(
+                    &loc,
+                    None,
+                    format!("unknown journal format {:?}", String::from_utf8_lossy(&f)),
+                ));
+            }
+            None => return Err(JournalError::NotAJournal { path: dir.clone().unwrap_or(loc) }),
+        }
+        let origin = store
+            .meta(META_ORIGIN)?
+            .and_then(|o| String::from_utf8(o).ok())
+            .ok_or_else(|| JournalError::corrupt(&loc, None, "origin is missing"))?;
+        let (index, since_snapshot) = load_index(store.as_ref())?;
+        let head_seq = index.head_seq;
+        let (head_watch, _) = watch::channel(head_seq);
+        let shared = Arc::new(Shared {
+            index: RwLock::new(index),
+            head_mu: Mutex::new(head_seq),
+            head_cv: Condvar::new(),
+            head_watch,
+            closed: AtomicBool::new(false),
+            poisoned: Mutex::new(None),
+        });
+        let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
+        let writer = Writer { store: store.clone(), shared: shared.clone(), origin: origin.clone(), since_snapshot };
+        let handle = std::thread::Builder::new()
+            .name("strata-journal-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| JournalError::io(&loc, e))?;
+        Ok(Journal {
+            inner: Arc::new(Inner {
+                dir,
+                origin,
+                store,
+                shared,
+                tx: Some(tx),
+                writer: Mutex::new(Some(handle)),
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// The journal's origin (its unique log name, signed into checkpoints).
+    pub fn origin(&self) -> &str {
+        &self.inner.origin
+    }
+
+    /// The journal directory, for a sled journal.
+    pub fn dir(&self) -> Option<&Path> {
+        self.inner.dir.as_deref()
+    }
+
+    /// The storage backend.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The durable head.
+    pub fn head(&self) -> Head {
+        let ix = self.inner.shared.index();
+        Head { seq: ix.head_seq, hash: ix.head_hash, root: ix.frontier.root() }
+    }
+
+    /// Current version (event count) of `stream`.
+    pub fn stream_version(&self, stream: &str) -> u64 {
+        self.inner.shared.index().version(stream)
+    }
+
+    /// Number of streams.
+    pub fn stream_count(&self) -> usize {
+        self.inner.shared.index().streams.len()
+    }
+
+    fn sender(&self) -> Result<&mpsc::Sender<Command>, JournalError> {
+        if let Some(cause) = self.inner.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            return Err(JournalError::Poisoned { cause });
+        }
+        self.inner.tx.as_ref().ok_or(JournalError::Closed)
+    }
+
+    /// Appends `events` to `stream` if it is at `expected`.
+    pub async fn append(&self, stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> AppendResult {
+        self.append_multi(vec![StreamAppend { stream: stream.to_owned(), expected, events }]).await
+    }
+
+    /// Appends to several streams atomically: all or nothing.
+    pub async fn append_multi(&self, streams: Vec<StreamAppend>) -> AppendResult {
+        validate_request(&streams)?;
+        let (reply, rx) = oneshot::channel();
+        self.sender()?.send(Command::Append { streams, reply }).await.map_err(|_| JournalError::Closed)?;
+        rx.await.map_err(|_| JournalError::Closed)?
+    }
+
+    /// Blocking [`Journal::append`]; must not be called from inside an async runtime.
+    pub fn append_blocking(&self, stream: &str, expected: ExpectedVersion, events: Vec<EventData>) -> AppendResult {
+        self.append_multi_blocking(vec![StreamAppend { stream: stream.to_owned(), expected, events }])
+    }
+
+    /// Blocking [`Journal::append_multi`]; must not be called from inside an async runtime.
+    pub fn append_multi_blocking(&self, streams: Vec<StreamAppend>) -> AppendResult {
+        validate_request(&streams)?;
+        let (reply, rx) = oneshot::channel();
+        self.sender()?.blocking_send(Command::Append { streams, reply }).map_err(|_| JournalError::Closed)?;
+        rx.blocking_recv().map_err(|_| JournalError::Closed)?
+    }
+
+    /// Queues an append without waiting; the returned receiver yields its result. Requests are
+    /// committed in the order they are queued (used by import to pipeline).
+    pub(crate) fn append_queued_blocking(
+        &self,
+        streams: Vec<StreamAppend>,
+    ) -> Result<oneshot::Receiver<AppendResult>, JournalError> {
+        validate_request(&streams)?;
+        let (reply, rx) = oneshot::channel();
+        self.sender()?.blocking_send(Command::Append { streams, reply }).map_err(|_| JournalError::Closed)?;
+        Ok(rx)
+    }
+
+    /// Signs a checkpoint over the current head with `key`, appends it as a `journal.checkpoint`
+    /// event (with the id and time in `event`; its type and payload are set here) and, for a
+    /// journal on disk, writes the note to `checkpoints/<size>.note`. Blocking.
+    pub fn checkpoint_blocking(
+        &self,
+        key: Arc<SignerKey>,
+        id: Uuid,
+        recorded_at_ns: i64,
+    ) -> Result<SignedCheckpoint, JournalError> {
+        let event = EventData {
+            id,
+            event_type: CHECKPOINT_EVENT_TYPE.to_owned(),
+            schema_version: 1,
+            recorded_at_ns,
+            causation: None,
+            correlation: None,
+            payload: b"null".to_vec(),
+        };
+        let (reply, rx) = oneshot::channel();
+        self.sender()?.blocking_send(Command::Checkpoint { key, event, reply }).map_err(|_| JournalError::Closed)?;
+        let signed = rx.blocking_recv().map_err(|_| JournalError::Closed)??;
+        if let Some(dir) = &self.inner.dir {
+            let cdir = checkpoints_dir(dir);
+            let path = cdir.join(format!("{:020}.note", signed.checkpoint.size));
+            let mut f = File::create(&path).map_err(|e| JournalError::io(&path, e))?;
+            f.write_all(signed.note.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&path, e))?;
+            sync_dir(&cdir)?;
+        }
+        Ok(signed)
+    }
+
+    /// Flushes, snapshots the index and stops the writer. Later appends fail with
+    /// [`JournalError::Closed`]; reads keep working until the last handle is dropped.
+    pub fn close_blocking(&self) -> Result<(), JournalError> {
+        let Some(tx) = self.inner.tx.as_ref() else { return Ok(()) };
+        let (reply, rx) = oneshot::channel();
+        if tx.blocking_send(Command::Shutdown { reply }).is_err() {
+            return Ok(());
+        }
+        rx.blocking_recv().unwrap_or(Ok(()))
+    }
+
+    /// Async [`Journal::close_blocking`].
+    pub async fn close(&self) -> Result<(), JournalError> {
+        let Some(tx) = self.inner.tx.as_ref() else { return Ok(()) };
+        let (reply, rx) = oneshot::channel();
+        if tx.send(Command::Shutdown { reply }).await.is_err() {
+            return Ok(());
+        }
+        rx.await.unwrap_or(Ok(()))
+    }
+
+    /// Calls `f(record, hash)` for every durable event with sequence in `from..=to` (clamped to
+    /// the head), in order, until `f` returns `Ok(false)`. Zero-copy: `record` borrows the frame.
+    pub fn scan<E>(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(&Record<'_>, &Hash) -> Result<bool, E>,
+    ) -> Result<Result<(), E>, JournalError> {
+        let head = self.head().seq;
+        let to = to.min(head);
+        let from = from.max(1);
+        if from > to {
+            return Ok(Ok(()));
+        }
+        let loc = self.inner.store.location().to_owned();
+        let mut user_err: Option<E> = None;
+        let mut expected = from;
+        self.inner.store.scan_frames(from, &mut |_, bytes| {
+            for entry in
+                frame::entries(bytes).map_err(|e| JournalError::corrupt(&loc, Some(expected), e.to_string()))?
+            {
+                let (hash, rec) = entry.map_err(|e| JournalError::corrupt(&loc, Some(expected), e.to_string()))?;
+                let rec =
+                    record::decode(rec).map_err(|e| JournalError::corrupt(&loc, Some(expected), e.to_string()))?;
+                if rec.seq < expected {
+                    continue;
+                }
+                if rec.seq != expected {
+                    return Err(JournalError::corrupt(
+                        &loc,
+                        Some(expected),
+                        format!("found sequence {} where {expected} belongs", rec.seq),
+                    ));
+                }
+                if rec.seq > to {
+                    return Ok(false);
+                }
+                match f(&rec, &hash) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(false),
+                    Err(e) => {
+                        user_err = Some(e);
+                        return Ok(false);
+                    }
+                }
+                if rec.seq == to {
+                    return Ok(false);
+                }
+                expected += 1;
+            }
+            Ok(true)
+        })?;
+        Ok(match user_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        })
+    }
+
+    /// Up to `limit` durable events from sequence `from` on.
+    pub fn read_range(&self, from: u64, limit: usize) -> Result<Vec<Envelope>, JournalError> {
+        let limit = limit.min(READ_EVENTS_MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let to = from.max(1).saturating_add(limit as u64 - 1);
+        let r: Result<(), std::convert::Infallible> = self.scan(from, to, |rec, hash| {
+            out.push(rec.to_envelope(*hash));
+            Ok(true)
+        })?;
+        let Ok(()) = r;
+        Ok(out)
+    }
+
+    /// Up to `limit` events of `stream` from version `from_version` (1-based) on.
+    pub fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<Envelope>, JournalError> {
+        validate_stream(stream)?;
+        let limit = limit.min(READ_EVENTS_MAX);
+        let seqs: Vec<u64> = {
+            let ix = self.inner.shared.index();
+            let Some(all) = ix.streams.get(stream) else { return Ok(Vec::new()) };
+            let start = usize::try_from(from_version.max(1) - 1).unwrap_or(usize::MAX).min(all.len());
+            all[start..].iter().take(limit).copied().collect()
+        };
+        let mut out = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            out.push(self.get(seq)?.ok_or_else(|| {
+                JournalError::corrupt(self.inner.store.location(), Some(seq), "indexed event is missing")
+            })?);
+        }
+        Ok(out)
+    }
+
+    /// The durable event at `seq`.
+    pub fn get(&self, seq: u64) -> Result<Option<Envelope>, JournalError> {
+        if seq == 0 || seq > self.head().seq {
+            return Ok(None);
+        }
+        find_record(self.inner.store.as_ref(), seq, |rec, hash| rec.to_envelope(*hash))
+    }
+
+    /// The hash of the durable event at `seq`.
+    pub fn hash_at(&self, seq: u64) -> Result<Option<Hash>, JournalError> {
+        if seq == 0 || seq > self.head().seq {
+            return Ok(None);
+        }
+        find_record(self.inner.store.as_ref(), seq, |_, hash| *hash)
+    }
+
+    /// Every durable event hash, in order (for proofs).
+    pub fn event_hashes(&self) -> Result<Vec<Hash>, JournalError> {
+        let head = self.head().seq;
+        let mut out = Vec::with_capacity(usize::try_from(head).unwrap_or(0));
+        let r: Result<(), std::convert::Infallible> = self.scan(1, head, |_, h| {
+            out.push(*h);
+            Ok(true)
+        })?;
+        let Ok(()) = r;
+        Ok(out)
+    }
+
+    /// A catch-up subscription delivering every durable event from `from` (1-based) on, then
+    /// live events as they become durable, with no gap and no duplicate.
+    pub fn subscribe(&self, from: u64) -> Subscription {
+        Subscription {
+            journal: self.clone(),
+            next: from.max(1),
+            buffer: std::collections::VecDeque::new(),
+            watch: self.inner.shared.head_watch.subscribe(),
+        }
+    }
+
+    /// Blocks until the durable head reaches `seq` or the journal closes; returns the head.
+    pub fn wait_for_head(&self, seq: u64) -> u64 {
+        let shared = &self.inner.shared;
+        let mut head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+        while *head < seq && !shared.closed.load(Ordering::SeqCst) {
+            head = shared.head_cv.wait(head).unwrap_or_else(PoisonError::into_inner);
+        }
+        *head
+    }
+}
+
+fn find_record<R>(
+    store: &dyn Store,
+    seq: u64,
+    f: impl FnOnce(&Record<'_>, &Hash) -> R,
+) -> Result<Option<R>, JournalError> {
+    let loc = store.location();
+    let Some((_, bytes)) = store.frame_containing(seq)? else { return Ok(None) };
+    for entry in frame::entries(bytes.as_ref()).map_err(|e| JournalError::corrupt(loc, Some(seq), e.to_string()))? {
+        let (hash, rec) = entry.map_err(|e| JournalError::corrupt(loc, Some(seq), e.to_string()))?;
+        let rec = record::decode(rec).map_err(|e| JournalError::corrupt(loc, Some(seq), e.to_string()))?;
+        if rec.seq == seq {
+            return Ok(Some(f(&rec, &hash)));
+        }
+    }
+    Ok(None)
+}
+
+/// Checks a request against the limits before it is queued.
+fn validate_request(streams: &[StreamAppend]) -> Result<(), InputError> {
+    if streams.is_empty() {
+        return Err(InputError::EmptyAppend);
+    }
+    if streams.len() > STREAMS_PER_APPEND_MAX {
+        return Err(InputError::TooManyStreams { count: streams.len(), max: STREAMS_PER_APPEND_MAX });
+    }
+    let total: usize = streams.iter().map(|s| s.events.len()).sum();
+    if total > EVENTS_PER_APPEND_MAX {
+        return Err(InputError::TooManyEvents { count: total, max: EVENTS_PER_APPEND_MAX });
+    }
+    let mut seen_streams = std::collections::HashSet::new();
+    let mut seen_ids = std::collections::HashSet::new();
+    for s in streams {
+        validate_stream(&s.stream)?;
+        if s.events.is_empty() {
+            return Err(InputError::EmptyAppend);
+        }
+        if !seen_streams.insert(s.stream.as_str()) {
+            return Err(InputError::DuplicateStream(s.stream.clone()));
+        }
+        for e in &s.events {
+            e.validate()?;
+            if !seen_ids.insert(e.id) {
+                return Err(InputError::DuplicateEventId(e.id));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loads the index snapshot and replays the frames after it, checking the tail as it goes.
+fn load_index(store: &dyn Store) -> Result<(Index, u64), JournalError> {
+    let loc = store.location().to_owned();
+    let hash_at = |seq: u64| find_record(store, seq, |_, h| *h);
+    let loaded = snapshot::load(store, INDEX_SNAPSHOT_NAME, INDEX_SNAPSHOT_VERSION, &hash_at)?;
+    let mut index = loaded.found.and_then(|(_, body)| Index::from_snapshot(&body)).unwrap_or_default();
+    let from = index.head_seq + 1;
+    let mut replayed = 0u64;
+    store.scan_frames(from, &mut |first, bytes| {
+        let mut expected_first = true;
+        for entry in frame::entries(bytes).map_err(|e| JournalError::corrupt(&loc, Some(first), e.to_string()))? {
+            let (stored, raw) =
+                entry.map_err(|e| JournalError::corrupt(&loc, Some(index.head_seq + 1), e.to_string()))?;
+            let rec = record::decode(raw)
+                .map_err(|e| JournalError::corrupt(&loc, Some(index.head_seq + 1), e.to_string()))?;
+            if expected_first && rec.seq != first {
+                return Err(JournalError::corrupt(
+                    &loc,
+                    Some(first),
+                    format!("frame key says {first} but its first record is {}", rec.seq),
+                ));
+            }
+            expected_first = false;
+            if rec.seq < from {
+                continue;
+            }
+            let want = index.head_seq + 1;
+            if rec.seq != want {
+                return Err(JournalError::corrupt(
+                    &loc,
+                    Some(want),
+                    format!("expected sequence {want}, found {}", rec.seq),
+                ));
+            }
+            if event_hash(raw) != stored {
+                return Err(JournalError::corrupt(&loc, Some(rec.seq), "record bytes do not match their stored hash"));
+            }
+            if rec.prev != index.head_hash {
+                return Err(JournalError::corrupt(&loc, Some(rec.seq), "prev hash does not match the previous event"));
+            }
+            if rec.version != index.version(rec.stream) + 1 {
+                return Err(JournalError::corrupt(
+                    &loc,
+                    Some(rec.seq),
+                    format!("stream {} jumps to version {}", rec.stream, rec.version),
+                ));
+            }
+            if index.ids.contains_key(&rec.id.as_u128()) {
+                return Err(JournalError::corrupt(&loc, Some(rec.seq), format!("event id {} appears twice", rec.id)));
+            }
+            index.push(rec.seq, rec.id, rec.stream, rec.version, stored);
+            replayed += 1;
+        }
+        Ok(true)
+    })?;
+    if let Some(head) = store.meta(META_HEAD)? {
+        let (seq, hash) =
+            decode_head(&head).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
+        if seq != index.head_seq || hash != index.head_hash {
+            return Err(JournalError::corrupt(
+                &loc,
+                Some(seq.min(index.head_seq) + 1),
+                format!("recorded head is sequence {seq} but the stored events end at {}", index.head_seq),
+            ));
+        }
+    } else if index.head_seq != 0 {
+        return Err(JournalError::corrupt(&loc, None, "events are stored but the head record is missing"));
+    }
+    Ok((index, replayed))
+}
+
+fn encode_head(seq: u64, hash: &Hash) -> Vec<u8> {
+    let mut v = seq.to_be_bytes().to_vec();
+    v.extend_from_slice(&hash.0);
+    v
+}
+
+/// Decodes the meta head value: `seq (u64 BE) || hash`.
+pub(crate) fn decode_head(v: &[u8]) -> Option<(u64, Hash)> {
+    if v.len() != 40 {
+        return None;
+    }
+    let seq = u64::from_be_bytes(v[..8].try_into().ok()?);
+    let mut h = [0u8; 32];
+    h.copy_from_slice(&v[8..]);
+    Some((seq, Hash(h)))
+}
+
+/// One event the writer has sequenced but not yet published.
+struct Pending {
+    seq: u64,
+    id: Uuid,
+    /// Index into the batch's stream name table.
+    stream: usize,
+    version: u64,
+    hash: Hash,
+}
+
+enum Outcome {
+    /// Appended: positions are known; the reply waits for durability.
+    Appended(Vec<Position>),
+    /// Every id was already stored (possibly earlier in this batch).
+    Retry(Vec<Position>),
+    Conflict(Conflict),
+    Rejected(JournalError),
+}
+
+struct Writer {
+    store: Arc<dyn Store>,
+    shared: Arc<Shared>,
+    origin: String,
+    since_snapshot: u64,
+}
+
+impl Writer {
+    fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut group: Vec<(Vec<StreamAppend>, oneshot::Sender<AppendResult>)> = Vec::new();
+        'outer: while let Some(first) = rx.blocking_recv() {
+            let mut next = Some(first);
+            let (mut events, mut bytes) = (0usize, 0usize);
+            while let Some(cmd) = next.take() {
+                match cmd {
+                    Command::Append { streams, reply } => {
+                        events += streams.iter().map(|s| s.events.len()).sum::<usize>();
+                        bytes += streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
+                        group.push((streams, reply));
+                    }
+                    Command::Checkpoint { key, event, reply } => {
+                        self.commit_group(std::mem::take(&mut group));
+                        let r = self.checkpoint(&key, event);
+                        let _ = reply.send(r);
+                    }
+                    Command::Shutdown { reply } => {
+                        self.commit_group(std::mem::take(&mut group));
+                        let r = self.snapshot_index();
+                        self.shared.close();
+                        let _ = reply.send(r);
+                        break 'outer;
+                    }
+                }
+                if events < BATCH_EVENTS_MAX.saturating_sub(crate::limits::EVENTS_PER_APPEND_MAX)
+                    && bytes < BATCH_BYTES_MAX / 2
+                {
+                    next = rx.try_recv().ok();
+                }
+            }
+            self.commit_group(std::mem::take(&mut group));
+        }
+        if !self.shared.closed.load(Ordering::SeqCst) {
+            let _ = self.snapshot_index();
+            self.shared.close();
+        }
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn snapshot_index(&mut self) -> Result<(), JournalError> {
+        if self.poisoned().is_some() {
+            return Ok(());
+        }
+        let ix = self.shared.index();
+        let body = ix
+            .to_snapshot()
+            .map_err(|e| JournalError::corrupt(self.store.location(), None, format!("index snapshot failed: {e}")))?;
+        snapshot::save(
+            self.store.as_ref(),
+            INDEX_SNAPSHOT_NAME,
+            INDEX_SNAPSHOT_VERSION,
+            ix.head_seq,
+            &ix.head_hash,
+            &body,
+        )?;
+        drop(ix);
+        self.since_snapshot = 0;
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, key: &SignerKey, mut event: EventData) -> Result<SignedCheckpoint, JournalError> {
+        let (size, root) = {
+            let ix = self.shared.index();
+            (ix.head_seq, ix.frontier.root())
+        };
+        let checkpoint = Checkpoint { origin: self.origin.clone(), size, root };
+        let note = key.sign_note(&checkpoint.body())?;
+        event.payload = serde_json::to_vec(&serde_json::json!({
+            "origin": checkpoint.origin,
+            "size": size,
+            "root": root.to_hex(),
+            "note": note,
+        }))
+        .map_err(|e| JournalError::corrupt(self.store.location(), None, e.to_string()))?;
+        let (reply, mut rx) = oneshot::channel();
+        let streams = vec![StreamAppend {
+            stream: CHECKPOINT_STREAM.to_owned(),
+            expected: ExpectedVersion::Any,
+            events: vec![event],
+        }];
+        validate_request(&streams)?;
+        self.commit_group(vec![(streams, reply)]);
+        match rx.try_recv() {
+            Ok(Ok(Ok(a))) => Ok(SignedCheckpoint { checkpoint, note, position: a.positions[0] }),
+            Ok(Ok(Err(conflict))) => Err(JournalError::corrupt(self.store.location(), None, conflict.to_string())),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(JournalError::Closed),
+        }
+    }
+
+    /// Sequences, writes, syncs and acknowledges one group of append requests.
+    fn commit_group(&mut self, group: Vec<(Vec<StreamAppend>, oneshot::Sender<AppendResult>)>) {
+        if group.is_empty() {
+            return;
+        }
+        if let Some(cause) = self.poisoned() {
+            for (_, reply) in group {
+                let _ = reply.send(Err(JournalError::Poisoned { cause: cause.clone() }));
+            }
+            return;
+        }
+        let mut names: Vec<String> = Vec::new();
+        let mut name_ix: HashMap<String, usize> = HashMap::new();
+        let mut versions: HashMap<usize, u64> = HashMap::new();
+        let mut batch_ids: HashMap<u128, Position> = HashMap::new();
+        let mut pending: Vec<Pending> = Vec::new();
+        let mut frames: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut frame = FrameBuilder::new();
+        let mut frame_first = 0u64;
+        let mut outcomes: Vec<Outcome> = Vec::with_capacity(group.len());
+        {
+            let ix = self.shared.index();
+            let mut next_seq = ix.head_seq + 1;
+            let mut prev = ix.head_hash;
+            for (streams, _) in &group {
+                // Idempotency first: a retry usually carries an expected version that no longer
+                // matches, and must still get its original positions back.
+                match self.classify_retry(&ix, &batch_ids, streams) {
+                    Ok(Some(positions)) => {
+                        outcomes.push(Outcome::Retry(positions));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        outcomes.push(Outcome::Rejected(e));
+                        continue;
+                    }
+                }
+                let mut conflict = None;
+                for s in streams {
+                    let actual = name_ix
+                        .get(&s.stream)
+                        .and_then(|i| versions.get(i))
+                        .copied()
+                        .unwrap_or_else(|| ix.version(&s.stream));
+                    if !s.expected.matches(actual) {
+                        conflict = Some(Conflict { stream: s.stream.clone(), expected: s.expected, actual });
+                        break;
+                    }
+                }
+                if let Some(c) = conflict {
+                    outcomes.push(Outcome::Conflict(c));
+                    continue;
+                }
+                let mut positions = Vec::with_capacity(streams.iter().map(|s| s.events.len()).sum());
+                for s in streams {
+                    let si = match name_ix.get(&s.stream) {
+                        Some(&i) => i,
+                        None => {
+                            names.push(s.stream.clone());
+                            name_ix.insert(s.stream.clone(), names.len() - 1);
+                            versions.insert(names.len() - 1, ix.version(&s.stream));
+                            names.len() - 1
+                        }
+                    };
+                    for e in &s.events {
+                        let version = versions[&si] + 1;
+                        let rec = Record {
+                            seq: next_seq,
+                            id: e.id,
+                            stream: &s.stream,
+                            version,
+                            event_type: &e.event_type,
+                            schema_version: e.schema_version,
+                            recorded_at_ns: e.recorded_at_ns,
+                            causation: e.causation,
+                            correlation: e.correlation,
+                            payload: &e.payload,
+                            prev,
+                        };
+                        let len = rec.encoded_len();
+                        if !frame.is_empty()
+                            && (frame.byte_len() + len + 36 > FRAME_BYTES_MAX || frame.len() >= FRAME_EVENTS_MAX)
+                        {
+                            frames.push((frame_first, std::mem::take(&mut frame).finish()));
+                        }
+                        if frame.is_empty() {
+                            frame_first = next_seq;
+                        }
+                        let hash = frame.push_record(&rec);
+                        pending.push(Pending { seq: next_seq, id: e.id, stream: si, version, hash });
+                        let pos = Position { seq: next_seq, version };
+                        batch_ids.insert(e.id.as_u128(), pos);
+                        positions.push(pos);
+                        versions.insert(si, version);
+                        prev = hash;
+                        next_seq += 1;
+                    }
+                }
+                outcomes.push(Outcome::Appended(positions));
+            }
+        }
+        if !frame.is_empty() {
+            frames.push((frame_first, frame.finish()));
+        }
+        if let Some(last) = pending.last() {
+            let durable = self
+                .store
+                .commit(&frames, &[(META_HEAD, encode_head(last.seq, &last.hash))])
+                .and_then(|()| self.store.sync());
+            if let Err(e) = durable {
+                let cause = e.to_string();
+                *self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());
+                let mut first = Some(e);
+                for (_, reply) in group {
+                    let err = first.take().unwrap_or_else(|| JournalError::Poisoned { cause: cause.clone() });
+                    let _ = reply.send(Err(err));
+                }
+                return;
+            }
+            let mut ix = self.shared.index.write().unwrap_or_else(PoisonError::into_inner);
+            for p in &pending {
+                ix.push(p.seq, p.id, &names[p.stream], p.version, p.hash);
+            }
+            let head = ix.head_seq;
+            drop(ix);
+            self.shared.publish(head);
+            self.since_snapshot += pending.len() as u64;
+        }
+        for ((_, reply), outcome) in group.into_iter().zip(outcomes) {
+            let r = match outcome {
+                Outcome::Appended(positions) => Ok(Ok(Appended { positions, deduplicated: false })),
+                Outcome::Retry(positions) => Ok(Ok(Appended { positions, deduplicated: true })),
+                Outcome::Conflict(c) => Ok(Err(c)),
+                Outcome::Rejected(e) => Err(e),
+            };
+            let _ = reply.send(r);
+        }
+        if self.since_snapshot >= INDEX_SNAPSHOT_EVENTS_MAX {
+            // A failed snapshot only costs a longer replay at the next open.
+            let _ = self.snapshot_index();
+        }
+    }
+
+    /// `Some(original positions)` when every event id of the request is already stored (in the
+    /// journal or earlier in this batch) under the same stream with the same type and payload;
+    /// `None` when none is; an error for a partial or inconsistent match.
+    fn classify_retry(
+        &self,
+        ix: &Index,
+        batch: &HashMap<u128, Position>,
+        streams: &[StreamAppend],
+    ) -> Result<Option<Vec<Position>>, JournalError> {
+        let mut found = Vec::new();
+        let mut total = 0usize;
+        for s in streams {
+            for e in &s.events {
+                total += 1;
+                let key = e.id.as_u128();
+                if let Some(p) = batch.get(&key) {
+                    found.push((s, e, *p, true));
+                } else if let Some(&seq) = ix.ids.get(&key) {
+                    found.push((s, e, Position { seq, version: 0 }, false));
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(None);
+        }
+        let first = found[0].1.id;
+        if found.len() != total {
+            return Err(InputError::IdempotencyMismatch {
+                event_id: first,
+                detail: format!("but {} of the {total} events in this append are new", total - found.len()),
+            }
+            .into());
+        }
+        let mut positions = Vec::with_capacity(total);
+        for (s, e, pos, in_batch) in found {
+            if in_batch {
+                // Same-batch duplicate of a request that is being appended now: it was validated
+                // against the same stream names when it was sequenced.
+                positions.push(pos);
+                continue;
+            }
+            let stored = find_record(self.store.as_ref(), pos.seq, |rec, _| {
+                (
+                    rec.stream == s.stream && rec.event_type == e.event_type && rec.payload == e.payload.as_slice(),
+                    rec.version,
+                    rec.stream.to_owned(),
+                )
+            })?;
+            match stored {
+                Some((true, version, _)) => positions.push(Position { seq: pos.seq, version }),
+                Some((false, _, stored_stream)) => {
+                    return Err(InputError::IdempotencyMismatch {
+                        event_id: e.id,
+                        detail: format!(
+                            "at sequence {} in stream {stored_stream:?} with a different stream, type or payload",
+                            pos.seq
+                        ),
+                    }
+                    .into());
+                }
+                None => {
+                    return Err(JournalError::corrupt(
+                        self.store.location(),
+                        Some(pos.seq),
+                        "indexed event is missing",
+                    ));
+                }
+            }
+        }
+        Ok(Some(positions))
+    }
+}
+
+/// A catch-up subscription: see [`Journal::subscribe`].
+pub struct Subscription {
+    journal: Journal,
+    next: u64,
+    buffer: std::collections::VecDeque<Envelope>,
+    watch: watch::Receiver<u64>,
+}
+
+const SUBSCRIPTION_PAGE_EVENTS: usize = 1024;
+
+impl Subscription {
+    /// Sequence of the next event this subscription will deliver.
+    pub fn position(&self) -> u64 {
+        self.next
+    }
+
+    fn fill(&mut self) -> Result<(), JournalError> {
+        if self.buffer.is_empty() && self.next <= self.journal.head().seq {
+            let page = self.journal.read_range(self.next, SUBSCRIPTION_PAGE_EVENTS)?;
+            self.buffer.extend(page);
+        }
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<Envelope> {
+        let e = self.buffer.pop_front()?;
+        debug_assert_eq!(e.seq, self.next);
+        self.next = e.seq + 1;
+        Some(e)
+    }
+
+    /// The next event if one is durable now, without waiting.
+    pub fn try_next(&mut self) -> Result<Option<Envelope>, JournalError> {
+        self.fill()?;
+        Ok(self.pop())
+    }
+
+    /// The next event, waiting for it; `None` once the journal is closed and drained.
+    pub async fn next(&mut self) -> Result<Option<Envelope>, JournalError> {
+        loop {
+            self.watch.borrow_and_update();
+            if let Some(e) = self.try_next()? {
+                return Ok(Some(e));
+            }
+            if self.journal.inner.shared.closed.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            if self.watch.changed().await.is_err() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Blocking [`Subscription::next`].
+    pub fn next_blocking(&mut self) -> Result<Option<Envelope>, JournalError> {
+        loop {
+            if let Some(e) = self.try_next()? {
+                return Ok(Some(e));
+            }
+            if self.journal.inner.shared.closed.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            self.journal.wait_for_head(self.next);
+        }
+    }
+}

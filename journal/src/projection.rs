@@ -1,0 +1,218 @@
+//! Projections: state folded from the journal, with snapshots so startup replays only the tail.
+//!
+//! A [`Projection`] is a pure fold over records. The [`Projections`] registry runs a set of them:
+//! [`Projections::catch_up`] loads each one's newest valid snapshot (see [`crate::snapshot`] for
+//! what "valid" means) and replays only the events after it; [`Projections::rebuild`] replays
+//! from sequence 1 and ignores snapshots. Both end with every projection at the journal head and
+//! report each one's state hash, so incremental state, snapshot + tail and a full replay can be
+//! compared byte for byte.
+
+use std::collections::BTreeMap;
+
+use crate::error::JournalError;
+use crate::hash::Hash;
+use crate::journal::Journal;
+use crate::record::Record;
+use crate::snapshot::{self, Discarded};
+
+/// A projection failed to apply an event: the journal holds something this code cannot fold.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("[STRATA-E0501] projection {projection} cannot apply event {seq} ({event_type}): {detail}")]
+pub struct ProjectionError {
+    /// Projection name.
+    pub projection: String,
+    /// Event sequence.
+    pub seq: u64,
+    /// Event type.
+    pub event_type: String,
+    /// Why.
+    pub detail: String,
+}
+
+/// State derived from the journal by folding events in order.
+pub trait Projection: Send {
+    /// Stable name; also the snapshot key.
+    fn name(&self) -> &str;
+    /// Bump when the state layout or the fold changes: older snapshots are then discarded.
+    fn version(&self) -> u32;
+    /// Folds one event. Must be deterministic and must ignore event types it does not know.
+    fn apply(&mut self, record: &Record<'_>) -> Result<(), String>;
+    /// blake3 over a canonical encoding of the state (independent of insertion order).
+    fn state_hash(&self) -> Hash;
+    /// rkyv bytes of the state.
+    fn encode_snapshot(&self) -> Result<Vec<u8>, String>;
+    /// Replaces the state with a decoded snapshot (validated access); an error discards it.
+    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String>;
+    /// Back to the empty state.
+    fn reset(&mut self);
+}
+
+/// How one projection got to the head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectionStatus {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: u32,
+    /// Sequence of the snapshot it started from (0: from scratch).
+    pub from_snapshot: u64,
+    /// Snapshots discarded on the way, and why.
+    pub discarded: Vec<Discarded>,
+    /// Events applied.
+    pub applied: u64,
+    /// State hash at the head.
+    pub state_hash: Hash,
+}
+
+/// A set of projections run together.
+pub struct Projections {
+    items: Vec<(Box<dyn Projection>, u64)>,
+}
+
+impl Projections {
+    /// A registry of `items`; names must be unique.
+    pub fn new(items: Vec<Box<dyn Projection>>) -> Projections {
+        debug_assert!({
+            let mut names: Vec<&str> = items.iter().map(|p| p.name()).collect();
+            names.sort_unstable();
+            names.windows(2).all(|w| w[0] != w[1])
+        });
+        Projections { items: items.into_iter().map(|p| (p, 0)).collect() }
+    }
+
+    /// Sequence every projection has applied up to (the minimum).
+    pub fn position(&self) -> u64 {
+        self.items.iter().map(|(_, c)| *c).min().unwrap_or(0)
+    }
+
+    /// The projection called `name`.
+    pub fn get(&self, name: &str) -> Option<&dyn Projection> {
+        self.items.iter().find(|(p, _)| p.name() == name).map(|(p, _)| p.as_ref())
+    }
+
+    /// State hash of every projection, by name.
+    pub fn state_hashes(&self) -> BTreeMap<String, Hash> {
+        self.items.iter().map(|(p, _)| (p.name().to_owned(), p.state_hash())).collect()
+    }
+
+    /// Applies one event to every projection that has not seen it (live, incremental use).
+    pub fn apply(&mut self, record: &Record<'_>) -> Result<(), ProjectionError> {
+        for (p, cursor) in &mut self.items {
+            if record.seq <= *cursor {
+                continue;
+            }
+            p.apply(record).map_err(|detail| ProjectionError {
+                projection: p.name().to_owned(),
+                seq: record.seq,
+                event_type: record.event_type.to_owned(),
+                detail,
+            })?;
+            *cursor = record.seq;
+        }
+        Ok(())
+    }
+
+    /// Replays every projection from sequence 1, ignoring snapshots.
+    pub fn rebuild(&mut self, journal: &Journal) -> Result<Vec<ProjectionStatus>, ProjectionRunError> {
+        for (p, cursor) in &mut self.items {
+            p.reset();
+            *cursor = 0;
+        }
+        let statuses = self.items.iter().map(|(p, _)| (p.name().to_owned(), p.version(), 0, Vec::new())).collect();
+        self.replay_tail(journal, statuses)
+    }
+
+    /// Starts each projection from its newest valid snapshot and replays the rest.
+    pub fn catch_up(&mut self, journal: &Journal) -> Result<Vec<ProjectionStatus>, ProjectionRunError> {
+        let mut statuses = Vec::with_capacity(self.items.len());
+        let hash_at = |seq: u64| journal.hash_at(seq);
+        for (p, cursor) in &mut self.items {
+            let snapshot::Loaded { found, mut discarded } =
+                snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
+            p.reset();
+            *cursor = 0;
+            if let Some((seq, body)) = found {
+                match p.restore_snapshot(&body) {
+                    Ok(()) => *cursor = seq,
+                    Err(_) => {
+                        p.reset();
+                        discarded.push(Discarded::Damaged);
+                    }
+                }
+            }
+            statuses.push((p.name().to_owned(), p.version(), *cursor, discarded));
+        }
+        self.replay_tail(journal, statuses)
+    }
+
+    fn replay_tail(
+        &mut self,
+        journal: &Journal,
+        statuses: Vec<(String, u32, u64, Vec<Discarded>)>,
+    ) -> Result<Vec<ProjectionStatus>, ProjectionRunError> {
+        let head = journal.head().seq;
+        let from = self.position() + 1;
+        let mut applied = vec![0u64; self.items.len()];
+        let r = journal.scan(from, head, |rec, _| {
+            for (i, (p, cursor)) in self.items.iter_mut().enumerate() {
+                if rec.seq <= *cursor {
+                    continue;
+                }
+                p.apply(rec).map_err(|detail| ProjectionError {
+                    projection: p.name().to_owned(),
+                    seq: rec.seq,
+                    event_type: rec.event_type.to_owned(),
+                    detail,
+                })?;
+                *cursor = rec.seq;
+                applied[i] += 1;
+            }
+            Ok::<bool, ProjectionError>(true)
+        })?;
+        r?;
+        // Projections whose snapshot was already at the head are at the head too.
+        for (_, cursor) in &mut self.items {
+            *cursor = (*cursor).max(head);
+        }
+        Ok(statuses
+            .into_iter()
+            .zip(&self.items)
+            .zip(applied)
+            .map(|(((name, version, from_snapshot, discarded), (p, _)), applied)| ProjectionStatus {
+                name,
+                version,
+                from_snapshot,
+                discarded,
+                applied,
+                state_hash: p.state_hash(),
+            })
+            .collect())
+    }
+
+    /// Saves a snapshot of every projection at its current position.
+    pub fn save_snapshots(&self, journal: &Journal) -> Result<(), ProjectionRunError> {
+        for (p, cursor) in &self.items {
+            let hash = if *cursor == 0 { Hash::ZERO } else { journal.hash_at(*cursor)?.unwrap_or(Hash::ZERO) };
+            let body = p.encode_snapshot().map_err(|detail| ProjectionError {
+                projection: p.name().to_owned(),
+                seq: *cursor,
+                event_type: String::new(),
+                detail: format!("snapshot encoding failed: {detail}"),
+            })?;
+            snapshot::save(journal.store().as_ref(), p.name(), p.version(), *cursor, &hash, &body)?;
+        }
+        Ok(())
+    }
+}
+
+/// Running projections failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProjectionRunError {
+    /// A projection rejected an event.
+    #[error(transparent)]
+    Projection(#[from] ProjectionError),
+    /// Reading the journal failed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}

@@ -1,0 +1,382 @@
+//! Storage backends behind the journal: where frames, meta values and snapshots live.
+//!
+//! The journal logic (sequencing, chaining, indexing, verification) is the same for every
+//! backend; a backend only stores bytes atomically and makes them durable. Two exist:
+//!
+//! * [`SledStore`], the embedded default. Frames and meta values share the `journal` tree so one
+//!   single-tree sled transaction writes a whole group-commit batch; projection snapshots live in
+//!   the `snapshots` tree, outside the tamper-evident content.
+//! * [`MemStore`], in memory, for tests and simulation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::error::JournalError;
+use crate::frame::{FRAME_PREFIX, frame_key, frame_key_seq};
+
+/// What an acknowledged append survives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// sled `flush()` (`sync_file_range` on Linux): survives a crash of the process; not a power
+    /// loss or a kernel crash with a volatile disk cache.
+    Process,
+    /// `flush()` plus `fdatasync` of sled's data file and any new blob files: survives power loss
+    /// on hardware that honours cache flushes.
+    Power,
+}
+
+impl Durability {
+    /// `process` or `power`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Process => "process",
+            Durability::Power => "power",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "process" => Ok(Durability::Process),
+            "power" => Ok(Durability::Power),
+            other => Err(format!("durability must be \"process\" or \"power\", not {other:?}")),
+        }
+    }
+}
+
+/// Bytes of one stored frame.
+#[derive(Clone, Debug)]
+pub enum FrameBytes {
+    /// Zero-copy from sled.
+    Sled(sled::IVec),
+    /// From memory.
+    Mem(Arc<[u8]>),
+}
+
+impl AsRef<[u8]> for FrameBytes {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            FrameBytes::Sled(v) => v,
+            FrameBytes::Mem(v) => v,
+        }
+    }
+}
+
+/// Meta keys are `m` + name in the journal tree.
+pub(crate) const META_PREFIX: u8 = b'm';
+pub(crate) const META_FORMAT: &str = "format";
+pub(crate) const META_ORIGIN: &str = "origin";
+pub(crate) const META_HEAD: &str = "head";
+pub(crate) const JOURNAL_FORMAT: &[u8] = b"strata-journal/1";
+
+/// Visitor of stored frames: `(first sequence, frame bytes)`; returns `Ok(false)` to stop.
+pub type FrameVisitor<'a> = dyn FnMut(u64, &[u8]) -> Result<bool, JournalError> + 'a;
+
+/// Stored snapshots as `(key, value)` pairs.
+pub type SnapshotEntries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A storage backend. Only the writer calls [`Store::commit`]; reads may come from any thread.
+pub trait Store: Send + Sync + 'static {
+    /// Writes `frames` (first sequence, encoded frame) and `meta` (name, value) atomically.
+    fn commit(&self, frames: &[(u64, Vec<u8>)], meta: &[(&str, Vec<u8>)]) -> Result<(), JournalError>;
+    /// Makes everything committed so far durable at the store's level.
+    fn sync(&self) -> Result<(), JournalError>;
+    /// Calls `f(first_seq, frame)` for the frame containing `seq` (if any) and every later frame,
+    /// in order, until `f` returns `Ok(false)`.
+    fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError>;
+    /// The frame containing `seq`, if stored.
+    fn frame_containing(&self, seq: u64) -> Result<Option<(u64, FrameBytes)>, JournalError>;
+    /// A meta value.
+    fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, JournalError>;
+    /// Writes snapshot `key`.
+    fn put_snapshot(&self, key: &[u8], value: &[u8]) -> Result<(), JournalError>;
+    /// Snapshots whose key starts with `prefix`, in key order.
+    fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError>;
+    /// Deletes snapshot `key`.
+    fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError>;
+    /// The directory backing the store (for messages), or a label.
+    fn location(&self) -> &Path;
+}
+
+fn meta_key(name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + name.len());
+    k.push(META_PREFIX);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+/// The sled backend.
+pub struct SledStore {
+    dir: PathBuf,
+    db: sled::Db,
+    journal: sled::Tree,
+    snapshots: sled::Tree,
+    durability: Durability,
+    data_file: Option<File>,
+    synced_blobs: Mutex<BTreeSet<std::ffi::OsString>>,
+}
+
+impl SledStore {
+    /// Opens (or creates) sled in `dir`. sled can panic on a damaged directory; the panic is
+    /// caught and reported as [`JournalError::Corrupt`].
+    pub fn open(dir: &Path, durability: Durability, cache_bytes: u64) -> Result<SledStore, JournalError> {
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(None)
+            .mode(sled::Mode::HighThroughput);
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()));
+        let db = match opened {
+            Ok(Ok(db)) => db,
+            Ok(Err(sled::Error::Io(e))) => return Err(JournalError::io(dir, e)),
+            Ok(Err(e)) => return Err(JournalError::corrupt(dir, None, format!("sled cannot open it: {e}"))),
+            Err(_) => return Err(JournalError::corrupt(dir, None, "sled panicked while recovering the directory")),
+        };
+        let journal = db.open_tree("journal").map_err(|e| JournalError::storage(dir, e))?;
+        let snapshots = db.open_tree("snapshots").map_err(|e| JournalError::storage(dir, e))?;
+        let data_file = match durability {
+            Durability::Process => None,
+            Durability::Power => {
+                let p = dir.join("db");
+                Some(File::open(&p).map_err(|e| JournalError::io(&p, e))?)
+            }
+        };
+        Ok(SledStore {
+            dir: dir.to_owned(),
+            db,
+            journal,
+            snapshots,
+            durability,
+            data_file,
+            synced_blobs: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// Writes a meta value outside a batch and flushes (used at creation).
+    pub(crate) fn put_meta(&self, name: &str, value: &[u8]) -> Result<(), JournalError> {
+        self.journal.insert(meta_key(name), value).map_err(|e| JournalError::storage(&self.dir, e))?;
+        self.sync()
+    }
+
+    /// The underlying tree of frames and meta values, for tooling and tamper tests.
+    pub fn journal_tree(&self) -> &sled::Tree {
+        &self.journal
+    }
+
+    fn sync_new_blobs(&self) -> Result<(), JournalError> {
+        let blobs = self.dir.join("blobs");
+        let entries = match std::fs::read_dir(&blobs) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(JournalError::io(&blobs, e)),
+        };
+        let mut synced = self.synced_blobs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut present = BTreeSet::new();
+        let mut any_new = false;
+        for entry in entries {
+            let entry = entry.map_err(|e| JournalError::io(&blobs, e))?;
+            let name = entry.file_name();
+            if !synced.contains(&name) {
+                let p = entry.path();
+                match File::open(&p) {
+                    Ok(f) => f.sync_data().map_err(|e| JournalError::io(&p, e))?,
+                    // sled may garbage-collect a blob between the listing and the open.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(JournalError::io(&p, e)),
+                }
+                any_new = true;
+            }
+            present.insert(name);
+        }
+        if any_new {
+            File::open(&blobs).and_then(|d| d.sync_all()).map_err(|e| JournalError::io(&blobs, e))?;
+        }
+        *synced = present;
+        Ok(())
+    }
+}
+
+impl Store for SledStore {
+    fn commit(&self, frames: &[(u64, Vec<u8>)], meta: &[(&str, Vec<u8>)]) -> Result<(), JournalError> {
+        let mut batch = sled::Batch::default();
+        for (seq, bytes) in frames {
+            batch.insert(&frame_key(*seq), bytes.as_slice());
+        }
+        for (name, value) in meta {
+            batch.insert(meta_key(name), value.as_slice());
+        }
+        // One single-tree transaction: sled makes it atomic, also across a crash. The writer is
+        // the only one writing this tree, so the closure never conflicts and runs once.
+        self.journal
+            .transaction(|tx| {
+                tx.apply_batch(&batch)?;
+                Ok::<(), sled::transaction::ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                sled::transaction::TransactionError::Storage(e) => JournalError::storage(&self.dir, e),
+                sled::transaction::TransactionError::Abort(()) => {
+                    JournalError::corrupt(&self.dir, None, "sled aborted a journal transaction that has no abort path")
+                }
+            })
+    }
+
+    fn sync(&self) -> Result<(), JournalError> {
+        self.db.flush().map_err(|e| JournalError::storage(&self.dir, e))?;
+        if self.durability == Durability::Power {
+            if let Some(f) = &self.data_file {
+                f.sync_data().map_err(|e| JournalError::io(&self.dir.join("db"), e))?;
+            }
+            self.sync_new_blobs()?;
+        }
+        Ok(())
+    }
+
+    fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
+        let start = match self.frame_containing(seq)? {
+            Some((first, _)) => first,
+            None => seq,
+        };
+        let end = [FRAME_PREFIX + 1];
+        for item in self.journal.range(frame_key(start).to_vec()..end.to_vec()) {
+            let (k, v) = item.map_err(|e| JournalError::storage(&self.dir, e))?;
+            let Some(first) = frame_key_seq(&k) else { continue };
+            if !f(first, &v)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn frame_containing(&self, seq: u64) -> Result<Option<(u64, FrameBytes)>, JournalError> {
+        let key = frame_key(seq);
+        let lower = [FRAME_PREFIX];
+        match self.journal.range(lower.to_vec()..=key.to_vec()).next_back() {
+            Some(Ok((k, v))) => Ok(frame_key_seq(&k).map(|s| (s, FrameBytes::Sled(v)))),
+            Some(Err(e)) => Err(JournalError::storage(&self.dir, e)),
+            None => Ok(None),
+        }
+    }
+
+    fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, JournalError> {
+        Ok(self.journal.get(meta_key(name)).map_err(|e| JournalError::storage(&self.dir, e))?.map(|v| v.to_vec()))
+    }
+
+    fn put_snapshot(&self, key: &[u8], value: &[u8]) -> Result<(), JournalError> {
+        self.snapshots.insert(key, value).map_err(|e| JournalError::storage(&self.dir, e))?;
+        self.db.flush().map_err(|e| JournalError::storage(&self.dir, e))?;
+        Ok(())
+    }
+
+    fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError> {
+        self.snapshots
+            .scan_prefix(prefix)
+            .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(|e| JournalError::storage(&self.dir, e)))
+            .collect()
+    }
+
+    fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError> {
+        self.snapshots.remove(key).map_err(|e| JournalError::storage(&self.dir, e))?;
+        Ok(())
+    }
+
+    fn location(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[derive(Default)]
+struct MemState {
+    frames: BTreeMap<u64, Arc<[u8]>>,
+    meta: BTreeMap<String, Vec<u8>>,
+    snapshots: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// In-memory backend. Everything committed is immediately "durable".
+#[derive(Default, Clone)]
+pub struct MemStore {
+    state: Arc<Mutex<MemState>>,
+}
+
+impl MemStore {
+    /// An empty store that already carries the journal format marker and `origin`.
+    pub fn new(origin: &str) -> MemStore {
+        let s = MemStore::default();
+        {
+            let mut st = s.lock();
+            st.meta.insert(META_FORMAT.to_owned(), JOURNAL_FORMAT.to_vec());
+            st.meta.insert(META_ORIGIN.to_owned(), origin.as_bytes().to_vec());
+        }
+        s
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Store for MemStore {
+    fn commit(&self, frames: &[(u64, Vec<u8>)], meta: &[(&str, Vec<u8>)]) -> Result<(), JournalError> {
+        let mut st = self.lock();
+        for (seq, bytes) in frames {
+            st.frames.insert(*seq, Arc::from(bytes.as_slice()));
+        }
+        for (name, value) in meta {
+            st.meta.insert((*name).to_owned(), value.clone());
+        }
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), JournalError> {
+        Ok(())
+    }
+
+    fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
+        let start = self.lock().frames.range(..=seq).next_back().map(|(k, _)| *k).unwrap_or(seq);
+        let mut next = start;
+        loop {
+            // Copy one frame at a time so `f` runs without the lock held.
+            let item = self.lock().frames.range(next..).next().map(|(k, v)| (*k, v.clone()));
+            let Some((first, bytes)) = item else { return Ok(()) };
+            if !f(first, &bytes)? {
+                return Ok(());
+            }
+            next = first + 1;
+        }
+    }
+
+    fn frame_containing(&self, seq: u64) -> Result<Option<(u64, FrameBytes)>, JournalError> {
+        Ok(self.lock().frames.range(..=seq).next_back().map(|(k, v)| (*k, FrameBytes::Mem(v.clone()))))
+    }
+
+    fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, JournalError> {
+        Ok(self.lock().meta.get(name).cloned())
+    }
+
+    fn put_snapshot(&self, key: &[u8], value: &[u8]) -> Result<(), JournalError> {
+        self.lock().snapshots.insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError> {
+        Ok(self
+            .lock()
+            .snapshots
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError> {
+        self.lock().snapshots.remove(key);
+        Ok(())
+    }
+
+    fn location(&self) -> &Path {
+        Path::new("<memory>")
+    }
+}

@@ -1,0 +1,453 @@
+//! Full verification: every check the journal's integrity rests on, recomputed from stored bytes.
+//!
+//! The same [`Verifier`] runs over a sled journal (frames) and over an export or audit bundle
+//! (lines), so both are held to identical rules:
+//!
+//! * every record decodes, and its bytes hash to the hash stored beside it (else: altered);
+//! * sequences run 1, 2, 3 … with no gap, repeat or reordering;
+//! * every `prev` equals the previous record's hash (the chain);
+//! * stream versions run 1, 2, 3 … per stream; event ids are unique; payloads are compact JSON;
+//! * the recorded head matches the last record;
+//! * every checkpoint (checkpoint events in the journal, notes saved beside it, notes the auditor
+//!   brings) has this journal's origin, a size not beyond the end, a root equal to the Merkle root
+//!   recomputed at that size, and, when trusted keys are given, a valid signature by one of them.
+//!
+//! Problems are collected (up to [`PROBLEMS_MAX`]) rather than stopping at the first, and the
+//! report names the first bad sequence.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use crate::error::JournalError;
+use crate::frame;
+use crate::hash::{Hash, event_hash, leaf_hash};
+use crate::journal::{CHECKPOINT_EVENT_TYPE, checkpoints_dir, decode_head};
+use crate::merkle::Frontier;
+use crate::note::{Checkpoint, SignedNote, VerifierKey};
+use crate::record::{self, validate_payload};
+use crate::store::{META_HEAD, META_ORIGIN, Store};
+
+/// Most problems a report lists.
+pub const PROBLEMS_MAX: usize = 100;
+
+/// One thing found wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Sequence the problem is at, when it has one.
+    pub seq: Option<u64>,
+    /// Stable kind name (`altered`, `gap`, `order`, `chain`, `stream-version`, `duplicate-id`,
+    /// `payload`, `undecodable`, `frame-key`, `head`, `truncated`, `checkpoint-root`,
+    /// `checkpoint-origin`, `checkpoint-signature`, `checkpoint-note`).
+    pub kind: &'static str,
+    /// What exactly is wrong.
+    pub detail: String,
+}
+
+/// What was found for one checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// Where the checkpoint came from (`event 1234`, a file path, `bundle`).
+    pub source: String,
+    /// Its size.
+    pub size: u64,
+    /// Recomputed root matched (false when the journal is shorter than `size`).
+    pub root_matches: bool,
+    /// Trusted keys with a valid signature on it (empty when none were given).
+    pub signed_by: Vec<String>,
+}
+
+/// The outcome of a verification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The journal's origin.
+    pub origin: String,
+    /// Records examined.
+    pub events: u64,
+    /// Hash of the last record examined.
+    pub head_hash: Hash,
+    /// Merkle root over every record examined.
+    pub root: Hash,
+    /// Distinct streams.
+    pub streams: usize,
+    /// Checkpoints checked.
+    pub checkpoints: Vec<CheckpointReport>,
+    /// Whether signatures were checked against trusted keys.
+    pub signatures_checked: bool,
+    /// Problems, in the order found (at most [`PROBLEMS_MAX`]).
+    pub problems: Vec<Problem>,
+    /// More problems existed than were listed.
+    pub problems_truncated: bool,
+    /// Lowest sequence any problem points at.
+    pub first_bad_seq: Option<u64>,
+}
+
+impl VerifyReport {
+    /// True when nothing is wrong.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+struct PendingCheckpoint {
+    source: String,
+    note: String,
+}
+
+/// Incremental verifier: feed records in stored order, then [`Verifier::finish`].
+pub struct Verifier {
+    origin: String,
+    keys: Vec<VerifierKey>,
+    next_seq: u64,
+    prev: Hash,
+    last_hash: Hash,
+    leaves: Vec<Hash>,
+    versions: HashMap<String, u64>,
+    ids: HashSet<u128>,
+    checkpoints: Vec<PendingCheckpoint>,
+    problems: Vec<Problem>,
+    truncated: bool,
+}
+
+impl Verifier {
+    /// A verifier for the journal named `origin`, trusting `keys` for signatures.
+    pub fn new(origin: &str, keys: Vec<VerifierKey>) -> Verifier {
+        Verifier {
+            origin: origin.to_owned(),
+            keys,
+            next_seq: 1,
+            prev: Hash::ZERO,
+            last_hash: Hash::ZERO,
+            leaves: Vec::new(),
+            versions: HashMap::new(),
+            ids: HashSet::new(),
+            checkpoints: Vec::new(),
+            problems: Vec::new(),
+            truncated: false,
+        }
+    }
+
+    fn problem(&mut self, seq: Option<u64>, kind: &'static str, detail: String) {
+        if self.problems.len() >= PROBLEMS_MAX {
+            self.truncated = true;
+            return;
+        }
+        self.problems.push(Problem { seq, kind, detail });
+    }
+
+    /// Adds a signed checkpoint note to check at the end. The same note from several places
+    /// (an event and a saved file, say) is checked once, naming every source.
+    pub fn add_checkpoint(&mut self, source: &str, note: &str) {
+        match self.checkpoints.iter_mut().find(|c| c.note == note) {
+            Some(c) => {
+                c.source.push_str(", ");
+                c.source.push_str(source);
+            }
+            None => self.checkpoints.push(PendingCheckpoint { source: source.to_owned(), note: note.to_owned() }),
+        }
+    }
+
+    /// Records a frame key that does not match the first record in the frame.
+    pub fn frame_key_mismatch(&mut self, key_seq: u64, first_record_seq: Option<u64>) {
+        self.problem(
+            Some(key_seq),
+            "frame-key",
+            format!(
+                "frame stored under sequence {key_seq} starts with {}",
+                first_record_seq.map_or("an undecodable record".to_owned(), |s| format!("sequence {s}"))
+            ),
+        );
+    }
+
+    /// Feeds one stored record. `stored_hash` is the hash stored beside it (frames) or claimed
+    /// for it (exports); `None` when the source has none.
+    pub fn record(&mut self, stored_hash: Option<Hash>, raw: &[u8]) {
+        let computed = event_hash(raw);
+        let rec = match record::decode(raw) {
+            Ok(r) => r,
+            Err(e) => {
+                let at = self.next_seq;
+                self.problem(Some(at), "undecodable", format!("record at position {at} does not decode: {e}"));
+                // Assume it occupied the expected slot so later records are still checked.
+                self.accept(at, stored_hash.unwrap_or(computed), computed);
+                return;
+            }
+        };
+        let want = self.next_seq;
+        if rec.seq > want {
+            let detail = if rec.seq == want + 1 {
+                format!("expected sequence {want}, found {}: sequence {want} is missing or out of place", rec.seq)
+            } else {
+                format!(
+                    "expected sequence {want}, found {}: sequences {want}..={} are missing or out of place",
+                    rec.seq,
+                    rec.seq - 1
+                )
+            };
+            self.problem(Some(want), "gap", detail);
+            self.next_seq = rec.seq;
+        } else if rec.seq < want {
+            self.problem(
+                Some(want),
+                "order",
+                format!("expected sequence {want}, found {} again (records reordered or repeated)", rec.seq),
+            );
+        }
+        if let Some(stored) = stored_hash
+            && stored != computed
+        {
+            self.problem(
+                Some(rec.seq),
+                "altered",
+                format!("record {} does not hash to its recorded hash (its bytes were changed)", rec.seq),
+            );
+        }
+        let chain_hash = stored_hash.unwrap_or(computed);
+        if rec.seq == want && rec.prev != self.prev {
+            self.problem(
+                Some(rec.seq),
+                "chain",
+                format!("record {}'s prev hash does not match record {}'s hash", rec.seq, rec.seq.saturating_sub(1)),
+            );
+        }
+        let version = self.versions.get(rec.stream).copied().unwrap_or(0);
+        if rec.version != version + 1 {
+            self.problem(
+                Some(rec.seq),
+                "stream-version",
+                format!("stream {} goes from version {version} to {}", rec.stream, rec.version),
+            );
+        }
+        self.versions.insert(rec.stream.to_owned(), rec.version.max(version));
+        if !self.ids.insert(rec.id.as_u128()) {
+            self.problem(Some(rec.seq), "duplicate-id", format!("event id {} was already used", rec.id));
+        }
+        if let Err(e) = validate_payload(rec.payload) {
+            self.problem(Some(rec.seq), "payload", e.to_string());
+        }
+        if rec.event_type == CHECKPOINT_EVENT_TYPE {
+            match serde_json::from_slice::<serde_json::Value>(rec.payload)
+                .ok()
+                .and_then(|v| v.get("note").and_then(|n| n.as_str()).map(str::to_owned))
+            {
+                Some(note) => self.add_checkpoint(&format!("event {}", rec.seq), &note),
+                None => self.problem(
+                    Some(rec.seq),
+                    "checkpoint-note",
+                    format!("checkpoint event {} carries no note", rec.seq),
+                ),
+            }
+        }
+        if rec.seq >= want {
+            self.accept(rec.seq, chain_hash, computed);
+        }
+    }
+
+    fn accept(&mut self, seq: u64, chain_hash: Hash, computed: Hash) {
+        self.prev = chain_hash;
+        self.last_hash = computed;
+        self.leaves.push(leaf_hash(&computed));
+        self.next_seq = seq + 1;
+    }
+
+    /// Number of records fed so far (positions in the tree).
+    pub fn events(&self) -> u64 {
+        self.leaves.len() as u64
+    }
+
+    /// Finishes: checks the recorded head (if any) and every checkpoint.
+    pub fn finish(mut self, recorded_head: Option<(u64, Hash)>) -> VerifyReport {
+        let events = self.leaves.len() as u64;
+        if let Some((seq, hash)) = recorded_head
+            && (seq != self.next_seq - 1 || hash != self.last_hash)
+        {
+            let first = seq.min(self.next_seq - 1) + 1;
+            self.problem(
+                Some(first),
+                "head",
+                format!("the recorded head is sequence {seq}, the stored records end at {}", self.next_seq - 1),
+            );
+        }
+        // Parse every checkpoint, then compute all needed roots in one pass over the leaves.
+        let mut parsed = Vec::new();
+        for cp in std::mem::take(&mut self.checkpoints) {
+            match SignedNote::parse(&cp.note).and_then(|n| Checkpoint::parse_body(&n.text).map(|c| (n, c))) {
+                Ok((note, body)) => parsed.push((cp.source, note, body)),
+                Err(e) => self.problem(None, "checkpoint-note", format!("checkpoint from {}: {e}", cp.source)),
+            }
+        }
+        let mut sizes: BTreeMap<u64, Hash> =
+            parsed.iter().filter(|(_, _, c)| c.size <= events).map(|(_, _, c)| (c.size, Hash::ZERO)).collect();
+        let mut f = Frontier::new();
+        if let Some(r) = sizes.get_mut(&0) {
+            *r = f.root();
+        }
+        for leaf in &self.leaves {
+            f.push_leaf(*leaf);
+            if let Some(r) = sizes.get_mut(&f.size()) {
+                *r = f.root();
+            }
+        }
+        let root = f.root();
+        parsed.sort_by_key(|(_, _, c)| c.size);
+        let mut reports = Vec::new();
+        let mut last_good_size = 0u64;
+        for (source, note, cp) in parsed {
+            if cp.origin != self.origin {
+                self.problem(
+                    None,
+                    "checkpoint-origin",
+                    format!(
+                        "checkpoint from {source} is for origin {:?}, this journal is {:?}",
+                        cp.origin, self.origin
+                    ),
+                );
+            }
+            let signed_by = note.verified_by(&self.keys);
+            if !self.keys.is_empty() && signed_by.is_empty() {
+                self.problem(
+                    None,
+                    "checkpoint-signature",
+                    format!("checkpoint from {source} (size {}) has no valid signature by a trusted key", cp.size),
+                );
+            }
+            let root_matches = match sizes.get(&cp.size) {
+                None => {
+                    self.problem(
+                        Some(events + 1),
+                        "truncated",
+                        format!("checkpoint from {source} covers {} events but only {events} are stored: sequences {}..={} were removed", cp.size, events + 1, cp.size),
+                    );
+                    false
+                }
+                Some(r) if *r == cp.root => {
+                    last_good_size = last_good_size.max(cp.size);
+                    true
+                }
+                Some(_) => {
+                    self.problem(
+                        Some(last_good_size + 1),
+                        "checkpoint-root",
+                        format!(
+                            "checkpoint from {source} signed a different Merkle root for the first {} events: a record in {}..={} was changed since it was signed",
+                            cp.size,
+                            last_good_size + 1,
+                            cp.size
+                        ),
+                    );
+                    false
+                }
+            };
+            reports.push(CheckpointReport { source, size: cp.size, root_matches, signed_by });
+        }
+        let first_bad_seq = self.problems.iter().filter_map(|p| p.seq).min();
+        VerifyReport {
+            origin: self.origin,
+            events,
+            head_hash: self.last_hash,
+            root,
+            streams: self.versions.len(),
+            checkpoints: reports,
+            signatures_checked: !self.keys.is_empty(),
+            problems: self.problems,
+            problems_truncated: self.truncated,
+            first_bad_seq,
+        }
+    }
+}
+
+/// Verifies everything stored in `store`, plus the notes in `notes_dir` (if given) and the
+/// caller's `extra` notes (source, text).
+pub fn verify_store(
+    store: &dyn Store,
+    notes_dir: Option<&Path>,
+    keys: Vec<VerifierKey>,
+    extra: &[(String, String)],
+) -> Result<VerifyReport, JournalError> {
+    let loc = store.location().to_owned();
+    let origin = store.meta(META_ORIGIN)?.and_then(|o| String::from_utf8(o).ok()).unwrap_or_default();
+    let mut v = Verifier::new(&origin, keys);
+    store.scan_frames(1, &mut |key_seq, bytes| {
+        match frame::entries(bytes) {
+            Err(e) => v.problem(Some(key_seq), "undecodable", format!("frame {key_seq} does not decode: {e}")),
+            Ok(entries) => {
+                let mut first = true;
+                for entry in entries {
+                    match entry {
+                        Ok((hash, raw)) => {
+                            if first {
+                                let s = record::decode(raw).ok().map(|r| r.seq);
+                                if s != Some(key_seq) {
+                                    v.frame_key_mismatch(key_seq, s);
+                                }
+                                first = false;
+                            }
+                            v.record(Some(hash), raw);
+                        }
+                        Err(e) => {
+                            v.problem(
+                                Some(v.next_seq),
+                                "undecodable",
+                                format!(
+                                    "frame {key_seq} is damaged after {} records: {e}",
+                                    v.next_seq.saturating_sub(key_seq)
+                                ),
+                            );
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    if let Some(dir) = notes_dir {
+        for (source, note) in read_notes(dir)? {
+            v.add_checkpoint(&source, &note);
+        }
+    }
+    for (source, note) in extra {
+        v.add_checkpoint(source, note);
+    }
+    let head = match store.meta(META_HEAD)? {
+        Some(h) => Some(decode_head(&h).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?),
+        None => None,
+    };
+    Ok(v.finish(head))
+}
+
+/// Every `*.note` file in `dir`, as (path, text), in name order.
+pub fn read_notes(dir: &Path) -> Result<Vec<(String, String)>, JournalError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(JournalError::io(dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| JournalError::io(dir, e))?;
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "note") {
+            let meta = entry.metadata().map_err(|e| JournalError::io(&p, e))?;
+            if meta.len() > crate::limits::NOTE_BYTES_MAX as u64 {
+                out.push((p.display().to_string(), String::new()));
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).map_err(|e| JournalError::io(&p, e))?;
+            out.push((p.display().to_string(), text));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Verifies the journal in `dir` without building its index (so it also works on a journal too
+/// damaged to open).
+pub fn verify_dir(
+    dir: &Path,
+    options: &crate::OpenOptions,
+    keys: Vec<VerifierKey>,
+    extra: &[(String, String)],
+) -> Result<VerifyReport, JournalError> {
+    let (store, _lock) = crate::journal::open_store_locked(dir, options)?;
+    verify_store(&store, Some(&checkpoints_dir(dir)), keys, extra)
+}
