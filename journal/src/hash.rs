@@ -115,7 +115,8 @@ mod tests {
         assert_eq!(event_hash(b"").to_hex(), "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
         let leaf = leaf_hash(&Hash::ZERO);
         let node = node_hash(&leaf, &leaf);
-        assert_ne!(leaf, node);
+        assert_eq!(leaf.to_hex(), "232b17a92a13d46fdeeba07519406dcdad6d67b7399159364b5e26af0ab95bcf");
+        assert_eq!(node.to_hex(), "ba69e024fb3dc34ddbc9ccb12d6984c22bc61e85e0d95f2164cc74a4085fc080");
         assert_eq!(empty_root(), event_hash(b""));
     }
 }

@@ -252,7 +252,17 @@ pub(crate) fn open_store_locked(dir: &Path, options: &OpenOptions) -> Result<(Sl
         return Err(JournalError::NotAJournal { path: dir.to_owned() });
     }
     let lock = take_lock(dir, &options.holder)?;
+    let data = sled_dir(dir).join("db");
+    let had_data = std::fs::metadata(&data).map_err(|e| JournalError::io(&data, e))?.len() > 0;
     let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
+    if store.meta(META_FORMAT)?.is_none() {
+        // sled opens a damaged data file as an empty database; an existing data file with no
+        // journal marker is damage, not "no journal here".
+        if had_data {
+            return Err(JournalError::corrupt(dir, None, "the sled database holds no journal: its files are damaged"));
+        }
+        return Err(JournalError::NotAJournal { path: dir.to_owned() });
+    }
     Ok((store, lock))
 }
 

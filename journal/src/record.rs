@@ -387,6 +387,12 @@ mod tests {
     }
 
     #[test]
+    fn record_hash_is_pinned() {
+        // The record layout is part of the journal format: this hash must never change.
+        assert_eq!(sample().hash().to_hex(), "7d92a2074a71504b624ef73e10022cd06c608b40d140d6ac62c1d5eca355959d");
+    }
+
+    #[test]
     fn decoder_rejects_non_canonical_bytes() {
         let bytes = sample().encode();
         let mut trailing = bytes.clone();

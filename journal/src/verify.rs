@@ -324,8 +324,11 @@ impl Verifier {
                     true
                 }
                 Some(_) => {
+                    // A record-level problem inside the range already explains the mismatch and
+                    // pinpoints it; otherwise the range's start is the best lower bound.
+                    let precise = self.problems.iter().filter_map(|p| p.seq).filter(|s| *s > last_good_size && *s <= cp.size).min();
                     self.problem(
-                        Some(last_good_size + 1),
+                        Some(precise.unwrap_or(last_good_size + 1)),
                         "checkpoint-root",
                         format!(
                             "checkpoint from {source} signed a different Merkle root for the first {} events: a record in {}..={} was changed since it was signed",

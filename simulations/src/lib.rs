@@ -1,1 +1,84 @@
-//! placeholder
+//! strata-simulations: deterministic simulation of strata.
+//!
+//! What it is for: driving the real engine with simulated time and seeded randomness so that a
+//! seed reproduces a run exactly. Today it provides the deterministic implementations of the
+//! engine's ports, [`SimClock`] and [`SeededIds`]; the simulated providers, the in-memory journal
+//! with crash semantics, fault injection and rollout scenarios arrive with the simulation issue.
+//!
+//! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
+//! from a `ChaCha8Rng` seeded by the caller.
+
+#![warn(missing_docs)]
+
+use std::cell::Cell;
+
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use strata_engine::ports::{Clock, Ids};
+use uuid::Uuid;
+
+/// A clock that only moves when told to.
+#[derive(Debug, Default)]
+pub struct SimClock {
+    now_ns: Cell<i64>,
+}
+
+impl SimClock {
+    /// A clock at `start_ns`.
+    pub fn new(start_ns: i64) -> SimClock {
+        SimClock { now_ns: Cell::new(start_ns) }
+    }
+
+    /// Moves time forward by `delta_ns` (saturating).
+    pub fn advance(&self, delta_ns: i64) {
+        self.now_ns.set(self.now_ns.get().saturating_add(delta_ns.max(0)));
+    }
+}
+
+impl Clock for SimClock {
+    fn now_ns(&self) -> i64 {
+        self.now_ns.get()
+    }
+}
+
+/// Ids from a seeded ChaCha stream, shaped as RFC 9562 version-4 UUIDs.
+#[derive(Debug)]
+pub struct SeededIds {
+    rng: ChaCha8Rng,
+}
+
+impl SeededIds {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> SeededIds {
+        SeededIds { rng: ChaCha8Rng::seed_from_u64(seed) }
+    }
+}
+
+impl Ids for SeededIds {
+    fn next_id(&mut self) -> Uuid {
+        let mut b = [0u8; 16];
+        self.rng.fill_bytes(&mut b);
+        uuid::Builder::from_random_bytes(b).into_uuid()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_ids_and_time_only_moves_when_told() {
+        let mut a = SeededIds::new(7);
+        let mut b = SeededIds::new(7);
+        let xs: Vec<Uuid> = (0..5).map(|_| a.next_id()).collect();
+        let ys: Vec<Uuid> = (0..5).map(|_| b.next_id()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(SeededIds::new(8).next_id(), xs[0]);
+        // Golden vector: ChaCha8 from seed 7 is part of what makes simulations reproducible.
+        assert_eq!(xs[0].to_string(), "bb43d723-3453-4528-ba29-9b2ed359012b");
+        let c = SimClock::new(100);
+        assert_eq!(c.now_ns(), 100);
+        c.advance(50);
+        assert_eq!(c.now_ns(), 150);
+    }
+}

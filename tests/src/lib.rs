@@ -1,1 +1,60 @@
-//! placeholder
+//! Shared helpers for strata's integration and end-to-end tests.
+//!
+//! The tests drive real parts: sled on disk, the real `strata` binary (built from this package as
+//! `strata-e2e`, the same `cli::main`), real child processes killed with SIGKILL.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use strata_journal::{Durability, EventData, Journal, OpenOptions};
+use uuid::Uuid;
+
+/// Path of the `strata` binary under test. A macro because cargo defines the variable only when
+/// compiling integration tests, not this library.
+#[macro_export]
+macro_rules! strata_bin {
+    () => {
+        env!("CARGO_BIN_EXE_strata-e2e")
+    };
+}
+
+/// Runs `<bin> --dir <dir> <args>` and returns its output.
+pub fn strata(bin: &str, dir: &Path, args: &[&str]) -> Output {
+    Command::new(bin).arg("--dir").arg(dir).args(args).output().expect("strata binary runs")
+}
+
+/// Runs strata and asserts success, returning stdout.
+pub fn strata_ok(bin: &str, dir: &Path, args: &[&str]) -> String {
+    let out = strata(bin, dir, args);
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed ({}):\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Options for opening a test journal.
+pub fn options(durability: Durability) -> OpenOptions {
+    OpenOptions { durability, cache_bytes: 16 * 1024 * 1024, holder: format!("strata-tests (pid {})", std::process::id()) }
+}
+
+/// An event with a given id, type and payload, recorded at a fixed instant.
+pub fn event(id: Uuid, event_type: &str, payload: &serde_json::Value) -> EventData {
+    EventData {
+        id,
+        event_type: event_type.to_owned(),
+        schema_version: 1,
+        recorded_at_ns: 1_795_000_000_000_000_000,
+        causation: None,
+        correlation: None,
+        payload: serde_json::to_vec(payload).expect("json"),
+    }
+}
+
+/// A fresh sled journal in `dir` (its journal directory).
+pub fn create_journal(dir: &Path, durability: Durability) -> Journal {
+    Journal::create(dir, "strata.test/journal", &options(durability)).expect("create journal")
+}
