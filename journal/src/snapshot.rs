@@ -1,10 +1,13 @@
 //! The snapshot store: derived state saved beside the journal so an open can skip a replay.
 //!
-//! Keys are `name || 0x00 || version (u32 BE) || sequence (u64 BE)`; values are
+//! Keys are `name || 0x00 || version (u32 BE) || sequence (u64 BE)`; values are *sealed*:
 //!
 //! ```text
-//! b"SNP1" | u64 sequence | [32] journal hash at that sequence | [32] blake3(body) | body
+//! b"SNP1" | u32 version | u64 sequence | [32] journal hash at that sequence | [32] blake3(body) | body
 //! ```
+//!
+//! The header is 80 bytes, so a body read into 16-aligned memory stays 16-aligned, as rkyv's
+//! validated access needs.
 //!
 //! A snapshot is trusted only if its version is the reader's, its checksum holds, the journal
 //! still has the same event hash at its sequence (so a rewritten or restored journal cannot pair
@@ -16,7 +19,51 @@ use crate::hash::Hash;
 use crate::store::Store;
 
 const MAGIC: &[u8; 4] = b"SNP1";
-const HEADER_BYTES: usize = 4 + 8 + 32 + 32;
+/// Bytes before the body of a sealed snapshot.
+pub const HEADER_BYTES: usize = 4 + 4 + 8 + 32 + 32;
+
+const _: () = assert!(HEADER_BYTES.is_multiple_of(16), "bodies must stay 16-aligned for rkyv");
+
+/// Seals `body` as the state after event `seq` (whose hash is `journal_hash`).
+pub fn seal(version: u32, seq: u64, journal_hash: &Hash, body: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(HEADER_BYTES + body.len());
+    value.extend_from_slice(MAGIC);
+    value.extend_from_slice(&version.to_be_bytes());
+    value.extend_from_slice(&seq.to_be_bytes());
+    value.extend_from_slice(&journal_hash.0);
+    value.extend_from_slice(blake3::hash(body).as_bytes());
+    value.extend_from_slice(body);
+    value
+}
+
+/// Checks a sealed value: magic, version, checksum, and that the journal still has the recorded
+/// hash at the recorded sequence. Returns `(seq, body)` or why it must be discarded.
+pub fn unseal<'a>(
+    value: &'a [u8],
+    version: u32,
+    hash_at: &dyn Fn(u64) -> Result<Option<Hash>, JournalError>,
+) -> Result<Result<(u64, &'a [u8]), Discarded>, JournalError> {
+    if value.len() < HEADER_BYTES || &value[..4] != MAGIC {
+        return Ok(Err(Discarded::Damaged));
+    }
+    let found_version = u32::from_be_bytes([value[4], value[5], value[6], value[7]]);
+    if found_version != version {
+        return Ok(Err(Discarded::WrongVersion { found: found_version }));
+    }
+    let mut sb = [0u8; 8];
+    sb.copy_from_slice(&value[8..16]);
+    let seq = u64::from_be_bytes(sb);
+    let mut jh = [0u8; 32];
+    jh.copy_from_slice(&value[16..48]);
+    let body = &value[HEADER_BYTES..];
+    if blake3::hash(body).as_bytes()[..] != value[48..80] {
+        return Ok(Err(Discarded::Damaged));
+    }
+    if seq > 0 && hash_at(seq)? != Some(Hash(jh)) {
+        return Ok(Err(Discarded::JournalMismatch { seq }));
+    }
+    Ok(Ok((seq, body)))
+}
 
 fn prefix(name: &str) -> Vec<u8> {
     let mut k = name.as_bytes().to_vec();
@@ -41,12 +88,7 @@ pub fn save(
     journal_hash: &Hash,
     body: &[u8],
 ) -> Result<(), JournalError> {
-    let mut value = Vec::with_capacity(HEADER_BYTES + body.len());
-    value.extend_from_slice(MAGIC);
-    value.extend_from_slice(&seq.to_be_bytes());
-    value.extend_from_slice(&journal_hash.0);
-    value.extend_from_slice(blake3::hash(body).as_bytes());
-    value.extend_from_slice(body);
+    let value = seal(version, seq, journal_hash, body);
     let new_key = key(name, version, seq);
     store.put_snapshot(&new_key, &value)?;
     for (k, _) in store.snapshots(&prefix(name))? {
@@ -126,28 +168,17 @@ fn check<'a>(
     if key_rest.len() != 12 {
         return Ok(Err(Discarded::Damaged));
     }
-    let found_version = u32::from_be_bytes([key_rest[0], key_rest[1], key_rest[2], key_rest[3]]);
-    if found_version != version {
-        return Ok(Err(Discarded::WrongVersion { found: found_version }));
+    let key_version = u32::from_be_bytes([key_rest[0], key_rest[1], key_rest[2], key_rest[3]]);
+    if key_version != version {
+        return Ok(Err(Discarded::WrongVersion { found: key_version }));
     }
     let mut sb = [0u8; 8];
     sb.copy_from_slice(&key_rest[4..12]);
     let key_seq = u64::from_be_bytes(sb);
-    if value.len() < HEADER_BYTES || &value[..4] != MAGIC {
-        return Ok(Err(Discarded::Damaged));
-    }
-    sb.copy_from_slice(&value[4..12]);
-    let seq = u64::from_be_bytes(sb);
-    let mut jh = [0u8; 32];
-    jh.copy_from_slice(&value[12..44]);
-    let body = &value[HEADER_BYTES..];
-    if seq != key_seq || blake3::hash(body).as_bytes()[..] != value[44..76] {
-        return Ok(Err(Discarded::Damaged));
-    }
-    if seq > 0 && hash_at(seq)? != Some(Hash(jh)) {
-        return Ok(Err(Discarded::JournalMismatch { seq }));
-    }
-    Ok(Ok((seq, body)))
+    Ok(match unseal(value, version, hash_at)? {
+        Ok((seq, _)) if seq != key_seq => Err(Discarded::Damaged),
+        other => other,
+    })
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rkyv::util::AlignedVec;
+
 use crate::error::JournalError;
 use crate::frame::{FRAME_PREFIX, frame_key, frame_key_seq};
 
@@ -98,6 +100,10 @@ pub trait Store: Send + Sync + 'static {
     fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError>;
     /// Deletes snapshot `key`.
     fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError>;
+    /// Replaces the journal index snapshot (sealed bytes).
+    fn save_index_snapshot(&self, sealed: &[u8]) -> Result<(), JournalError>;
+    /// The journal index snapshot, in 16-aligned memory so rkyv can validate it in place.
+    fn load_index_snapshot(&self) -> Result<Option<AlignedVec<16>>, JournalError>;
     /// The directory backing the store (for messages), or a label.
     fn location(&self) -> &Path;
 }
@@ -109,9 +115,13 @@ fn meta_key(name: &str) -> Vec<u8> {
     k
 }
 
+/// Largest index snapshot file read (about 40 bytes per event: 100M events).
+pub const INDEX_SNAPSHOT_BYTES_MAX: u64 = 4 * 1024 * 1024 * 1024;
+
 /// The sled backend.
 pub struct SledStore {
     dir: PathBuf,
+    index_path: PathBuf,
     db: sled::Db,
     journal: sled::Tree,
     snapshots: sled::Tree,
@@ -147,6 +157,7 @@ impl SledStore {
         };
         Ok(SledStore {
             dir: dir.to_owned(),
+            index_path: dir.parent().unwrap_or(dir).join("index.snapshot"),
             db,
             journal,
             snapshots,
@@ -283,6 +294,33 @@ impl Store for SledStore {
         Ok(())
     }
 
+    fn save_index_snapshot(&self, sealed: &[u8]) -> Result<(), JournalError> {
+        // Write beside, sync, rename over: a crash leaves the old snapshot or the new one.
+        let tmp = self.index_path.with_extension("snapshot.tmp");
+        let mut f = File::create(&tmp).map_err(|e| JournalError::io(&tmp, e))?;
+        std::io::Write::write_all(&mut f, sealed).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &self.index_path).map_err(|e| JournalError::io(&self.index_path, e))?;
+        if let Some(parent) = self.index_path.parent() {
+            File::open(parent).and_then(|d| d.sync_all()).map_err(|e| JournalError::io(parent, e))?;
+        }
+        Ok(())
+    }
+
+    fn load_index_snapshot(&self) -> Result<Option<AlignedVec<16>>, JournalError> {
+        let mut f = match File::open(&self.index_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(JournalError::io(&self.index_path, e)),
+        };
+        let len = f.metadata().map_err(|e| JournalError::io(&self.index_path, e))?.len();
+        if len > INDEX_SNAPSHOT_BYTES_MAX {
+            return Ok(None);
+        }
+        let mut buf = AlignedVec::<16>::with_capacity(usize::try_from(len).unwrap_or(0));
+        buf.extend_from_reader(&mut f).map_err(|e| JournalError::io(&self.index_path, e))?;
+        Ok(Some(buf))
+    }
+
     fn location(&self) -> &Path {
         &self.dir
     }
@@ -290,6 +328,7 @@ impl Store for SledStore {
 
 #[derive(Default)]
 struct MemState {
+    index_snapshot: Option<Vec<u8>>,
     frames: BTreeMap<u64, Arc<[u8]>>,
     meta: BTreeMap<String, Vec<u8>>,
     snapshots: BTreeMap<Vec<u8>, Vec<u8>>,
@@ -374,6 +413,19 @@ impl Store for MemStore {
     fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError> {
         self.lock().snapshots.remove(key);
         Ok(())
+    }
+
+    fn save_index_snapshot(&self, sealed: &[u8]) -> Result<(), JournalError> {
+        self.lock().index_snapshot = Some(sealed.to_vec());
+        Ok(())
+    }
+
+    fn load_index_snapshot(&self) -> Result<Option<AlignedVec<16>>, JournalError> {
+        Ok(self.lock().index_snapshot.as_ref().map(|b| {
+            let mut v = AlignedVec::<16>::with_capacity(b.len());
+            v.extend_from_slice(b);
+            v
+        }))
     }
 
     fn location(&self) -> &Path {

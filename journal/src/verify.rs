@@ -326,7 +326,12 @@ impl Verifier {
                 Some(_) => {
                     // A record-level problem inside the range already explains the mismatch and
                     // pinpoints it; otherwise the range's start is the best lower bound.
-                    let precise = self.problems.iter().filter_map(|p| p.seq).filter(|s| *s > last_good_size && *s <= cp.size).min();
+                    let precise = self
+                        .problems
+                        .iter()
+                        .filter_map(|p| p.seq)
+                        .filter(|s| *s > last_good_size && *s <= cp.size)
+                        .min();
                     self.problem(
                         Some(precise.unwrap_or(last_good_size + 1)),
                         "checkpoint-root",

@@ -38,7 +38,11 @@ pub fn strata_ok(bin: &str, dir: &Path, args: &[&str]) -> String {
 
 /// Options for opening a test journal.
 pub fn options(durability: Durability) -> OpenOptions {
-    OpenOptions { durability, cache_bytes: 16 * 1024 * 1024, holder: format!("strata-tests (pid {})", std::process::id()) }
+    OpenOptions {
+        durability,
+        cache_bytes: 16 * 1024 * 1024,
+        holder: format!("strata-tests (pid {})", std::process::id()),
+    }
 }
 
 /// An event with a given id, type and payload, recorded at a fixed instant.

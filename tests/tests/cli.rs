@@ -33,7 +33,8 @@ fn populated(tmp: &Path) -> std::path::PathBuf {
             e.correlation = Some(Uuid::from_u128(7));
         }
         if i % 5 == 0 {
-            let other = event(Uuid::from_u128(i + 500), "artifact.updated", &serde_json::json!({"id": format!("CR-{i}")}));
+            let other =
+                event(Uuid::from_u128(i + 500), "artifact.updated", &serde_json::json!({"id": format!("CR-{i}")}));
             j.append_multi_blocking(vec![
                 StreamAppend { stream: format!("artifact/CR-{i}"), expected: ExpectedVersion::EMPTY, events: vec![e] },
                 StreamAppend { stream: "workgroup/WG-1".into(), expected: ExpectedVersion::Any, events: vec![other] },
@@ -206,7 +207,8 @@ fn keygen_writes_private_key_0600_and_refuses_to_overwrite() {
     assert!(std::fs::read_to_string(&key).unwrap().starts_with("PRIVATE+KEY+ops+"));
     let again = strata(BIN, tmp.path(), &["keygen", "--out", key.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&again.stderr).contains("STRATA-E0602"));
-    let bad = strata(BIN, tmp.path(), &["keygen", "--name", "has space", "--out", tmp.path().join("k2").to_str().unwrap()]);
+    let bad =
+        strata(BIN, tmp.path(), &["keygen", "--name", "has space", "--out", tmp.path().join("k2").to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("STRATA-E0401"));
 }
 
@@ -223,10 +225,13 @@ fn checkpoint_prints_a_signed_note_that_verifies() {
     assert_eq!(lines[3], "");
     assert!(lines[4].starts_with("\u{2014} ops "), "{note}");
     let parsed = strata_journal::note::SignedNote::parse(&note).unwrap();
-    let vkey = strata_journal::note::VerifierKey::parse(&std::fs::read_to_string(format!("{}.pub", key.display())).unwrap()).unwrap();
+    let vkey =
+        strata_journal::note::VerifierKey::parse(&std::fs::read_to_string(format!("{}.pub", key.display())).unwrap())
+            .unwrap();
     assert_eq!(parsed.verified_by(&[vkey]), vec!["ops".to_owned()]);
     // The checkpoint is itself an event.
-    let log: serde_json::Value = serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "journal", "log", "--stream", "$journal"])).unwrap();
+    let log: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "journal", "log", "--stream", "$journal"])).unwrap();
     assert_eq!(log[0]["type"], "journal.checkpoint");
     assert_eq!(log[0]["payload"]["size"], 37);
 }
@@ -245,7 +250,11 @@ fn an_offline_bundle_verifies_without_the_database_and_catches_edits() {
     // Verify somewhere with no workspace at all, and with the database gone.
     std::fs::remove_dir_all(ws.join(".strata")).unwrap();
     let elsewhere = tmp.path().join("auditor");
-    let out = strata_ok(BIN, &elsewhere, &["--json", "journal", "verify", "--bundle", bundle.to_str().unwrap(), "--pubkey", &pubkey]);
+    let out = strata_ok(
+        BIN,
+        &elsewhere,
+        &["--json", "journal", "verify", "--bundle", bundle.to_str().unwrap(), "--pubkey", &pubkey],
+    );
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["events"], 39);
@@ -257,7 +266,11 @@ fn an_offline_bundle_verifies_without_the_database_and_catches_edits() {
     assert_ne!(edited, text);
     let bad = tmp.path().join("edited.jsonl");
     std::fs::write(&bad, edited).unwrap();
-    let out = strata(BIN, &elsewhere, &["--json", "journal", "verify", "--bundle", bad.to_str().unwrap(), "--pubkey", &pubkey]);
+    let out = strata(
+        BIN,
+        &elsewhere,
+        &["--json", "journal", "verify", "--bundle", bad.to_str().unwrap(), "--pubkey", &pubkey],
+    );
     assert_eq!(out.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ok"], false);
@@ -274,10 +287,18 @@ fn an_offline_bundle_verifies_without_the_database_and_catches_edits() {
 fn replay_check_compares_snapshot_plus_tail_with_a_full_replay() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = populated(tmp.path());
-    // First replay writes snapshots; then more events; then --check starts from the snapshots.
+    // A plain replay writes nothing; --save-snapshots stores them; then more events; then --check
+    // starts from the snapshots.
+    let sled_before = std::fs::read(journal_dir(&ws).join("sled").join("db")).unwrap();
     strata_ok(BIN, &ws, &["replay"]);
+    assert!(
+        std::fs::read(journal_dir(&ws).join("sled").join("db")).unwrap() == sled_before,
+        "replay wrote to the journal"
+    );
+    strata_ok(BIN, &ws, &["replay", "--save-snapshots"]);
     let j = Journal::open(&journal_dir(&ws), &options(Durability::Process)).unwrap();
-    let more: Vec<EventData> = (0..7).map(|i| event(Uuid::from_u128(9000 + i), "bench.sample", &serde_json::json!({"i": i as u64}))).collect();
+    let more: Vec<EventData> =
+        (0..7).map(|i| event(Uuid::from_u128(9000 + i), "bench.sample", &serde_json::json!({"i": i as u64}))).collect();
     j.append_blocking("bench/x", ExpectedVersion::EMPTY, more).unwrap().unwrap();
     j.close_blocking().unwrap();
     drop(j);

@@ -20,7 +20,8 @@ const ROUNDS_DEFAULT: usize = 50;
 
 #[test]
 fn sigkilled_appender_never_loses_an_acknowledged_event() {
-    let rounds: usize = std::env::var("STRATA_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(ROUNDS_DEFAULT);
+    let rounds: usize =
+        std::env::var("STRATA_CRASH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(ROUNDS_DEFAULT);
     let seed: u64 = std::env::var("STRATA_CRASH_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_c0de);
     println!("crash test: {rounds} rounds, seed {seed} (rerun with STRATA_CRASH_SEED={seed})");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -74,7 +75,8 @@ fn sigkilled_appender_never_loses_an_acknowledged_event() {
         assert!(killed, "round {round}: child exited before {kill_after} acks ({status}): {stderr}");
 
         // Reopen: every acknowledged event is there, at its acknowledged sequence.
-        let journal = Journal::open(&dir, &options(Durability::Process)).unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
+        let journal = Journal::open(&dir, &options(Durability::Process))
+            .unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
         let head = journal.head().seq;
         let max_acked = *acked.keys().next_back().expect("some acks");
         assert!(head >= max_acked, "round {round}: head {head} is behind acknowledged sequence {max_acked}");

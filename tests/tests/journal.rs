@@ -56,23 +56,20 @@ fn a_damaged_index_snapshot_is_discarded_and_the_index_rebuilt_from_the_frames()
         j.append_blocking(&s, ExpectedVersion::Exact(v), vec![ev(i + 1)]).unwrap().unwrap();
     }
     let head = j.head();
-    // Dropping without close still snapshots the index (writer exit); damage the snapshot to
-    // force a full tail replay and check the rebuilt index answers the same.
+    assert_eq!(j.recovery().replayed_events, 0);
+    // Dropping without close still snapshots the index (the writer's exit path).
     drop(j);
-    {
-        let db = sled::open(dir.join("sled")).unwrap();
-        let snaps = db.open_tree("snapshots").unwrap();
-        let keys: Vec<_> = snaps.iter().keys().map(Result::unwrap).collect();
-        assert!(!keys.is_empty(), "an index snapshot was written at close");
-        for k in keys {
-            let mut v = snaps.get(&k).unwrap().unwrap().to_vec();
-            let last = v.len() - 1;
-            v[last] ^= 0xff;
-            snaps.insert(k, v).unwrap();
-        }
-        db.flush().unwrap();
-    }
     let j = Journal::open(&dir, &options(Durability::Process)).unwrap();
+    assert_eq!(j.recovery(), strata_journal::Recovery { index_snapshot_seq: 40, replayed_events: 0 });
+    drop(j);
+    // Damage the snapshot: it must be ignored and the index rebuilt from every frame.
+    let snap = dir.join("index.snapshot");
+    let mut bytes = std::fs::read(&snap).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&snap, bytes).unwrap();
+    let j = Journal::open(&dir, &options(Durability::Process)).unwrap();
+    assert_eq!(j.recovery(), strata_journal::Recovery { index_snapshot_seq: 0, replayed_events: 40 });
     assert_eq!(j.head(), head);
     for i in 0..5 {
         assert_eq!(j.stream_version(&format!("s/{i}")), 8);
@@ -167,7 +164,10 @@ fn bad_input_is_a_typed_error_and_appends_nothing() {
                 events: vec![EventData { payload: b"{\n}".to_vec(), ..ev(3) }],
             }],
         ),
-        ("bad stream", vec![StreamAppend { stream: "has space".into(), expected: ExpectedVersion::Any, events: vec![ev(3)] }]),
+        (
+            "bad stream",
+            vec![StreamAppend { stream: "has space".into(), expected: ExpectedVersion::Any, events: vec![ev(3)] }],
+        ),
         (
             "bad type",
             vec![StreamAppend {
@@ -178,7 +178,10 @@ fn bad_input_is_a_typed_error_and_appends_nothing() {
         ),
         ("empty", vec![StreamAppend { stream: "s".into(), expected: ExpectedVersion::Any, events: vec![] }]),
         ("no streams", vec![]),
-        ("dup id", vec![StreamAppend { stream: "s".into(), expected: ExpectedVersion::Any, events: vec![ev(5), ev(5)] }]),
+        (
+            "dup id",
+            vec![StreamAppend { stream: "s".into(), expected: ExpectedVersion::Any, events: vec![ev(5), ev(5)] }],
+        ),
         (
             "dup stream",
             vec![
@@ -301,7 +304,8 @@ fn twelve_concurrent_appenders_lose_nothing_and_detect_every_conflict() {
                     // Retry the same event: deduplicated, same position.
                     if n % 10 == 0 {
                         let last = acked.last().unwrap().clone();
-                        let again = j.append_blocking(&stream, ExpectedVersion::Exact(last.3 - 1), vec![e]).unwrap().unwrap();
+                        let again =
+                            j.append_blocking(&stream, ExpectedVersion::Exact(last.3 - 1), vec![e]).unwrap().unwrap();
                         assert!(again.deduplicated);
                         assert_eq!(again.positions[0].seq, last.0);
                     }
@@ -350,7 +354,10 @@ async fn catch_up_subscription_switches_to_live_without_gap_or_duplicate() {
         let j = j.clone();
         tokio::spawn(async move {
             for i in 0..700u128 {
-                j.append(&format!("s/live/{}", i % 3), ExpectedVersion::Any, vec![ev(1000 + i)]).await.unwrap().unwrap();
+                j.append(&format!("s/live/{}", i % 3), ExpectedVersion::Any, vec![ev(1000 + i)])
+                    .await
+                    .unwrap()
+                    .unwrap();
             }
         })
     };
@@ -393,4 +400,39 @@ fn blocking_subscription_sees_every_event_once() {
         expect += 1;
     }
     writer.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_racing_its_original_in_one_batch_gets_the_same_positions() {
+    let j = Journal::in_memory("strata.test/mem").unwrap();
+    for round in 0..50u128 {
+        let e = ev(10_000 + round);
+        let stream = format!("race/{round}");
+        let (a, b) = tokio::join!(
+            j.append(&stream, ExpectedVersion::EMPTY, vec![e.clone()]),
+            j.append(&stream, ExpectedVersion::EMPTY, vec![e.clone()])
+        );
+        let (a, b) = (a.unwrap().unwrap(), b.unwrap().unwrap());
+        assert_eq!(a.positions, b.positions, "round {round}");
+        assert!(a.deduplicated != b.deduplicated, "exactly one of the two appended (round {round})");
+        assert_eq!(j.stream_version(&stream), 1);
+        // The same id with another payload, racing: one appends, the other is refused.
+        let mut other = ev(20_000 + round);
+        let mut changed = other.clone();
+        changed.payload = b"{\"changed\":true}".to_vec();
+        other.id = Uuid::from_u128(20_000 + round);
+        changed.id = other.id;
+        let s2 = format!("race2/{round}");
+        let (x, y) = tokio::join!(
+            j.append(&s2, ExpectedVersion::Any, vec![other]),
+            j.append(&s2, ExpectedVersion::Any, vec![changed])
+        );
+        let oks = [&x, &y].iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        let refused = [&x, &y]
+            .iter()
+            .filter(|r| matches!(r, Err(JournalError::Input(InputError::IdempotencyMismatch { .. }))))
+            .count();
+        assert_eq!((oks, refused), (1, 1), "round {round}: {x:?} / {y:?}");
+        assert_eq!(j.stream_version(&s2), 1);
+    }
 }

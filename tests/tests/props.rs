@@ -25,7 +25,13 @@ struct Op {
 
 fn op() -> impl Strategy<Value = Op> {
     (0u8..6, 1usize..4, 0usize..300, proptest::option::of(0u8..6), 0usize..3).prop_map(
-        |(stream, events, payload_len, second_stream, event_type)| Op { stream, events, payload_len, second_stream, event_type },
+        |(stream, events, payload_len, second_stream, event_type)| Op {
+            stream,
+            events,
+            payload_len,
+            second_stream,
+            event_type,
+        },
     )
 }
 
@@ -49,9 +55,17 @@ fn events(next_id: &mut u128, op: &Op) -> Vec<EventData> {
 fn apply_ops(j: &Journal, ops: &[Op], mut after_each: impl FnMut(usize)) {
     let mut next_id = 0u128;
     for (i, op) in ops.iter().enumerate() {
-        let mut req = vec![StreamAppend { stream: format!("s/{}", op.stream), expected: ExpectedVersion::Any, events: events(&mut next_id, op) }];
+        let mut req = vec![StreamAppend {
+            stream: format!("s/{}", op.stream),
+            expected: ExpectedVersion::Any,
+            events: events(&mut next_id, op),
+        }];
         if let Some(second) = op.second_stream.filter(|s| *s != op.stream) {
-            req.push(StreamAppend { stream: format!("t/{second}"), expected: ExpectedVersion::Any, events: events(&mut next_id, op) });
+            req.push(StreamAppend {
+                stream: format!("t/{second}"),
+                expected: ExpectedVersion::Any,
+                events: events(&mut next_id, op),
+            });
         }
         j.append_multi_blocking(req).unwrap().unwrap();
         after_each(i);
@@ -177,7 +191,7 @@ fn wrong_version_and_damaged_snapshots_are_discarded_and_rebuilt() {
     bad.push(0);
     let body_start = bad.len() - 9;
     let checksum = blake3::hash(&bad[body_start..]);
-    bad[44..76].copy_from_slice(checksum.as_bytes());
+    bad[48..80].copy_from_slice(checksum.as_bytes());
     store.put_snapshot(&k, &bad).unwrap();
     let mut third = counter(2);
     let s = third.catch_up(&j).unwrap();

@@ -39,7 +39,15 @@ fn fixture() -> Fixture {
         let mut i = from;
         while i < from + n {
             let batch = if i % 3 == 0 { 10.min(from + n - i) } else { 1 };
-            let events = (i..i + batch).map(|k| event(Uuid::from_u128(k), "bench.sample", &serde_json::json!({"k": k as u64, "text": "some payload text"}))).collect();
+            let events = (i..i + batch)
+                .map(|k| {
+                    event(
+                        Uuid::from_u128(k),
+                        "bench.sample",
+                        &serde_json::json!({"k": k as u64, "text": "some payload text"}),
+                    )
+                })
+                .collect();
             j.append_blocking(&format!("s/{}", i % 4), ExpectedVersion::Any, events).unwrap().unwrap();
             i += batch;
         }
@@ -116,9 +124,16 @@ fn verify(f: &Fixture, extra: &[&str]) -> (i32, String) {
 fn assert_detected(f: &Fixture, first_bad: u64, kind: &str, extra: &[&str]) {
     let (code, out) = verify(f, extra);
     assert_eq!(code, 3, "verify must exit 3 on tampering:\n{out}");
-    assert!(out.contains(&format!("first bad sequence {first_bad}")), "expected first bad sequence {first_bad}:\n{out}");
+    assert!(
+        out.contains(&format!("first bad sequence {first_bad}")),
+        "expected first bad sequence {first_bad}:\n{out}"
+    );
     assert!(out.contains(&format!("[{kind}]")), "expected a {kind} problem:\n{out}");
-    let json = strata(BIN, &f.ws, &[&["--json", "journal", "verify", "--pubkey", f.key_pub.to_str().unwrap()][..], extra].concat());
+    let json = strata(
+        BIN,
+        &f.ws,
+        &[&["--json", "journal", "verify", "--pubkey", f.key_pub.to_str().unwrap()][..], extra].concat(),
+    );
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["ok"], false);
     assert_eq!(v["first_bad_seq"], first_bad);

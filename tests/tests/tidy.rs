@@ -147,5 +147,9 @@ fn no_test_is_ignored_without_a_reason() {
         .filter(|f| std::fs::read_to_string(f).expect("read").contains(&needle))
         .map(|f| f.display().to_string())
         .collect();
-    assert!(bad.is_empty(), "bare ignore attributes (give a reason: `ignore = \"needs …; CI runs them\"`):\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "bare ignore attributes (give a reason: `ignore = \"needs …; CI runs them\"`):\n{}",
+        bad.join("\n")
+    );
 }

@@ -65,6 +65,9 @@ enum Command {
         /// state hash as the full rebuild (exit 3 if not).
         #[arg(long)]
         check: bool,
+        /// Store the rebuilt projections as snapshots (replay writes nothing otherwise).
+        #[arg(long)]
+        save_snapshots: bool,
     },
     /// Journal commands.
     #[command(subcommand)]
@@ -119,7 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { at } => demo::run(&at, cli.json),
         Command::Keygen { name, out } => keygen(&name, &out, cli.json),
-        Command::Replay { check } => replay::run(&ws, check, cli.json),
+        Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),
     }
 }

@@ -1,4 +1,7 @@
 //! `strata replay`: rebuild every projection from sequence 1 and print its state hash.
+//!
+//! Read-only by default (an audit must not change what it audits); `--save-snapshots` stores the
+//! rebuilt state so later catch-ups start from it.
 
 use std::process::ExitCode;
 
@@ -8,7 +11,7 @@ use super::EXIT_PROBLEMS;
 use crate::table::Table;
 use crate::workspace::Workspace;
 
-pub(crate) fn run(ws: &Workspace, check: bool, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("replay")?;
     let head = journal.head();
     let mut from_snapshots: Option<Vec<ProjectionStatus>> = None;
@@ -18,7 +21,13 @@ pub(crate) fn run(ws: &Workspace, check: bool, json: bool) -> anyhow::Result<Exi
     }
     let mut projections = Projections::new(strata_engine::standard_projections());
     let rebuilt = projections.rebuild(&journal)?;
-    projections.save_snapshots(&journal)?;
+    // An audit replay writes nothing unless asked: it must not change what it audits.
+    if save_snapshots {
+        projections.save_snapshots(&journal)?;
+    }
+    // Close before reading the peak, so it covers the whole life of the journal in this process.
+    journal.close_blocking()?;
+    drop(journal);
     let mismatches: Vec<&str> = match &from_snapshots {
         Some(snap) => rebuilt
             .iter()
@@ -43,7 +52,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, json: bool) -> anyhow::Result<Exi
             .collect();
         println!(
             "{}",
-            serde_json::json!({"head": head.seq, "head_hash": head.hash.to_hex(), "projections": items, "ok": mismatches.is_empty()})
+            serde_json::json!({"head": head.seq, "head_hash": head.hash.to_hex(), "projections": items, "ok": mismatches.is_empty(), "peak_rss_mib": peak_rss_mib()})
         );
     } else {
         let mut t = Table::new(&["PROJECTION", "VERSION", "EVENTS", "STATE HASH"]);
@@ -73,4 +82,12 @@ pub(crate) fn run(ws: &Workspace, check: bool, json: bool) -> anyhow::Result<Exi
         );
         Ok(ExitCode::from(EXIT_PROBLEMS))
     }
+}
+
+/// This process's peak resident set size in MiB (Linux `VmHWM`), if the platform reports it.
+pub(crate) fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }

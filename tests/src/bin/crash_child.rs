@@ -56,7 +56,8 @@ fn run_thread(journal: &Journal, t: usize, out: &Mutex<std::io::Stdout>) {
     let stream = if shared { format!("shared/{}", t % 3) } else { format!("own/{t}") };
     for n in 0u64.. {
         let id = Uuid::now_v7();
-        let ev = strata_tests::event(id, "bench.sample", &serde_json::json!({"thread": t, "n": n, "pad": "x".repeat(200)}));
+        let ev =
+            strata_tests::event(id, "bench.sample", &serde_json::json!({"thread": t, "n": n, "pad": "x".repeat(200)}));
         let mut attempts = 0;
         let appended = loop {
             attempts += 1;
