@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::error::JournalError;
 use crate::hash::{Hash, leaf_hash};
-use crate::journal::{CHECKPOINT_EVENT_TYPE, ExpectedVersion, Journal, StreamAppend};
+use crate::journal::{CHECKPOINT_EVENT_TYPE, ExpectedVersion, Journal, StreamAppend, checkpoint_note};
 use crate::limits::{EVENTS_PER_APPEND_MAX, IMPORT_LINE_BYTES_MAX};
 use crate::merkle::{self, Frontier};
 use crate::note::{Checkpoint, SignedNote, VerifierKey};
@@ -272,10 +272,7 @@ pub fn export_bundle(
     // Checkpoints come from the journal itself (checkpoint events) and from the notes directory.
     let mut notes: BTreeMap<(u64, String), ()> = BTreeMap::new();
     let r = journal.scan(1, s.events, |rec, _| {
-        if rec.event_type == CHECKPOINT_EVENT_TYPE
-            && let Some(note) = serde_json::from_slice::<serde_json::Value>(rec.payload)
-                .ok()
-                .and_then(|v| v.get("note").and_then(|n| n.as_str()).map(str::to_owned))
+        if let Some(note) = checkpoint_note(rec)
             && let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text))
         {
             notes.insert((cp.size, note), ());
@@ -656,10 +653,7 @@ pub fn import_jsonl(
     if let Some(dir) = journal.dir() {
         let cdir = crate::journal::checkpoints_dir(dir);
         let r = journal.scan(1, head.seq, |rec, _| {
-            if rec.event_type == CHECKPOINT_EVENT_TYPE
-                && let Some(note) = serde_json::from_slice::<serde_json::Value>(rec.payload)
-                    .ok()
-                    .and_then(|v| v.get("note").and_then(|n| n.as_str()).map(str::to_owned))
+            if let Some(note) = checkpoint_note(rec)
                 && let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text))
             {
                 let p = cdir.join(format!("{:020}.note", cp.size));

@@ -44,6 +44,15 @@ pub const CHECKPOINT_STREAM: &str = "$journal";
 pub const CHECKPOINT_EVENT_TYPE: &str = "journal.checkpoint";
 const INDEX_SNAPSHOT_VERSION: u32 = 1;
 
+/// The signed note carried by a checkpoint event, if `rec` is one and carries a note.
+pub fn checkpoint_note(rec: &Record<'_>) -> Option<String> {
+    if rec.event_type != CHECKPOINT_EVENT_TYPE {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(rec.payload).ok()?;
+    v.get("note")?.as_str().map(str::to_owned)
+}
+
 /// What the caller expects a stream's version (event count) to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpectedVersion {
@@ -696,19 +705,21 @@ fn validate_request(streams: &[StreamAppend]) -> Result<(), InputError> {
     if total > EVENTS_PER_APPEND_MAX {
         return Err(InputError::TooManyEvents { count: total, max: EVENTS_PER_APPEND_MAX });
     }
+    // Duplicate checks need sets only when there is more than one stream or event.
     let mut seen_streams = std::collections::HashSet::new();
     let mut seen_ids = std::collections::HashSet::new();
+    let single = streams.len() == 1 && total == 1;
     for s in streams {
         validate_stream(&s.stream)?;
         if s.events.is_empty() {
             return Err(InputError::EmptyAppend);
         }
-        if !seen_streams.insert(s.stream.as_str()) {
+        if !single && !seen_streams.insert(s.stream.as_str()) {
             return Err(InputError::DuplicateStream(s.stream.clone()));
         }
         for e in &s.events {
             e.validate()?;
-            if !seen_ids.insert(e.id) {
+            if !single && !seen_ids.insert(e.id) {
                 return Err(InputError::DuplicateEventId(e.id));
             }
         }

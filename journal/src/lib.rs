@@ -46,7 +46,7 @@ pub use error::{Conflict, InputError, JournalError, NoteError, RecordError};
 pub use hash::Hash;
 pub use journal::{
     AppendResult, Appended, CHECKPOINT_EVENT_TYPE, CHECKPOINT_STREAM, ExpectedVersion, Head, Journal, OpenOptions,
-    Position, Recovery, SignedCheckpoint, StreamAppend, Subscription, WriterStats, checkpoints_dir,
+    Position, Recovery, SignedCheckpoint, StreamAppend, Subscription, WriterStats, checkpoint_note, checkpoints_dir,
 };
 pub use record::{Envelope, EventData, Record};
 pub use store::{Durability, MemStore, SledStore, Store};

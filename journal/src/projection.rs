@@ -98,16 +98,7 @@ impl Projections {
     /// Applies one event to every projection that has not seen it (live, incremental use).
     pub fn apply(&mut self, record: &Record<'_>) -> Result<(), ProjectionError> {
         for (p, cursor) in &mut self.items {
-            if record.seq <= *cursor {
-                continue;
-            }
-            p.apply(record).map_err(|detail| ProjectionError {
-                projection: p.name().to_owned(),
-                seq: record.seq,
-                event_type: record.event_type.to_owned(),
-                detail,
-            })?;
-            *cursor = record.seq;
+            apply_one(p.as_mut(), cursor, record)?;
         }
         Ok(())
     }
@@ -155,17 +146,9 @@ impl Projections {
         let mut applied = vec![0u64; self.items.len()];
         let r = journal.scan(from, head, |rec, _| {
             for (i, (p, cursor)) in self.items.iter_mut().enumerate() {
-                if rec.seq <= *cursor {
-                    continue;
+                if apply_one(p.as_mut(), cursor, rec)? {
+                    applied[i] += 1;
                 }
-                p.apply(rec).map_err(|detail| ProjectionError {
-                    projection: p.name().to_owned(),
-                    seq: rec.seq,
-                    event_type: rec.event_type.to_owned(),
-                    detail,
-                })?;
-                *cursor = rec.seq;
-                applied[i] += 1;
             }
             Ok::<bool, ProjectionError>(true)
         })?;
@@ -203,6 +186,21 @@ impl Projections {
         }
         Ok(())
     }
+}
+
+/// Applies `record` to `p` unless its cursor is already past it; true if applied.
+fn apply_one(p: &mut dyn Projection, cursor: &mut u64, record: &Record<'_>) -> Result<bool, ProjectionError> {
+    if record.seq <= *cursor {
+        return Ok(false);
+    }
+    p.apply(record).map_err(|detail| ProjectionError {
+        projection: p.name().to_owned(),
+        seq: record.seq,
+        event_type: record.event_type.to_owned(),
+        detail,
+    })?;
+    *cursor = record.seq;
+    Ok(true)
 }
 
 /// Running projections failed.

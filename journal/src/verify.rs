@@ -21,7 +21,7 @@ use std::path::Path;
 use crate::error::JournalError;
 use crate::frame;
 use crate::hash::{Hash, event_hash, leaf_hash};
-use crate::journal::{CHECKPOINT_EVENT_TYPE, checkpoints_dir, decode_head};
+use crate::journal::{CHECKPOINT_EVENT_TYPE, checkpoint_note, checkpoints_dir, decode_head};
 use crate::merkle::Frontier;
 use crate::note::{Checkpoint, SignedNote, VerifierKey};
 use crate::record::{self, validate_payload};
@@ -225,10 +225,7 @@ impl Verifier {
             self.problem(Some(rec.seq), "payload", e.to_string());
         }
         if rec.event_type == CHECKPOINT_EVENT_TYPE {
-            match serde_json::from_slice::<serde_json::Value>(rec.payload)
-                .ok()
-                .and_then(|v| v.get("note").and_then(|n| n.as_str()).map(str::to_owned))
-            {
+            match checkpoint_note(&rec) {
                 Some(note) => self.add_checkpoint(&format!("event {}", rec.seq), &note),
                 None => self.problem(
                     Some(rec.seq),

@@ -13,14 +13,14 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use serde::Deserialize;
 use strata_engine::ports::{Clock, Ids};
-use strata_journal::export::{self, Attestation};
+use strata_journal::export;
 use strata_journal::note::SignerKey;
 use strata_journal::projection::Projections;
 use strata_journal::verify::verify_dir;
 use strata_journal::{EventData, ExpectedVersion};
 
 use super::EXIT_PROBLEMS;
-use super::journal::{demo_options, open_with};
+use super::journal::{check_attestations, demo_options, open_with, projection_attestations};
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids, random_seed};
 use crate::table::Table;
@@ -92,11 +92,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let mut projections = Projections::new(strata_engine::standard_projections());
     let statuses = projections.rebuild(&journal)?;
     projections.save_snapshots(&journal)?;
-    let attestations: Vec<Attestation> = projections
-        .state_hashes()
-        .into_iter()
-        .map(|(name, h)| Attestation { name: format!("projection:{name}"), value: h.to_hex() })
-        .collect();
+    let attestations = projection_attestations(&projections);
     let bundle_path = at.join("audit-bundle.jsonl");
     {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&bundle_path)?);
@@ -121,10 +117,8 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         anyhow::bail!("replaying the bundle failed: {e}");
     }
     let offline_hashes = offline.state_hashes();
-    let attested_ok = bundle.attestations.iter().all(|a| {
-        a.name.strip_prefix("projection:").and_then(|n| offline_hashes.get(n)).map(|h| h.to_hex())
-            == Some(a.value.clone())
-    });
+    let checks = check_attestations(&bundle.attestations, &offline);
+    let attested_ok = !checks.is_empty() && checks.iter().all(|(_, ok)| *ok);
     let ok = report.ok()
         && bundle.verify.ok()
         && attested_ok

@@ -290,14 +290,7 @@ fn verify_bundle(
     if let Some(e) = apply_err {
         anyhow::bail!("replaying the bundle failed: {e}");
     }
-    let hashes = projections.state_hashes();
-    let mut checks = Vec::new();
-    for a in &report.attestations {
-        if let Some(name) = a.name.strip_prefix("projection:") {
-            let ok = hashes.get(name).map(|h| h.to_hex()) == Some(a.value.clone());
-            checks.push((a.name.clone(), ok));
-        }
-    }
+    let checks = check_attestations(&report.attestations, &projections);
     let mut verify = report.verify;
     if !report.consistency.is_empty() && !json {
         println!(
@@ -326,11 +319,7 @@ fn export_cmd(
         let keys = parse_pubkeys(pubkeys)?;
         let mut projections = Projections::new(strata_engine::standard_projections());
         projections.rebuild(&journal)?;
-        let attestations: Vec<Attestation> = projections
-            .state_hashes()
-            .into_iter()
-            .map(|(name, h)| Attestation { name: format!("projection:{name}"), value: h.to_hex() })
-            .collect();
+        let attestations = projection_attestations(&projections);
         let f = std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
         let mut w = BufWriter::new(f);
         let s = export::export_bundle(&journal, &mut w, &keys, &attestations)?;
@@ -416,6 +405,27 @@ fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<Exi
         print!("{}", signed.note);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The state hash of every projection, as bundle attestations named `projection:<name>`.
+pub(crate) fn projection_attestations(projections: &Projections) -> Vec<Attestation> {
+    projections
+        .state_hashes()
+        .into_iter()
+        .map(|(name, h)| Attestation { name: format!("projection:{name}"), value: h.to_hex() })
+        .collect()
+}
+
+/// Compares a bundle's projection attestations with replayed state: `(name, matches)`.
+pub(crate) fn check_attestations(attested: &[Attestation], replayed: &Projections) -> Vec<(String, bool)> {
+    let hashes = replayed.state_hashes();
+    attested
+        .iter()
+        .filter_map(|a| {
+            let name = a.name.strip_prefix("projection:")?;
+            Some((a.name.clone(), hashes.get(name).map(|h| h.to_hex()).as_deref() == Some(a.value.as_str())))
+        })
+        .collect()
 }
 
 /// Opens a journal for a library caller that already has options (demo, tests).
