@@ -10,10 +10,13 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     (strata_journal::CHECKPOINT_EVENT_TYPE, &[1]),
     // Written once by `strata init`.
     ("workspace.initialized", &[1]),
-    // Knowledge-base artifacts (the bundled example uses these).
+    // Knowledge-base artifacts.
     ("artifact.created", &[1]),
     ("artifact.updated", &[1]),
     ("artifact.transitioned", &[1]),
+    ("artifact.reviewed", &[1]),
+    ("artifact.deleted", &[1]),
+    ("entity.tier-promoted", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

@@ -19,9 +19,12 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
+pub mod canonical;
 pub mod catalogue;
+pub mod kb;
 pub mod ports;
 pub mod projections;
+pub mod tokens;
 
 pub use catalogue::{EVENT_TYPES, is_known_event};
 pub use projections::standard_projections;

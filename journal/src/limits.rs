@@ -13,20 +13,23 @@ pub const STREAM_BYTES_MAX: usize = 200;
 /// Longest event type name, in bytes.
 pub const EVENT_TYPE_BYTES_MAX: usize = 100;
 
-/// Most events in one append request (all streams together).
-pub const EVENTS_PER_APPEND_MAX: usize = 1024;
+/// Most events in one append request (all streams together). Large enough for an all-or-nothing
+/// intake of a whole knowledge base (the seed-scale fixture is a few hundred artifacts).
+pub const EVENTS_PER_APPEND_MAX: usize = 4096;
 
 /// Most streams touched by one atomic multi-stream append.
-pub const STREAMS_PER_APPEND_MAX: usize = 64;
+pub const STREAMS_PER_APPEND_MAX: usize = 4096;
 
 /// Most append requests waiting for the writer; further appenders wait for room (back-pressure).
 pub const QUEUE_REQUESTS_MAX: usize = 4096;
 
-/// Most events the writer commits in one group-commit batch.
-pub const BATCH_EVENTS_MAX: usize = 4096;
+/// Most events the writer commits in one group-commit batch (a single larger request still
+/// forms a batch of its own).
+pub const BATCH_EVENTS_MAX: usize = 8192;
 
-/// Most record bytes the writer commits in one group-commit batch.
-pub const BATCH_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Most record bytes the writer gathers into one group-commit batch (a single larger request
+/// still forms a batch of its own).
+pub const BATCH_BYTES_MAX: usize = 32 * 1024 * 1024;
 
 /// A stored frame (one sled value) holds at most this many record bytes; a batch larger than this
 /// is split into several frames written in the same sled transaction.

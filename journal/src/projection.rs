@@ -175,21 +175,67 @@ impl Projections {
     /// Saves a snapshot of every projection at its current position.
     pub fn save_snapshots(&self, journal: &Journal) -> Result<(), ProjectionRunError> {
         for (p, cursor) in &self.items {
-            let hash = if *cursor == 0 { Hash::ZERO } else { journal.hash_at(*cursor)?.unwrap_or(Hash::ZERO) };
-            let body = p.encode_snapshot().map_err(|detail| ProjectionError {
-                projection: p.name().to_owned(),
-                seq: *cursor,
-                event_type: String::new(),
-                detail: format!("snapshot encoding failed: {detail}"),
-            })?;
-            snapshot::save(journal.store().as_ref(), p.name(), p.version(), *cursor, &hash, &body)?;
+            save_one(p.as_ref(), journal, *cursor)?;
         }
         Ok(())
     }
 }
 
+/// Brings one projection to the journal head: newest valid snapshot, then the tail. For callers
+/// that hold a concrete projection type rather than a registry.
+pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<ProjectionStatus, ProjectionRunError> {
+    let hash_at = |seq: u64| journal.hash_at(seq);
+    let snapshot::Loaded { found, mut discarded } =
+        snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
+    p.reset();
+    let mut cursor = 0;
+    if let Some((seq, body)) = found {
+        match p.restore_snapshot(&body) {
+            Ok(()) => cursor = seq,
+            Err(_) => {
+                p.reset();
+                discarded.push(Discarded::Damaged);
+            }
+        }
+    }
+    let from_snapshot = cursor;
+    let mut applied = 0u64;
+    let r = journal.scan(cursor + 1, journal.head().seq, |rec, _| {
+        if apply_one(p, &mut cursor, rec)? {
+            applied += 1;
+        }
+        Ok::<bool, ProjectionError>(true)
+    })?;
+    r?;
+    Ok(ProjectionStatus {
+        name: p.name().to_owned(),
+        version: p.version(),
+        from_snapshot,
+        discarded,
+        applied,
+        state_hash: p.state_hash(),
+    })
+}
+
+/// Saves one projection's snapshot at journal sequence `seq` (the last event it applied).
+pub fn save_one<P: Projection + ?Sized>(p: &P, journal: &Journal, seq: u64) -> Result<(), ProjectionRunError> {
+    let hash = if seq == 0 { Hash::ZERO } else { journal.hash_at(seq)?.unwrap_or(Hash::ZERO) };
+    let body = p.encode_snapshot().map_err(|detail| ProjectionError {
+        projection: p.name().to_owned(),
+        seq,
+        event_type: String::new(),
+        detail: format!("snapshot encoding failed: {detail}"),
+    })?;
+    snapshot::save(journal.store().as_ref(), p.name(), p.version(), seq, &hash, &body)?;
+    Ok(())
+}
+
 /// Applies `record` to `p` unless its cursor is already past it; true if applied.
-fn apply_one(p: &mut dyn Projection, cursor: &mut u64, record: &Record<'_>) -> Result<bool, ProjectionError> {
+fn apply_one<P: Projection + ?Sized>(
+    p: &mut P,
+    cursor: &mut u64,
+    record: &Record<'_>,
+) -> Result<bool, ProjectionError> {
     if record.seq <= *cursor {
         return Ok(false);
     }

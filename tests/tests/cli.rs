@@ -24,7 +24,7 @@ fn populated(tmp: &Path) -> std::path::PathBuf {
     for i in 0..30u128 {
         let mut e = event(
             Uuid::from_u128(i + 1),
-            "artifact.created",
+            "bench.sample",
             &serde_json::json!({"id": format!("CR-{i}"), "title": "naïve “quotes” \\ and \n newlines", "n": i as u64, "f": 1.5}),
         );
         e.recorded_at_ns = 1_795_000_000_000_000_000 + (i as i64) * 1_000_003;
@@ -33,8 +33,7 @@ fn populated(tmp: &Path) -> std::path::PathBuf {
             e.correlation = Some(Uuid::from_u128(7));
         }
         if i % 5 == 0 {
-            let other =
-                event(Uuid::from_u128(i + 500), "artifact.updated", &serde_json::json!({"id": format!("CR-{i}")}));
+            let other = event(Uuid::from_u128(i + 500), "bench.sample", &serde_json::json!({"id": format!("CR-{i}")}));
             j.append_multi_blocking(vec![
                 StreamAppend { stream: format!("artifact/CR-{i}"), expected: ExpectedVersion::EMPTY, events: vec![e] },
                 StreamAppend { stream: "workgroup/WG-1".into(), expected: ExpectedVersion::Any, events: vec![other] },
@@ -133,7 +132,7 @@ fn bad_imports_are_refused_and_leave_nothing_behind() {
     cases.push(("swapped events", join(&swapped), "STRATA-E0305"));
     // An event type this strata does not know.
     let mut unknown = owned.clone();
-    unknown[2] = unknown[2].replacen("\"type\":\"artifact.created\"", "\"type\":\"artifact.teleported\"", 1);
+    unknown[2] = unknown[2].replacen("\"type\":\"bench.sample\"", "\"type\":\"artifact.teleported\"", 1);
     assert_ne!(unknown[2], owned[2]);
     cases.push(("unknown type", join(&unknown), "STRATA-E0304"));
     // A known type at an unknown schema version.
@@ -318,7 +317,11 @@ fn demo_runs_and_every_check_passes() {
     let out = strata_ok(BIN, tmp.path(), &["--json", "demo", "--at", at.to_str().unwrap()]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(v["events"], 17);
+    assert_eq!(v["artifacts"], 288);
+    assert_eq!(v["spec_files"], 164);
+    assert_eq!(v["validation_findings"], 0);
+    assert_eq!(v["approval_gate_held"], true);
+    assert!(v["suspects_after_edit"].as_u64().unwrap() > 0);
     // Rerunnable: it replaces its own earlier output, and only that.
     strata_ok(BIN, tmp.path(), &["demo", "--at", at.to_str().unwrap()]);
     let other = tmp.path().join("not-a-demo");

@@ -194,7 +194,7 @@ fn bad_input_is_a_typed_error_and_appends_nothing() {
             vec![StreamAppend {
                 stream: "s".into(),
                 expected: ExpectedVersion::Any,
-                events: (0..1025).map(|i| ev(100 + i)).collect(),
+                events: (0..4097).map(|i| ev(100 + i)).collect(),
             }],
         ),
     ];

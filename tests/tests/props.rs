@@ -35,7 +35,7 @@ fn op() -> impl Strategy<Value = Op> {
     )
 }
 
-const TYPES: [&str; 3] = ["artifact.created", "artifact.updated", "bench.sample"];
+const TYPES: [&str; 3] = ["bench.sample", "test.alpha", "test.beta"];
 
 fn events(next_id: &mut u128, op: &Op) -> Vec<EventData> {
     (0..op.events)

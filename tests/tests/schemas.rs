@@ -85,3 +85,28 @@ fn the_config_strata_writes_matches_its_schema() {
     assert!(!v.is_valid(&serde_json::json!({"journal": {"cache_mib": 1}})));
     assert!(!v.is_valid(&serde_json::json!({"journal": {"durabilty": "power"}})));
 }
+
+#[test]
+fn artifact_examples_pass_or_fail_at_the_expected_pointer() {
+    let dir = schemas_dir().join("examples");
+    let mut checked = 0;
+    for kind in strata_engine::kb::kind::ArtifactKind::ALL {
+        let v = validator(&format!("{}.schema.json", kind.name()));
+        let valid: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{}.valid.json", kind.name()))).unwrap())
+                .unwrap();
+        let errors: Vec<String> = v.iter_errors(&valid).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{kind}: valid example fails: {errors:?}");
+        // The engine's own validation agrees.
+        assert!(strata_engine::kb::schema::validate(kind, &valid).unwrap().is_empty());
+        let invalid: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("{}.invalid.json", kind.name()))).unwrap())
+                .unwrap();
+        let expected = invalid["expectedPointer"].as_str().unwrap();
+        let pointers: Vec<String> =
+            v.iter_errors(&invalid["instance"]).map(|e| e.instance_path().to_string()).collect();
+        assert_eq!(pointers, vec![expected.to_owned()], "{kind}: invalid example should fail exactly at {expected}");
+        checked += 2;
+    }
+    assert_eq!(checked, 20);
+}

@@ -1,9 +1,12 @@
 //! `strata demo`: the bundled example, end to end, on the embedded sled journal.
 //!
-//! It initialises a workspace, appends the example knowledge-base events with optimistic
-//! concurrency, signs a checkpoint with a fresh key, appends the rest, signs again, then proves
-//! the result three ways: `journal verify` against the public key, an offline audit bundle
-//! verified without the database, and a replay whose projection hashes match the bundle's.
+//! The bundled example is the seed-scale knowledge base (15 entities, 164 specification files,
+//! about 615,000 tokens, generated deterministically from seed 7). The demo writes it as files,
+//! takes it in (one atomic append), validates the spec graph, computes the impact of a change
+//! request across entity boundaries, edits a requirement to show suspicion spreading and the
+//! approval gate holding, signs checkpoints with a fresh key, then proves the journal three ways:
+//! `journal verify` against the public key, an offline audit bundle verified without the
+//! database, and a replay whose projection hashes match the bundle's attestations.
 
 use std::io::BufReader;
 use std::path::Path;
@@ -11,32 +14,26 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use serde::Deserialize;
+use strata_engine::kb::commands::{self, Ctx};
+use strata_engine::kb::fixture::{FixtureSpec, generate, render};
+use strata_engine::kb::intake;
+use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
 use strata_engine::ports::{Clock, Ids};
 use strata_journal::export;
 use strata_journal::note::SignerKey;
 use strata_journal::projection::Projections;
 use strata_journal::verify::verify_dir;
-use strata_journal::{EventData, ExpectedVersion};
 
 use super::EXIT_PROBLEMS;
 use super::journal::{check_attestations, demo_options, open_with, projection_attestations};
+use super::kb::load_graph;
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids, random_seed};
 use crate::table::Table;
 use crate::workspace::{Workspace, record_initialized};
 
-const EXAMPLE: &str = include_str!("../../../examples/journal/events.jsonl");
 const MARKER: &str = ".strata-demo";
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExampleLine {
-    stream: String,
-    #[serde(rename = "type")]
-    event_type: String,
-    payload: serde_json::Value,
-}
+const SEED: u64 = 7;
 
 pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     if at.exists() {
@@ -54,40 +51,118 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let config = Config::default();
     let journal = ws.create(&format!("strata.demo/{}", V7Ids.next_id()), &config)?;
     record_initialized(&journal, &config)?;
-
-    let lines: Vec<ExampleLine> =
-        EXAMPLE.lines().map(serde_json::from_str).collect::<Result<_, _>>().context("bundled example is malformed")?;
-    let half = lines.len() / 2;
     let key = Arc::new(SignerKey::from_seed("strata-demo", random_seed()?)?);
-    let key_path = at.join("demo.key");
-    super::write_new_file(&key_path, key.to_text().as_bytes(), 0o600)?;
+    super::write_new_file(&at.join("demo.key"), key.to_text().as_bytes(), 0o600)?;
     super::write_new_file(&at.join("demo.key.pub"), format!("{}\n", key.verifier().to_text()).as_bytes(), 0o644)?;
-    let mut checkpoints = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let ev = EventData {
-            id: V7Ids.next_id(),
-            event_type: line.event_type.clone(),
-            schema_version: 1,
-            recorded_at_ns: SystemClock.now_ns(),
-            causation: None,
-            correlation: None,
-            payload: serde_json::to_vec(&line.payload)?,
-        };
-        let expected = ExpectedVersion::Exact(journal.stream_version(&line.stream));
-        journal.append_blocking(&line.stream, expected, vec![ev])?.map_err(anyhow::Error::from)?;
-        if i + 1 == half || i + 1 == lines.len() {
-            checkpoints.push(journal.checkpoint_blocking(key.clone(), V7Ids.next_id(), SystemClock.now_ns())?);
+
+    // 1. The bundled knowledge base, written as files and taken in all at once.
+    let fx = generate(&FixtureSpec::seed_scale(SEED));
+    let files = fx.files();
+    let kb_dir = at.join("kb");
+    for f in &files {
+        let path = kb_dir.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
         }
+        std::fs::write(&path, &f.bytes)?;
     }
+    let spec_files = fx.drafts.iter().filter(|d| d.key.kind.is_spec()).count();
+    let spec_tokens: usize = fx
+        .drafts
+        .iter()
+        .filter(|d| d.key.kind.is_spec())
+        .map(|d| strata_engine::tokens::count(&String::from_utf8_lossy(&render(d).bytes)))
+        .sum();
+    let mut g = load_graph(&journal)?;
+    let plan = intake::plan(&g, &files, &mut V7Ids, &SystemClock)
+        .map_err(|p| anyhow::anyhow!("the bundled example does not take in: {:?}", p.first()))?;
+    let taken = plan.created.len();
+    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    let first_checkpoint = journal.checkpoint_blocking(key.clone(), V7Ids.next_id(), SystemClock.now_ns())?;
+    g = load_graph(&journal)?;
+    let findings = g.validate();
+
+    // 2. Impact of a product change request, across entity boundaries.
+    let cr = fx
+        .of(ArtifactKind::ChangeRequest)
+        .find(|d| {
+            g.node_id(&d.key).is_some_and(|n| {
+                g.impact(n).iter().any(|r| r.key.kind == ArtifactKind::Entity && r.key.id == "shared-services")
+            }) && d.entity() != Some("shared-services")
+        })
+        .map(|d| d.key.clone())
+        .unwrap_or_else(|| ArtifactKey::new(ArtifactKind::ChangeRequest, "CR-3"));
+    let impact = g.node_id(&cr).map(|n| g.impact(n)).unwrap_or_default();
+    let shared_path = impact
+        .iter()
+        .find(|r| r.key.kind == ArtifactKind::Entity && r.key.id == "shared-services")
+        .map(|r| r.path.clone());
+
+    // 3. A requirement that change request depends on is edited: everything derived from it
+    //    becomes suspect, and the change request cannot be approved until reviewed.
+    let brd_id = g
+        .get(&cr)
+        .and_then(|n| n.fields.get("brdRefs"))
+        .and_then(|v| v.as_array())
+        .and_then(|a| a.first())
+        .and_then(|v| v.as_str())
+        .unwrap_or("BRD-2.1")
+        .to_owned();
+    let brd_key = ArtifactKey::new(ArtifactKind::BrdRequirement, &brd_id);
+    let mut edited = fx.drafts.iter().find(|d| d.key == brd_key).cloned().context("bundled requirement missing")?;
+    edited.body.push_str("\nThe correction threshold is now configurable per region.\n");
+    let edited_file = render(&edited);
+    std::fs::write(kb_dir.join(&edited_file.path), &edited_file.bytes)?;
+    let plan = intake::plan(&g, &[edited_file], &mut V7Ids, &SystemClock)
+        .map_err(|p| anyhow::anyhow!("edit refused: {:?}", p.first()))?;
+    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    g = load_graph(&journal)?;
+    let suspects = g.suspects().len();
+    // A draft change request on the edited requirement, proposed for approval.
+    let draft_cr = ArtifactKey::new(ArtifactKind::ChangeRequest, "CR-9000");
+    let mut draft = strata_engine::kb::ArtifactDraft {
+        key: draft_cr.clone(),
+        state: "proposed".into(),
+        fields: serde_json::Map::new(),
+        body: "Make the correction threshold regional.\n".into(),
+        source: Some("changes/CR-9000.md".into()),
+    };
+    draft
+        .fields
+        .insert("entity".into(), g.get(&brd_key).and_then(|n| n.fields.get("entity")).cloned().unwrap_or_default());
+    draft.fields.insert("title".into(), "Regional correction threshold".into());
+    draft.fields.insert("brdRefs".into(), serde_json::json!([brd_id]));
+    let mut brd_now = fx.drafts.iter().find(|d| d.key == brd_key).cloned().context("bundled requirement missing")?;
+    brd_now.body = edited.body.clone();
+    if let Some(n) = g.get(&brd_key) {
+        brd_now.fields = n.fields.clone();
+    }
+    intake::with(&mut brd_now.fields, "linkedCrs", "CR-9000");
+    let plan = intake::plan(&g, &[render(&draft), render(&brd_now)], &mut V7Ids, &SystemClock)
+        .map_err(|p| anyhow::anyhow!("draft refused: {:?}", p.first()))?;
+    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    g = load_graph(&journal)?;
+    let mut ids = V7Ids;
+    let clock = SystemClock;
+    let mut ctx = Ctx { ids: &mut ids, clock: &clock };
+    let gate = commands::transition(&g, &draft_cr, "approved", None, &mut ctx);
+    let gate_held = matches!(gate, Err(commands::Rejection::SuspectUpstream { .. }));
+    let reviews = commands::review(&g, &draft_cr, &mut ctx)?;
+    journal.append_multi_blocking(reviews)?.map_err(anyhow::Error::from)?;
+    g = load_graph(&journal)?;
+    let approve =
+        commands::transition(&g, &draft_cr, "approved", Some("reviewed against the edited requirement"), &mut ctx)?;
+    journal.append_multi_blocking(approve)?.map_err(anyhow::Error::from)?;
+    let second_checkpoint = journal.checkpoint_blocking(key.clone(), V7Ids.next_id(), SystemClock.now_ns())?;
     let head = journal.head();
     journal.close_blocking()?;
     drop(journal);
 
-    // 1. Verify the database against the public key.
+    // 4. Verify the database against the public key.
     let options = demo_options("demo");
     let report = verify_dir(&ws.journal_dir(), &options, vec![key.verifier()], &[])?;
 
-    // 2. Replay every projection from sequence 1 and export an offline bundle attesting to them.
+    // 5. Replay every projection from sequence 1 and export an offline bundle attesting to them.
     let journal = open_with(&ws.journal_dir(), &options)?;
     let mut projections = Projections::new(strata_engine::standard_projections());
     let statuses = projections.rebuild(&journal)?;
@@ -100,7 +175,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     }
     drop(journal);
 
-    // 3. Verify the bundle offline and replay its events through the same projections.
+    // 6. Verify the bundle offline and replay its events through the same projections.
     let mut offline = Projections::new(strata_engine::standard_projections());
     let mut replay_err = None;
     let bundle = export::verify_bundle(
@@ -122,6 +197,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let ok = report.ok()
         && bundle.verify.ok()
         && attested_ok
+        && findings.is_empty()
+        && gate_held
+        && suspects > 0
         && report.checkpoints.iter().all(|c| c.root_matches && !c.signed_by.is_empty());
 
     if json {
@@ -130,10 +208,17 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             serde_json::json!({
                 "ok": ok,
                 "workspace": at.display().to_string(),
+                "artifacts": taken,
+                "spec_files": spec_files,
+                "spec_tokens": spec_tokens,
+                "validation_findings": findings.len(),
+                "impact": {"artifact": cr.to_string(), "reached": impact.len(), "cross_cutting_path": shared_path},
+                "suspects_after_edit": suspects,
+                "approval_gate_held": gate_held,
                 "events": head.seq,
                 "head_hash": head.hash.to_hex(),
                 "merkle_root": head.root.to_hex(),
-                "checkpoints": checkpoints.iter().map(|c| serde_json::json!({"size": c.checkpoint.size, "seq": c.position.seq})).collect::<Vec<_>>(),
+                "checkpoints": [first_checkpoint.checkpoint.size, second_checkpoint.checkpoint.size],
                 "verify_problems": report.problems.len(),
                 "bundle": bundle_path.display().to_string(),
                 "bundle_problems": bundle.verify.problems.len(),
@@ -142,22 +227,38 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             })
         );
     } else {
-        println!("strata demo: bundled example on the embedded sled journal ({})", at.display());
+        println!("strata demo: the bundled knowledge base on the embedded sled journal ({})", at.display());
         println!(
-            "  appended   {} events in {} streams (durability {})",
-            head.seq,
-            report.streams,
-            config.durability.as_str()
+            "  intake     {taken} artifacts from {} files ({spec_files} specification files, {spec_tokens} tokens) in one atomic append",
+            files.len()
         );
-        for c in &checkpoints {
-            println!("  checkpoint size {} signed by {} (event {})", c.checkpoint.size, key.name(), c.position.seq);
-        }
-        println!("  head       {}", head.hash);
-        println!("  root       {}", head.root);
         println!(
-            "  verify     {} ({} checkpoints, signatures checked against {})",
+            "  validate   {}",
+            if findings.is_empty() {
+                "no dangling references, missing inverses, cycles or bypassing links".to_owned()
+            } else {
+                format!("{} FINDINGS", findings.len())
+            }
+        );
+        println!(
+            "  impact     {cr} reaches {} artifacts{}",
+            impact.len(),
+            shared_path.map(|p| format!("; cross-cutting via {p}")).unwrap_or_default()
+        );
+        println!(
+            "  edit       {brd_id} changed: {suspects} artifacts suspect; approving CR-9000 {}",
+            if gate_held { "was refused until reviewed" } else { "was NOT refused" }
+        );
+        println!(
+            "  journal    {} events, checkpoints at {} and {} signed by {}",
+            head.seq,
+            first_checkpoint.checkpoint.size,
+            second_checkpoint.checkpoint.size,
+            key.name()
+        );
+        println!(
+            "  verify     {} (signatures checked against {})",
             if report.ok() { "ok" } else { "FAILED" },
-            report.checkpoints.len(),
             key.verifier().to_text()
         );
         println!(
@@ -179,8 +280,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         print!("{}", t.render());
         println!("{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
         println!(
-            "next: strata --dir {0} journal log; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
-            at.display()
+            "next: strata --dir {0} graph entities; strata --dir {0} graph impact {1}; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
+            at.display(),
+            cr.id
         );
     }
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })

@@ -6,6 +6,7 @@
 
 mod demo;
 mod journal;
+mod kb;
 mod replay;
 
 use std::path::PathBuf;
@@ -72,6 +73,35 @@ enum Command {
     /// Journal commands.
     #[command(subcommand)]
     Journal(journal::JournalCommand),
+    /// Take artifacts in from Markdown (YAML front matter) and JSON files or directories; all or
+    /// nothing.
+    Intake {
+        /// Files or directories.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Check and report what would change without appending.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Write the deterministic seed-scale knowledge base (15 entities, 164 specification files,
+    /// ~615k tokens) as intake files, optionally with known defects planted.
+    Fixture {
+        /// Seed; the same seed gives the same files.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Directory to write (must not exist or be empty).
+        #[arg(long)]
+        out: PathBuf,
+        /// Defects to plant: missing-inverse, dangling, cycle, cross-entity (repeatable).
+        #[arg(long)]
+        plant: Vec<String>,
+    },
+    /// Show, transition, promote and review artifacts.
+    #[command(subcommand)]
+    Artifact(kb::ArtifactCommand),
+    /// Validate the spec graph, analyse impact, list suspects and entities.
+    #[command(subcommand)]
+    Graph(kb::GraphCommand),
 }
 
 /// Runs the CLI and maps the outcome to an exit code.
@@ -124,6 +154,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen { name, out } => keygen(&name, &out, cli.json),
         Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),
+        Command::Intake { paths, dry_run } => kb::intake(&ws, &paths, dry_run, cli.json),
+        Command::Fixture { seed, out, plant } => kb::fixture(seed, &out, &plant, cli.json),
+        Command::Artifact(cmd) => kb::artifact(&ws, cmd, cli.json),
+        Command::Graph(cmd) => kb::graph(&ws, cmd, cli.json),
     }
 }
 

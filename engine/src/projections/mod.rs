@@ -5,8 +5,9 @@
 //! * [`event_types::EventTypeCounts`]: events per type and schema version, and per stream
 //!   category (the stream id up to its first `/`).
 //!
-//! Domain projections (spec graph, lineage, ownership, telemetry) join this list with their
-//! issues.
+//! * [`crate::kb::graph::Graph`]: the spec graph of the knowledge base.
+//!
+//! Further domain projections (lineage, ownership, telemetry) join this list with their issues.
 
 pub mod event_types;
 pub mod streams;
@@ -14,9 +15,13 @@ pub mod streams;
 use strata_journal::Hash;
 use strata_journal::projection::Projection;
 
-/// The projections `strata replay` and `strata serve` run, in a fixed order.
+/// The projections `strata replay` runs, in a fixed order.
 pub fn standard_projections() -> Vec<Box<dyn Projection>> {
-    vec![Box::new(streams::StreamCatalog::default()), Box::new(event_types::EventTypeCounts::default())]
+    vec![
+        Box::new(streams::StreamCatalog::default()),
+        Box::new(event_types::EventTypeCounts::default()),
+        Box::new(crate::kb::graph::Graph::new()),
+    ]
 }
 
 /// Incremental blake3 over length-prefixed fields, for canonical state hashes.

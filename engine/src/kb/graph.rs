@@ -1,0 +1,906 @@
+//! The spec graph: a projection of every artifact event into typed nodes and edges, with
+//! suspicion, and the queries over it (impact closure, validation, suspects, the entity
+//! registry).
+//!
+//! Nodes are addressed by a dense `NodeId`; a reference to an artifact that does not exist (yet)
+//! creates a placeholder node, so every edge has a target and a dangling reference is simply an
+//! edge to a node that does not exist. Each node keeps its outgoing edges (from its own link
+//! fields) and its incoming ones, so both directions of every flow are a slice walk.
+//!
+//! Suspicion is derived state: an `artifact.updated` that changes an artifact's content hash (or
+//! an `artifact.deleted`) marks every artifact reachable along suspect flows, up to
+//! [`SUSPECT_DEPTH_MAX`] links away, with the cause and the path; `artifact.reviewed` clears an
+//! artifact's marks. Replaying the same events gives the same marks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use rkyv::rancor;
+use serde_json::{Map, Value};
+use strata_journal::projection::Projection;
+use strata_journal::{Hash, Record};
+
+use super::artifact::{
+    Created, Deleted, Reviewed, TierPromoted, Transitioned, Updated, content_hash, event_types, parse_kind,
+};
+use super::kind::{ArtifactKey, ArtifactKind};
+use super::lifecycle::{can_promote_tier, can_transition, states};
+use super::links::{Flow, LINKS, LinkId, TRACES, links_of};
+use crate::projections::{StateHasher, aligned};
+
+/// Dense node index.
+pub type NodeId = u32;
+
+/// How far suspicion spreads from a changed artifact, in links.
+pub const SUSPECT_DEPTH_MAX: usize = 16;
+
+/// One artifact (or a placeholder for a referenced one that does not exist).
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Identity.
+    pub key: ArtifactKey,
+    /// False for placeholders and deleted artifacts.
+    pub exists: bool,
+    /// Lifecycle state.
+    pub state: String,
+    /// Fields (all but kind, id, state, body).
+    pub fields: Map<String, Value>,
+    /// Body.
+    pub body: String,
+    /// Content hash.
+    pub hash: Hash,
+    /// Events applied to its stream.
+    pub version: u64,
+    /// Journal sequence of its last event.
+    pub last_seq: u64,
+    /// Its entity node.
+    pub entity: Option<NodeId>,
+    /// `(link, target)` for every reference in its own fields.
+    pub out: Vec<(LinkId, NodeId)>,
+    /// `(link, source)` for every reference to it.
+    pub inn: Vec<(LinkId, NodeId)>,
+}
+
+/// Why an artifact is suspect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Suspicion {
+    /// The artifact whose change caused it.
+    pub cause: NodeId,
+    /// That artifact's content hash after the change (zero for a deletion).
+    pub cause_hash: Hash,
+    /// Journal sequence of the change.
+    pub seq: u64,
+    /// Links from the cause to the suspect artifact.
+    pub path: Vec<(LinkId, NodeId)>,
+}
+
+/// The projection.
+#[derive(Clone, Debug, Default)]
+pub struct Graph {
+    nodes: Vec<Node>,
+    index: HashMap<ArtifactKey, NodeId>,
+    suspects: BTreeMap<NodeId, Vec<Suspicion>>,
+    seq: u64,
+}
+
+/// A finding of `strata graph validate`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Finding {
+    /// Stable rule name: `dangling`, `missing-inverse`, `cycle`, `cross-entity`, `untraced`.
+    pub rule: &'static str,
+    /// The artifact the finding is about.
+    pub artifact: ArtifactKey,
+    /// The field involved, if any.
+    pub field: String,
+    /// The other artifact involved, if any.
+    pub target: Option<ArtifactKey>,
+    /// A sentence saying what is wrong and what to do.
+    pub detail: String,
+}
+
+/// One artifact reached by an impact closure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reached {
+    /// The artifact.
+    pub key: ArtifactKey,
+    /// Its entity, if it has one.
+    pub entity: Option<String>,
+    /// The path from the start, rendered (`CR-189 -brdRefs-> BRD-19.1 -backendModules-> api`).
+    pub path: String,
+    /// Links from the start.
+    pub depth: usize,
+}
+
+/// An entity in the registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntitySummary {
+    /// Id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Tier.
+    pub tier: String,
+    /// State.
+    pub state: String,
+    /// Existing artifacts classified under it, by kind.
+    pub counts: BTreeMap<ArtifactKind, usize>,
+}
+
+fn link_targets(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Graph {
+    /// An empty graph.
+    pub fn new() -> Graph {
+        Graph::default()
+    }
+
+    /// Journal sequence of the last applied event.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The node for `key`, if it exists (not a placeholder or deleted).
+    pub fn get(&self, key: &ArtifactKey) -> Option<&Node> {
+        self.index.get(key).map(|&i| &self.nodes[i as usize]).filter(|n| n.exists)
+    }
+
+    /// The stream version of `key` (0 when never written), including deleted artifacts.
+    pub fn version(&self, key: &ArtifactKey) -> u64 {
+        self.index.get(key).map_or(0, |&i| self.nodes[i as usize].version)
+    }
+
+    /// Node by id.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    /// Existing artifacts, sorted by key.
+    pub fn artifacts(&self) -> Vec<&Node> {
+        let mut v: Vec<&Node> = self.nodes.iter().filter(|n| n.exists).collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// Number of existing artifacts.
+    pub fn len(&self) -> usize {
+        self.nodes.iter().filter(|n| n.exists).count()
+    }
+
+    /// True when no artifact exists.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Existing artifacts with id `id`, of any kind.
+    pub fn find(&self, id: &str) -> Vec<&Node> {
+        let mut v: Vec<&Node> = ArtifactKind::ALL.iter().filter_map(|k| self.get(&ArtifactKey::new(*k, id))).collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// Node id of `key`, if the graph has a node (existing or placeholder).
+    pub fn node_id(&self, key: &ArtifactKey) -> Option<NodeId> {
+        self.index.get(key).copied()
+    }
+
+    fn intern(&mut self, key: ArtifactKey) -> NodeId {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let i = NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX);
+        self.nodes.push(Node {
+            key: key.clone(),
+            exists: false,
+            state: String::new(),
+            fields: Map::new(),
+            body: String::new(),
+            hash: Hash::ZERO,
+            version: 0,
+            last_seq: 0,
+            entity: None,
+            out: Vec::new(),
+            inn: Vec::new(),
+        });
+        self.index.insert(key, i);
+        i
+    }
+
+    /// Replaces `n`'s outgoing edges with the ones its fields declare.
+    fn relink(&mut self, n: NodeId) {
+        let old = std::mem::take(&mut self.nodes[n as usize].out);
+        for (lid, t) in old {
+            let inn = &mut self.nodes[t as usize].inn;
+            if let Some(pos) = inn.iter().position(|&(l, s)| l == lid && s == n) {
+                inn.remove(pos);
+            }
+        }
+        self.nodes[n as usize].entity = None;
+        if !self.nodes[n as usize].exists {
+            return;
+        }
+        let kind = self.nodes[n as usize].key.kind;
+        let mut out = Vec::new();
+        for (lid, spec) in links_of(kind) {
+            let targets: Vec<String> = match self.nodes[n as usize].fields.get(spec.field) {
+                Some(v) => link_targets(v).into_iter().map(str::to_owned).collect(),
+                None => continue,
+            };
+            for t in targets {
+                let tid = self.intern(ArtifactKey::new(spec.to, &t));
+                if !out.contains(&(lid, tid)) {
+                    out.push((lid, tid));
+                }
+                if spec.field == "entity" {
+                    self.nodes[n as usize].entity = Some(tid);
+                }
+            }
+        }
+        for &(lid, t) in &out {
+            self.nodes[t as usize].inn.push((lid, n));
+        }
+        self.nodes[n as usize].out = out;
+    }
+
+    /// Neighbours of `n` along `flow_of(link)`: outgoing edges whose flow is forward, incoming
+    /// edges whose flow is backward. Returns `(link, neighbour, outgoing?)`.
+    fn neighbours(
+        &self,
+        n: NodeId,
+        flow_of: fn(&super::links::LinkSpec) -> Flow,
+    ) -> impl Iterator<Item = (LinkId, NodeId, bool)> + '_ {
+        let node = &self.nodes[n as usize];
+        let fwd = node
+            .out
+            .iter()
+            .filter(move |(l, _)| flow_of(&LINKS[usize::from(*l)]) == Flow::Forward)
+            .map(|&(l, t)| (l, t, true));
+        let back = node
+            .inn
+            .iter()
+            .filter(move |(l, _)| flow_of(&LINKS[usize::from(*l)]) == Flow::Backward)
+            .map(|&(l, s)| (l, s, false));
+        fwd.chain(back)
+    }
+
+    fn mark_suspects(&mut self, cause: NodeId, cause_hash: Hash, seq: u64) {
+        let mut seen: BTreeSet<NodeId> = BTreeSet::from([cause]);
+        let mut queue: VecDeque<(NodeId, Vec<(LinkId, NodeId)>)> = VecDeque::from([(cause, Vec::new())]);
+        while let Some((n, path)) = queue.pop_front() {
+            if path.len() >= SUSPECT_DEPTH_MAX {
+                continue;
+            }
+            let next: Vec<(LinkId, NodeId)> = self.neighbours(n, |s| s.suspect).map(|(l, v, _)| (l, v)).collect();
+            for (l, v) in next {
+                if !self.nodes[v as usize].exists || !seen.insert(v) {
+                    continue;
+                }
+                let mut p = path.clone();
+                p.push((l, v));
+                let marks = self.suspects.entry(v).or_default();
+                marks.retain(|s| s.cause != cause);
+                marks.push(Suspicion { cause, cause_hash, seq, path: p.clone() });
+                queue.push_back((v, p));
+            }
+        }
+    }
+
+    /// Applies one journal record. Unknown event types are ignored; a knowledge-base event that
+    /// contradicts the graph (an illegal transition, an update of a missing artifact) is an
+    /// error, because the deciders never append one.
+    pub fn apply_record(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let result = match r.event_type {
+            event_types::CREATED => self.on_created(r),
+            event_types::UPDATED => self.on_updated(r),
+            event_types::TRANSITIONED => self.on_transitioned(r),
+            event_types::REVIEWED => self.on_reviewed(r),
+            event_types::DELETED => self.on_deleted(r),
+            event_types::TIER_PROMOTED => self.on_tier_promoted(r),
+            _ => return Ok(()),
+        };
+        self.seq = r.seq;
+        result
+    }
+
+    fn payload<'a, T: serde::Deserialize<'a>>(r: &'a Record<'_>) -> Result<T, String> {
+        serde_json::from_slice(r.payload).map_err(|e| format!("payload does not match {} v1: {e}", r.event_type))
+    }
+
+    fn touch(&mut self, n: NodeId, r: &Record<'_>) -> Result<(), String> {
+        let node = &mut self.nodes[n as usize];
+        if r.version != node.version + 1 {
+            return Err(format!("{} is at version {} but the event is version {}", node.key, node.version, r.version));
+        }
+        node.version = r.version;
+        node.last_seq = r.seq;
+        Ok(())
+    }
+
+    fn existing(&self, kind: &str, id: &str) -> Result<NodeId, String> {
+        let key = ArtifactKey::new(parse_kind(kind)?, id);
+        match self.index.get(&key) {
+            Some(&n) if self.nodes[n as usize].exists => Ok(n),
+            _ => Err(format!("{key} does not exist")),
+        }
+    }
+
+    fn on_created(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: Created = Self::payload(r)?;
+        let key = ArtifactKey::new(parse_kind(&e.kind)?, &e.id);
+        let n = self.intern(key.clone());
+        if self.nodes[n as usize].exists {
+            return Err(format!("{key} is created twice"));
+        }
+        if !states(key.kind).contains(&e.state.as_str()) {
+            return Err(format!("{key} is created in unknown state {:?}", e.state));
+        }
+        self.touch(n, r)?;
+        let hash = content_hash(&key, &e.fields, &e.body);
+        let node = &mut self.nodes[n as usize];
+        node.exists = true;
+        node.state = e.state;
+        node.fields = e.fields;
+        node.body = e.body;
+        node.hash = hash;
+        self.relink(n);
+        Ok(())
+    }
+
+    fn on_updated(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: Updated = Self::payload(r)?;
+        let n = self.existing(&e.kind, &e.id)?;
+        self.touch(n, r)?;
+        let key = self.nodes[n as usize].key.clone();
+        let hash = content_hash(&key, &e.fields, &e.body);
+        let changed = hash != self.nodes[n as usize].hash;
+        let node = &mut self.nodes[n as usize];
+        node.fields = e.fields;
+        node.body = e.body;
+        node.hash = hash;
+        self.relink(n);
+        if changed {
+            self.mark_suspects(n, hash, r.seq);
+        }
+        Ok(())
+    }
+
+    fn on_transitioned(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: Transitioned = Self::payload(r)?;
+        let n = self.existing(&e.kind, &e.id)?;
+        let node = &self.nodes[n as usize];
+        if node.state != e.from || !can_transition(node.key.kind, &e.from, &e.to) {
+            return Err(format!("{} cannot go from {} ({:?} recorded) to {}", node.key, node.state, e.from, e.to));
+        }
+        self.touch(n, r)?;
+        self.nodes[n as usize].state = e.to;
+        Ok(())
+    }
+
+    fn on_reviewed(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: Reviewed = Self::payload(r)?;
+        let n = self.existing(&e.kind, &e.id)?;
+        self.touch(n, r)?;
+        self.suspects.remove(&n);
+        Ok(())
+    }
+
+    fn on_deleted(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: Deleted = Self::payload(r)?;
+        let n = self.existing(&e.kind, &e.id)?;
+        self.touch(n, r)?;
+        // Dependents lose their source: they become suspect, then the artifact goes.
+        self.mark_suspects(n, Hash::ZERO, r.seq);
+        self.nodes[n as usize].exists = false;
+        self.suspects.remove(&n);
+        self.relink(n);
+        Ok(())
+    }
+
+    fn on_tier_promoted(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let e: TierPromoted = Self::payload(r)?;
+        let n = self.existing(ArtifactKind::Entity.name(), &e.id)?;
+        let current = self.nodes[n as usize].fields.get("tier").and_then(Value::as_str).unwrap_or("").to_owned();
+        if current != e.from || !can_promote_tier(&e.from, &e.to) {
+            return Err(format!(
+                "entity {} cannot be promoted from {current} ({:?} recorded) to {}",
+                e.id, e.from, e.to
+            ));
+        }
+        self.touch(n, r)?;
+        let node = &mut self.nodes[n as usize];
+        node.fields.insert("tier".into(), Value::String(e.to));
+        node.hash = content_hash(&node.key, &node.fields, &node.body);
+        Ok(())
+    }
+
+    /// Suspicion of every suspect artifact, by node.
+    pub fn suspects(&self) -> &BTreeMap<NodeId, Vec<Suspicion>> {
+        &self.suspects
+    }
+
+    /// Whether `n` is suspect.
+    pub fn is_suspect(&self, n: NodeId) -> bool {
+        self.suspects.get(&n).is_some_and(|v| !v.is_empty())
+    }
+
+    /// Renders a link path starting at `start`.
+    pub fn render_path(&self, start: NodeId, path: &[(LinkId, NodeId)]) -> String {
+        let mut s = self.nodes[start as usize].key.id.clone();
+        let mut prev = start;
+        for &(l, v) in path {
+            let spec = &LINKS[usize::from(l)];
+            // An edge declared on the previous node reads forward; one declared on the next node
+            // (an incoming edge walked backwards) reads as its reverse.
+            if spec.from == self.nodes[prev as usize].key.kind && self.nodes[prev as usize].out.contains(&(l, v)) {
+                s.push_str(&format!(" -{}-> {}", spec.field, self.nodes[v as usize].key.id));
+            } else {
+                s.push_str(&format!(" <-{}- {}", spec.field, self.nodes[v as usize].key.id));
+            }
+            prev = v;
+        }
+        s
+    }
+
+    fn entity_id(&self, n: NodeId) -> Option<String> {
+        self.nodes[n as usize].entity.map(|e| self.nodes[e as usize].key.id.clone())
+    }
+
+    /// The transitive impact closure of `start`: every artifact a change to it touches, with the
+    /// shortest link path that justifies it, plus the entities of everything reached. Outgoing
+    /// links are preferred over incoming ones at each step so paths read downstream.
+    pub fn impact(&self, start: NodeId) -> Vec<Reached> {
+        let mut parent: HashMap<NodeId, (NodeId, LinkId)> = HashMap::new();
+        let mut order = Vec::new();
+        let mut queue = VecDeque::from([start]);
+        parent.insert(start, (start, 0));
+        while let Some(n) = queue.pop_front() {
+            for (l, v, _) in self.neighbours(n, |s| s.impact) {
+                if parent.contains_key(&v) {
+                    continue;
+                }
+                parent.insert(v, (n, l));
+                order.push(v);
+                queue.push_back(v);
+            }
+        }
+        let path_to = |v: NodeId| {
+            let mut steps = Vec::new();
+            let mut cur = v;
+            while cur != start {
+                let (p, l) = parent[&cur];
+                steps.push((l, cur));
+                cur = p;
+            }
+            steps.reverse();
+            steps
+        };
+        let mut out = Vec::new();
+        let mut entities: BTreeMap<NodeId, (String, usize)> = BTreeMap::new();
+        if let Some(e) = self.nodes[start as usize].entity {
+            entities.insert(
+                e,
+                (format!("{} -entity-> {}", self.nodes[start as usize].key.id, self.nodes[e as usize].key.id), 1),
+            );
+        }
+        for v in order {
+            let steps = path_to(v);
+            let path = self.render_path(start, &steps);
+            if let Some(e) = self.nodes[v as usize].entity {
+                entities.entry(e).or_insert_with(|| {
+                    (format!("{path} -entity-> {}", self.nodes[e as usize].key.id), steps.len() + 1)
+                });
+            }
+            out.push(Reached {
+                key: self.nodes[v as usize].key.clone(),
+                entity: self.entity_id(v),
+                path,
+                depth: steps.len(),
+            });
+        }
+        for (e, (path, depth)) in entities {
+            if e != start && !out.iter().any(|r| r.key == self.nodes[e as usize].key) {
+                out.push(Reached { key: self.nodes[e as usize].key.clone(), entity: None, path, depth });
+            }
+        }
+        out.sort_by(|a, b| (a.key.kind, a.depth, &a.key.id).cmp(&(b.key.kind, b.depth, &b.key.id)));
+        out
+    }
+
+    /// Existing artifacts upstream of `n` along suspect flows (whose changes would make `n`
+    /// suspect) that are suspect themselves, plus `n` if it is suspect.
+    pub fn suspect_upstream(&self, n: NodeId) -> Vec<NodeId> {
+        let mut found = Vec::new();
+        let mut seen = BTreeSet::from([n]);
+        let mut queue = VecDeque::from([(n, 0usize)]);
+        if self.is_suspect(n) {
+            found.push(n);
+        }
+        // Upstream = against the suspect flow: incoming-forward and outgoing-backward edges.
+        while let Some((u, d)) = queue.pop_front() {
+            if d >= SUSPECT_DEPTH_MAX {
+                continue;
+            }
+            let node = &self.nodes[u as usize];
+            let ups = node
+                .inn
+                .iter()
+                .filter(|(l, _)| LINKS[usize::from(*l)].suspect == Flow::Forward)
+                .chain(node.out.iter().filter(|(l, _)| LINKS[usize::from(*l)].suspect == Flow::Backward));
+            for &(_, v) in ups {
+                if self.nodes[v as usize].exists && seen.insert(v) {
+                    if self.is_suspect(v) {
+                        found.push(v);
+                    }
+                    queue.push_back((v, d + 1));
+                }
+            }
+        }
+        found
+    }
+
+    /// Every validation finding, sorted.
+    pub fn validate(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let cross_cutting = |n: NodeId| {
+            self.nodes[n as usize].entity.is_some_and(|e| {
+                self.nodes[e as usize].fields.get("tier").and_then(Value::as_str) == Some("cross-cutting")
+            })
+        };
+        let mut crossed: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+        for (ni, node) in self.nodes.iter().enumerate() {
+            let n = ni as NodeId;
+            if !node.exists {
+                continue;
+            }
+            for &(l, t) in &node.out {
+                let spec = &LINKS[usize::from(l)];
+                let target = &self.nodes[t as usize];
+                if !target.exists {
+                    out.push(Finding {
+                        rule: "dangling",
+                        artifact: node.key.clone(),
+                        field: spec.field.into(),
+                        target: Some(target.key.clone()),
+                        detail: format!(
+                            "{}.{} refers to {} {}, which does not exist; create it or remove the reference",
+                            node.key.id, spec.field, spec.to, target.key.id
+                        ),
+                    });
+                    continue;
+                }
+                if let Some(inv) = spec.inverse
+                    && !target.out.iter().any(|&(tl, tt)| tt == n && LINKS[usize::from(tl)].field == inv)
+                {
+                    out.push(Finding {
+                        rule: "missing-inverse",
+                        artifact: node.key.clone(),
+                        field: spec.field.into(),
+                        target: Some(target.key.clone()),
+                        detail: format!(
+                            "{}.{} lists {} but {}.{} does not list {}; add it there",
+                            node.key.id, spec.field, target.key.id, target.key.id, inv, node.key.id
+                        ),
+                    });
+                }
+                if spec.field != "entity"
+                    && node.entity.is_some()
+                    && target.entity.is_some()
+                    && node.entity != target.entity
+                    && !cross_cutting(n)
+                    && !cross_cutting(t)
+                    && crossed.insert((n.min(t), n.max(t)))
+                {
+                    let (a, b) = (self.entity_id(n).unwrap_or_default(), self.entity_id(t).unwrap_or_default());
+                    // Reported once per pair, about the smaller key, whichever side was walked.
+                    let (first, second) =
+                        if node.key <= target.key { (&node.key, &target.key) } else { (&target.key, &node.key) };
+                    out.push(Finding {
+                        rule: "cross-entity",
+                        artifact: first.clone(),
+                        field: spec.field.into(),
+                        target: Some(second.clone()),
+                        detail: format!(
+                            "{}.{} links {} ({a}) to {} ({b}) directly; links between entities go through the cross-cutting entity",
+                            node.key.id, spec.field, node.key.id, target.key.id
+                        ),
+                    });
+                }
+            }
+            for (kind, list, field) in TRACES {
+                if node.key.kind != *kind {
+                    continue;
+                }
+                let declared: Vec<&str> = node.fields.get("brdRequirements").map(link_targets).unwrap_or_default();
+                let items = node.fields.get(*list).and_then(Value::as_array).cloned().unwrap_or_default();
+                for (i, item) in items.iter().enumerate() {
+                    let Some(brd) = item.get(*field).and_then(Value::as_str) else { continue };
+                    let exists = self.get(&ArtifactKey::new(ArtifactKind::BrdRequirement, brd)).is_some();
+                    if !exists || !declared.contains(&brd) {
+                        out.push(Finding {
+                            rule: "untraced",
+                            artifact: node.key.clone(),
+                            field: format!("{list}/{i}/{field}"),
+                            target: Some(ArtifactKey::new(ArtifactKind::BrdRequirement, brd)),
+                            detail: if exists {
+                                format!("{}.{list}[{i}] traces to {brd}, which {} does not list in brdRequirements; list it there", node.key.id, node.key.id)
+                            } else {
+                                format!("{}.{list}[{i}] traces to {brd}, which does not exist", node.key.id)
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        out.extend(self.cycles());
+        out.sort();
+        out
+    }
+
+    /// Cycles along impact flows (in practice through `dependsOn`), one finding per cycle,
+    /// found with an iterative Tarjan SCC (no recursion, so depth is not bounded by the stack).
+    fn cycles(&self) -> Vec<Finding> {
+        let count = self.nodes.len();
+        let mut index = vec![u32::MAX; count];
+        let mut low = vec![0u32; count];
+        let mut on_stack = vec![false; count];
+        let mut stack: Vec<NodeId> = Vec::new();
+        let mut next = 0u32;
+        let mut findings = Vec::new();
+        let succ = |n: NodeId| -> Vec<NodeId> {
+            self.neighbours(n, |s| s.impact).map(|(_, v, _)| v).filter(|v| self.nodes[*v as usize].exists).collect()
+        };
+        for root in 0..count as NodeId {
+            if index[root as usize] != u32::MAX || !self.nodes[root as usize].exists {
+                continue;
+            }
+            let mut work: Vec<(NodeId, Vec<NodeId>, usize)> = vec![(root, succ(root), 0)];
+            index[root as usize] = next;
+            low[root as usize] = next;
+            next += 1;
+            stack.push(root);
+            on_stack[root as usize] = true;
+            while let Some((v, ws, i)) = work.last_mut() {
+                let v = *v;
+                if let Some(&w) = ws.get(*i) {
+                    *i += 1;
+                    if index[w as usize] == u32::MAX {
+                        index[w as usize] = next;
+                        low[w as usize] = next;
+                        next += 1;
+                        stack.push(w);
+                        on_stack[w as usize] = true;
+                        let s = succ(w);
+                        work.push((w, s, 0));
+                    } else if on_stack[w as usize] {
+                        low[v as usize] = low[v as usize].min(index[w as usize]);
+                    }
+                    continue;
+                }
+                work.pop();
+                if let Some((p, _, _)) = work.last() {
+                    low[*p as usize] = low[*p as usize].min(low[v as usize]);
+                }
+                if low[v as usize] == index[v as usize] {
+                    let mut scc = Vec::new();
+                    while let Some(w) = stack.pop() {
+                        on_stack[w as usize] = false;
+                        scc.push(w);
+                        if w == v {
+                            break;
+                        }
+                    }
+                    let self_loop = scc.len() == 1 && succ(v).contains(&v);
+                    if scc.len() > 1 || self_loop {
+                        let mut keys: Vec<&ArtifactKey> = scc.iter().map(|&w| &self.nodes[w as usize].key).collect();
+                        keys.sort();
+                        let names: Vec<&str> = keys.iter().map(|k| k.id.as_str()).collect();
+                        findings.push(Finding {
+                            rule: "cycle",
+                            artifact: keys[0].clone(),
+                            field: "dependsOn".into(),
+                            target: None,
+                            detail: format!(
+                                "{} depend on each other in a cycle; break it by removing one dependsOn",
+                                names.join(", ")
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        findings
+    }
+
+    /// Entities by tier (in [`super::lifecycle::TIERS`] order, then id), with artifact counts.
+    pub fn entities(&self) -> Vec<EntitySummary> {
+        let mut counts: HashMap<NodeId, BTreeMap<ArtifactKind, usize>> = HashMap::new();
+        for node in self.nodes.iter().filter(|n| n.exists) {
+            if let Some(e) = node.entity {
+                *counts.entry(e).or_default().entry(node.key.kind).or_default() += 1;
+            }
+        }
+        let mut out: Vec<EntitySummary> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.exists && n.key.kind == ArtifactKind::Entity)
+            .map(|(i, n)| EntitySummary {
+                id: n.key.id.clone(),
+                name: n.fields.get("name").and_then(Value::as_str).unwrap_or(&n.key.id).to_owned(),
+                tier: n.fields.get("tier").and_then(Value::as_str).unwrap_or("").to_owned(),
+                state: n.state.clone(),
+                counts: counts.remove(&(i as NodeId)).unwrap_or_default(),
+            })
+            .collect();
+        let tier_rank = |t: &str| super::lifecycle::TIERS.iter().position(|x| *x == t).unwrap_or(usize::MAX);
+        out.sort_by(|a, b| (tier_rank(&a.tier), &a.id).cmp(&(tier_rank(&b.tier), &b.id)));
+        out
+    }
+
+    /// The graph as of journal sequence `at`, rebuilt from the journal.
+    pub fn at(journal: &strata_journal::Journal, at: u64) -> Result<Graph, String> {
+        let mut g = Graph::new();
+        let r = journal.scan(1, at, |rec, _| g.apply_record(rec).map(|()| true)).map_err(|e| e.to_string())?;
+        r.map_err(|e| format!("replay to {at} failed: {e}"))?;
+        Ok(g)
+    }
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct NodeSnapshot {
+    kind: u8,
+    id: String,
+    exists: bool,
+    state: String,
+    fields_json: String,
+    body: String,
+    version: u64,
+    last_seq: u64,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SuspicionSnapshot {
+    node: u32,
+    cause: u32,
+    cause_hash: [u8; 32],
+    seq: u64,
+    path: Vec<(u16, u32)>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct GraphSnapshot {
+    seq: u64,
+    nodes: Vec<NodeSnapshot>,
+    suspects: Vec<SuspicionSnapshot>,
+}
+
+fn kind_code(k: ArtifactKind) -> u8 {
+    ArtifactKind::ALL.iter().position(|x| *x == k).unwrap_or(0) as u8
+}
+
+impl Projection for Graph {
+    fn name(&self) -> &str {
+        "graph"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn apply(&mut self, record: &Record<'_>) -> Result<(), String> {
+        self.apply_record(record)
+    }
+
+    fn state_hash(&self) -> Hash {
+        let mut h = StateHasher::new("graph/1");
+        let mut order: Vec<NodeId> =
+            (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].version > 0).collect();
+        order.sort_by(|a, b| self.nodes[*a as usize].key.cmp(&self.nodes[*b as usize].key));
+        for n in order {
+            let node = &self.nodes[n as usize];
+            h.str(node.key.kind.name());
+            h.str(&node.key.id);
+            h.u64(u64::from(node.exists));
+            h.str(&node.state);
+            h.str(&node.hash.to_hex());
+            h.u64(node.version);
+            let mut marks: Vec<String> = self
+                .suspects
+                .get(&n)
+                .map(|v| v.iter().map(|s| format!("{}@{}", self.nodes[s.cause as usize].key, s.seq)).collect())
+                .unwrap_or_default();
+            marks.sort();
+            h.u64(marks.len() as u64);
+            for m in marks {
+                h.str(&m);
+            }
+        }
+        h.finish()
+    }
+
+    fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
+        let snap = GraphSnapshot {
+            seq: self.seq,
+            nodes: self
+                .nodes
+                .iter()
+                .map(|n| NodeSnapshot {
+                    kind: kind_code(n.key.kind),
+                    id: n.key.id.clone(),
+                    exists: n.exists,
+                    state: n.state.clone(),
+                    fields_json: crate::canonical::to_string(&Value::Object(n.fields.clone())),
+                    body: n.body.clone(),
+                    version: n.version,
+                    last_seq: n.last_seq,
+                })
+                .collect(),
+            suspects: self
+                .suspects
+                .iter()
+                .flat_map(|(&node, v)| {
+                    v.iter().map(move |s| SuspicionSnapshot {
+                        node,
+                        cause: s.cause,
+                        cause_hash: s.cause_hash.0,
+                        seq: s.seq,
+                        path: s.path.clone(),
+                    })
+                })
+                .collect(),
+        };
+        rkyv::to_bytes::<rancor::Error>(&snap).map(|b| b.to_vec()).map_err(|e| e.to_string())
+    }
+
+    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let snap: GraphSnapshot =
+            rkyv::from_bytes::<GraphSnapshot, rancor::Error>(&aligned(bytes)).map_err(|e| e.to_string())?;
+        let mut g = Graph::new();
+        for ns in &snap.nodes {
+            let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
+            let n = g.intern(ArtifactKey::new(kind, &ns.id));
+            let fields: Map<String, Value> = serde_json::from_str(&ns.fields_json).map_err(|e| e.to_string())?;
+            let node = &mut g.nodes[n as usize];
+            node.exists = ns.exists;
+            node.state = ns.state.clone();
+            node.hash =
+                if ns.exists || ns.version > 0 { content_hash(&node.key, &fields, &ns.body) } else { Hash::ZERO };
+            node.fields = fields;
+            node.body = ns.body.clone();
+            node.version = ns.version;
+            node.last_seq = ns.last_seq;
+        }
+        if g.nodes.len() != snap.nodes.len() {
+            return Err("duplicate node in snapshot".into());
+        }
+        for n in 0..g.nodes.len() as NodeId {
+            g.relink(n);
+        }
+        // relink may intern placeholders that were already in the snapshot; it must not add any.
+        if g.nodes.len() != snap.nodes.len() {
+            return Err("snapshot references a node it does not contain".into());
+        }
+        for s in snap.suspects {
+            if s.node as usize >= g.nodes.len() || s.cause as usize >= g.nodes.len() {
+                return Err("suspicion refers outside the snapshot".into());
+            }
+            g.suspects.entry(s.node).or_default().push(Suspicion {
+                cause: s.cause,
+                cause_hash: Hash(s.cause_hash),
+                seq: s.seq,
+                path: s.path,
+            });
+        }
+        g.seq = snap.seq;
+        *self = g;
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        *self = Graph::new();
+    }
+}

@@ -1,0 +1,77 @@
+//! The spec graph over the seed-scale fixture: intake, validation, impact, suspicion.
+
+use strata_engine::kb::fixture::{Defect, FixtureSpec, generate, plant};
+use strata_engine::kb::graph::Graph;
+use strata_engine::kb::intake::{SourceFile, plan};
+use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
+use strata_engine::ports::{CountingIds, FixedClock};
+use strata_journal::Journal;
+
+fn intake(j: &Journal, g: &mut Graph, files: &[SourceFile], ids: &mut CountingIds) {
+    let p = plan(g, files, ids, &FixedClock(1_795_000_000_000_000_000))
+        .unwrap_or_else(|e| panic!("intake refused: {:#?}", &e[..e.len().min(5)]));
+    if !p.appends.is_empty() {
+        j.append_multi_blocking(p.appends).unwrap().unwrap();
+    }
+    let r = j.scan(g.seq() + 1, u64::MAX, |rec, _| g.apply_record(rec).map(|()| true)).unwrap();
+    r.unwrap();
+}
+
+#[test]
+fn the_clean_fixture_validates_and_impact_crosses_entities() {
+    let fx = generate(&FixtureSpec::seed_scale(7));
+    let j = Journal::in_memory("strata.test/kb").unwrap();
+    let mut g = Graph::new();
+    let mut ids = CountingIds::new(1);
+    intake(&j, &mut g, &fx.files(), &mut ids);
+    assert_eq!(g.len(), fx.drafts.len());
+    let findings = g.validate();
+    assert!(findings.is_empty(), "clean fixture has findings: {:#?}", &findings[..findings.len().min(10)]);
+    // Re-intake of unchanged files appends nothing.
+    let head = j.head().seq;
+    let p = plan(&g, &fx.files(), &mut ids, &FixedClock(0)).unwrap();
+    assert!(p.appends.is_empty());
+    assert_eq!(p.unchanged.len(), fx.drafts.len());
+    assert_eq!(j.head().seq, head);
+    // Impact of a product change request reaches requirements, domains, modules, screens and,
+    // through a requirement that uses a shared module, the cross-cutting entity.
+    let mut crossed = false;
+    for cr in fx.of(ArtifactKind::ChangeRequest) {
+        let n = g.node_id(&cr.key).unwrap();
+        let reached = g.impact(n);
+        let kinds: std::collections::BTreeSet<_> = reached.iter().map(|r| r.key.kind).collect();
+        assert!(kinds.contains(&ArtifactKind::BrdRequirement), "{}", cr.key);
+        assert!(kinds.contains(&ArtifactKind::FunctionalDomain), "{}", cr.key);
+        assert!(kinds.contains(&ArtifactKind::BackendModule));
+        assert!(kinds.contains(&ArtifactKind::UiScreen));
+        assert!(kinds.contains(&ArtifactKind::Entity));
+        if reached.iter().any(|r| r.key == ArtifactKey::new(ArtifactKind::Entity, "shared-services"))
+            && cr.entity() != Some("shared-services")
+        {
+            crossed = true;
+            let via =
+                reached.iter().find(|r| r.key.kind == ArtifactKind::Entity && r.key.id == "shared-services").unwrap();
+            assert!(via.path.starts_with(&cr.key.id) && via.path.contains("-brdRefs->"), "{}", via.path);
+        }
+    }
+    assert!(crossed, "no change request's impact reached the cross-cutting entity");
+}
+
+#[test]
+fn every_planted_defect_is_found_and_nothing_else() {
+    for (i, defect) in
+        [Defect::MissingInverse, Defect::Dangling, Defect::Cycle, Defect::CrossEntity].into_iter().enumerate()
+    {
+        for choice in 0..5u64 {
+            let mut fx = generate(&FixtureSpec::seed_scale(11));
+            let Some(planted) = plant(&mut fx, defect, choice * 31 + i as u64) else { continue };
+            let j = Journal::in_memory("strata.test/kb").unwrap();
+            let mut g = Graph::new();
+            intake(&j, &mut g, &fx.files(), &mut CountingIds::new(1));
+            let findings = g.validate();
+            assert_eq!(findings.len(), 1, "{defect:?}/{choice}: {findings:#?}");
+            assert_eq!(findings[0].rule, planted.rule, "{defect:?}");
+            assert_eq!(findings[0].artifact, planted.artifact, "{defect:?}: {findings:#?}");
+        }
+    }
+}
