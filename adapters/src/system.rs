@@ -30,3 +30,11 @@ pub fn random_seed() -> anyhow::Result<[u8; 32]> {
     getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("the operating system's random source failed: {e}"))?;
     Ok(seed)
 }
+
+/// This process's peak resident set size in MiB (Linux `VmHWM`), if the platform reports it.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
+}

@@ -278,7 +278,8 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         println!(
             "{}",
             json!({"ok": true, "dry_run": dry_run, "files": sources.len(), "appended": if dry_run { 0 } else { events }, "head": head,
-                   "created": keys(&plan.created), "updated": keys(&plan.updated), "transitioned": keys(&plan.transitioned), "unchanged": plan.unchanged.len()})
+                   "created": keys(&plan.created), "updated": keys(&plan.updated), "transitioned": keys(&plan.transitioned), "unchanged": plan.unchanged.len(),
+                   "peak_rss_mib": crate::system::peak_rss_mib()})
         );
     } else {
         println!(

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use strata_journal::projection::{ProjectionStatus, Projections};
 
 use super::EXIT_PROBLEMS;
+use crate::system::peak_rss_mib;
 use crate::table::Table;
 use crate::workspace::Workspace;
 
@@ -82,12 +83,4 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         );
         Ok(ExitCode::from(EXIT_PROBLEMS))
     }
-}
-
-/// This process's peak resident set size in MiB (Linux `VmHWM`), if the platform reports it.
-pub(crate) fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }

@@ -110,6 +110,53 @@ pub struct Reached {
     pub depth: usize,
 }
 
+/// An impact closure: what a change to `start` touches, with a parent pointer per artifact.
+#[derive(Clone, Debug)]
+pub struct Closure {
+    /// Where it starts.
+    pub start: NodeId,
+    parent: HashMap<NodeId, (NodeId, LinkId, u32)>,
+    /// Reached artifacts in breadth-first order (the start excluded).
+    pub steps: Vec<NodeId>,
+    /// `(entity, first reached artifact belonging to it)` for entities not reached as artifacts.
+    pub entities: Vec<(NodeId, NodeId)>,
+}
+
+impl Closure {
+    /// Links from the start to `v` (0 for the start).
+    pub fn depth(&self, v: NodeId) -> usize {
+        self.parent.get(&v).map_or(0, |p| p.2 as usize)
+    }
+
+    /// The link steps from the start to `v`.
+    pub fn steps_to(&self, v: NodeId) -> Vec<(LinkId, NodeId)> {
+        let mut out = Vec::new();
+        let mut cur = v;
+        while cur != self.start {
+            let Some(&(p, l, _)) = self.parent.get(&cur) else { break };
+            out.push((l, cur));
+            cur = p;
+        }
+        out.reverse();
+        out
+    }
+
+    /// The rendered path from the start to `v`.
+    pub fn path(&self, g: &Graph, v: NodeId) -> String {
+        g.render_path(self.start, &self.steps_to(v))
+    }
+
+    /// Number of artifacts reached, entities included.
+    pub fn len(&self) -> usize {
+        self.steps.len() + self.entities.len()
+    }
+
+    /// True when nothing is reached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// An entity in the registry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntitySummary {
@@ -449,62 +496,56 @@ impl Graph {
         self.nodes[n as usize].entity.map(|e| self.nodes[e as usize].key.id.clone())
     }
 
-    /// The transitive impact closure of `start`: every artifact a change to it touches, with the
-    /// shortest link path that justifies it, plus the entities of everything reached. Outgoing
-    /// links are preferred over incoming ones at each step so paths read downstream.
-    pub fn impact(&self, start: NodeId) -> Vec<Reached> {
-        let mut parent: HashMap<NodeId, (NodeId, LinkId)> = HashMap::new();
-        let mut order = Vec::new();
+    /// The transitive impact closure of `start`, as compact justification pointers: every
+    /// artifact a change to it touches (breadth first, so each has a shortest path), and the
+    /// entities of everything reached. Outgoing links are preferred over incoming ones at each
+    /// step so paths read downstream. Paths are rendered only on demand ([`Closure::path`]).
+    pub fn impact_closure(&self, start: NodeId) -> Closure {
+        let mut parent: HashMap<NodeId, (NodeId, LinkId, u32)> = HashMap::new();
+        let mut steps = Vec::new();
         let mut queue = VecDeque::from([start]);
-        parent.insert(start, (start, 0));
+        parent.insert(start, (start, 0, 0));
         while let Some(n) = queue.pop_front() {
+            let depth = parent[&n].2 + 1;
             for (l, v, _) in self.neighbours(n, |s| s.impact) {
-                if parent.contains_key(&v) {
-                    continue;
+                if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(v) {
+                    e.insert((n, l, depth));
+                    steps.push(v);
+                    queue.push_back(v);
                 }
-                parent.insert(v, (n, l));
-                order.push(v);
-                queue.push_back(v);
             }
         }
-        let path_to = |v: NodeId| {
-            let mut steps = Vec::new();
-            let mut cur = v;
-            while cur != start {
-                let (p, l) = parent[&cur];
-                steps.push((l, cur));
-                cur = p;
+        // Entities of the start and of everything reached, each via the first artifact (in BFS
+        // order) that belongs to it.
+        let mut entities: Vec<(NodeId, NodeId)> = Vec::new();
+        for &v in std::iter::once(&start).chain(&steps) {
+            if let Some(e) = self.nodes[v as usize].entity
+                && !parent.contains_key(&e)
+                && !entities.iter().any(|(x, _)| *x == e)
+            {
+                entities.push((e, v));
             }
-            steps.reverse();
-            steps
-        };
-        let mut out = Vec::new();
-        let mut entities: BTreeMap<NodeId, (String, usize)> = BTreeMap::new();
-        if let Some(e) = self.nodes[start as usize].entity {
-            entities.insert(
-                e,
-                (format!("{} -entity-> {}", self.nodes[start as usize].key.id, self.nodes[e as usize].key.id), 1),
-            );
         }
-        for v in order {
-            let steps = path_to(v);
-            let path = self.render_path(start, &steps);
-            if let Some(e) = self.nodes[v as usize].entity {
-                entities.entry(e).or_insert_with(|| {
-                    (format!("{path} -entity-> {}", self.nodes[e as usize].key.id), steps.len() + 1)
-                });
-            }
-            out.push(Reached {
+        Closure { start, parent, steps, entities }
+    }
+
+    /// [`Graph::impact_closure`] rendered for people: every reached artifact with its path,
+    /// sorted by kind, depth and id.
+    pub fn impact(&self, start: NodeId) -> Vec<Reached> {
+        let c = self.impact_closure(start);
+        let mut out: Vec<Reached> = c
+            .steps
+            .iter()
+            .map(|&v| Reached {
                 key: self.nodes[v as usize].key.clone(),
                 entity: self.entity_id(v),
-                path,
-                depth: steps.len(),
-            });
-        }
-        for (e, (path, depth)) in entities {
-            if e != start && !out.iter().any(|r| r.key == self.nodes[e as usize].key) {
-                out.push(Reached { key: self.nodes[e as usize].key.clone(), entity: None, path, depth });
-            }
+                path: c.path(self, v),
+                depth: c.depth(v),
+            })
+            .collect();
+        for &(e, via) in &c.entities {
+            let path = format!("{} -entity-> {}", c.path(self, via), self.nodes[e as usize].key.id);
+            out.push(Reached { key: self.nodes[e as usize].key.clone(), entity: None, path, depth: c.depth(via) + 1 });
         }
         out.sort_by(|a, b| (a.key.kind, a.depth, &a.key.id).cmp(&(b.key.kind, b.depth, &b.key.id)));
         out
