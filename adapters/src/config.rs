@@ -4,9 +4,16 @@
 //! [journal]
 //! durability = "power"   # or "process"; see README, "Durability"
 //! cache_mib = 64         # sled page cache, 8 to 4096
+//!
+//! [tokens]               # o200k counts are scaled by the model family's factor
+//! claude = 1.3           # claude, opus, sonnet, haiku models
+//! openai = 1.0           # gpt, codex, o-series models
+//! default = 1.0          # any other model
 //! ```
 //!
 //! Unknown keys are errors (a misspelt setting must not be silently ignored).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use strata_journal::Durability;
@@ -21,11 +28,18 @@ pub struct Config {
     pub durability: Durability,
     /// sled cache, MiB.
     pub cache_mib: u64,
+    /// Token factor per model family, per mille (1300 = x1.3).
+    pub token_factors: BTreeMap<String, u32>,
 }
+
+/// Model families a token factor can be set for.
+pub const FAMILIES: [&str; 3] = ["claude", "openai", "default"];
 
 impl Default for Config {
     fn default() -> Self {
-        Config { durability: Durability::Power, cache_mib: 64 }
+        let token_factors =
+            [("claude", 1300), ("openai", 1000), ("default", 1000)].map(|(k, v)| (k.to_owned(), v)).into();
+        Config { durability: Durability::Power, cache_mib: 64, token_factors }
     }
 }
 
@@ -34,6 +48,8 @@ impl Default for Config {
 struct File {
     #[serde(default)]
     journal: JournalSection,
+    #[serde(default)]
+    tokens: BTreeMap<String, f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -57,15 +73,36 @@ impl Config {
             }
             c.cache_mib = m;
         }
+        for (family, factor) in f.tokens {
+            if !FAMILIES.contains(&family.as_str()) {
+                anyhow::bail!(
+                    "[STRATA-E0601] {path}: tokens.{family} is not a model family; families are {}",
+                    FAMILIES.join(", ")
+                );
+            }
+            if !(0.1..=10.0).contains(&factor) {
+                anyhow::bail!(
+                    "[STRATA-E0601] {path}: tokens.{family} is {factor}; a token factor must be between 0.1 and 10"
+                );
+            }
+            c.token_factors.insert(family, (factor * 1000.0).round() as u32);
+        }
         Ok(c)
+    }
+
+    /// The token factor (per mille) for `model`'s family.
+    pub fn token_factor(&self, model: &str) -> u32 {
+        let family = strata_engine::context::assemble::family(model);
+        self.token_factors.get(family).or_else(|| self.token_factors.get("default")).copied().unwrap_or(1000)
     }
 
     /// The TOML text written by `strata init`.
     pub fn render(&self) -> String {
         format!(
-            "# strata workspace configuration\n\n[journal]\n# \"power\": acknowledged appends survive power loss (fdatasync per batch).\n# \"process\": they survive a crash of the process, not of the machine.\ndurability = \"{}\"\n# sled page cache in MiB (8 to 4096).\ncache_mib = {}\n",
+            "# strata workspace configuration\n\n[journal]\n# \"power\": acknowledged appends survive power loss (fdatasync per batch).\n# \"process\": they survive a crash of the process, not of the machine.\ndurability = \"{}\"\n# sled page cache in MiB (8 to 4096).\ncache_mib = {}\n\n[tokens]\n# o200k token counts are multiplied by the model family's factor.\n{}",
             self.durability.as_str(),
-            self.cache_mib
+            self.cache_mib,
+            self.token_factors.iter().map(|(k, v)| format!("{k} = {}.{:03}\n", v / 1000, v % 1000)).collect::<String>()
         )
     }
 }
@@ -76,11 +113,17 @@ mod tests {
 
     #[test]
     fn render_parses_back_and_bad_values_are_refused() {
-        let c = Config { durability: Durability::Process, cache_mib: 32 };
+        let mut c = Config { durability: Durability::Process, cache_mib: 32, ..Config::default() };
+        c.token_factors.insert("claude".into(), 1250);
         assert_eq!(Config::parse(&c.render(), "x").unwrap(), c);
         assert!(Config::parse("[journal]\ndurability = \"disk\"\n", "x").is_err());
         assert!(Config::parse("[journal]\ncache_mib = 1\n", "x").is_err());
         assert!(Config::parse("[journal]\ndurabilty = \"power\"\n", "x").is_err());
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
+        assert!(Config::parse("[tokens]\nclaude = 0\n", "x").is_err());
+        assert!(Config::parse("[tokens]\ngemini = 1.1\n", "x").is_err());
+        let c = Config::parse("[tokens]\nclaude = 1.35\n", "x").unwrap();
+        assert_eq!(c.token_factor("claude-opus-4"), 1350);
+        assert_eq!(c.token_factor("gpt-5-codex"), 1000);
     }
 }

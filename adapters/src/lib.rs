@@ -15,6 +15,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod measure;
 pub mod system;
 pub mod table;
 pub mod workspace;

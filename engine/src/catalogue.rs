@@ -17,6 +17,12 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("artifact.reviewed", &[1]),
     ("artifact.deleted", &[1]),
     ("entity.tier-promoted", &[1]),
+    // Context: profiles, summaries, prompts.
+    ("profile.registered", &[1]),
+    ("summary.published", &[1]),
+    ("summary.retracted", &[1]),
+    ("prompt.assembled", &[1]),
+    ("context.superseded", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

@@ -62,3 +62,18 @@ pub fn event(id: Uuid, event_type: &str, payload: &serde_json::Value) -> EventDa
 pub fn create_journal(dir: &Path, durability: Durability) -> Journal {
     Journal::create(dir, "strata.test/journal", &options(durability)).expect("create journal")
 }
+
+/// The seed-scale knowledge base taken in to an in-memory journal: the journal, the graph at its
+/// head, and the fixture it came from.
+pub fn seed_kb(seed: u64) -> (Journal, strata_engine::kb::graph::Graph, strata_engine::kb::fixture::Fixture) {
+    use strata_engine::kb::fixture::{FixtureSpec, generate};
+    let fx = generate(&FixtureSpec::seed_scale(seed));
+    let (j, g) = fx.in_memory("strata.test/context").expect("the fixture takes in");
+    (j, g, fx)
+}
+
+/// Folds every event after the graph's position into it.
+pub fn apply_tail(j: &Journal, g: &mut strata_engine::kb::graph::Graph) {
+    let from = g.seq() + 1;
+    j.scan(from, u64::MAX, |rec, _| g.apply_record(rec).map(|()| true)).expect("scan").expect("fold");
+}

@@ -236,7 +236,10 @@ fn link_cr(w: &mut World, cr: ArtifactKey, brd: ArtifactKey, link: bool, inverse
     }
 }
 
-fn observe(g: &Graph) -> (String, Vec<String>, Vec<(String, Vec<String>)>) {
+/// State hash, validation findings, and each artifact's impact.
+type Observed = (String, Vec<String>, Vec<(String, Vec<String>)>);
+
+fn observe(g: &Graph) -> Observed {
     let findings = g.validate().iter().map(|f| format!("{} {} {}", f.rule, f.artifact, f.detail)).collect();
     let impacts = g
         .artifacts()

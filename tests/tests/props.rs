@@ -2,6 +2,7 @@
 //! * projections applied live, event by event, equal a from-scratch replay;
 //! * a snapshot at any point plus the tail equals a full replay;
 //! * export → import preserves every hash;
+//!
 //! and the snapshot rules: a snapshot of another version, or a damaged one, is discarded and
 //! rebuilt, never trusted.
 

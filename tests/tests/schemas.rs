@@ -76,7 +76,7 @@ fn exports_and_bundles_match_their_schema() {
 fn the_config_strata_writes_matches_its_schema() {
     let v = validator("config.schema.json");
     for durability in [Durability::Power, Durability::Process] {
-        let text = Config { durability, cache_mib: 64 }.render();
+        let text = Config { durability, cache_mib: 64, ..Config::default() }.render();
         let value: toml::Value = toml::from_str(&text).unwrap();
         let json = serde_json::to_value(value).unwrap();
         assert!(v.is_valid(&json), "{text}");
@@ -84,6 +84,8 @@ fn the_config_strata_writes_matches_its_schema() {
     assert!(!v.is_valid(&serde_json::json!({"journal": {"durability": "disk"}})));
     assert!(!v.is_valid(&serde_json::json!({"journal": {"cache_mib": 1}})));
     assert!(!v.is_valid(&serde_json::json!({"journal": {"durabilty": "power"}})));
+    assert!(!v.is_valid(&serde_json::json!({"tokens": {"claude": 0}})));
+    assert!(!v.is_valid(&serde_json::json!({"tokens": {"gemini": 1.1}})));
 }
 
 #[test]

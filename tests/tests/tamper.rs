@@ -38,7 +38,7 @@ fn fixture() -> Fixture {
         let j = Journal::open(&journal_dir(&ws), &options(Durability::Process)).unwrap();
         let mut i = from;
         while i < from + n {
-            let batch = if i % 3 == 0 { 10.min(from + n - i) } else { 1 };
+            let batch = if i.is_multiple_of(3) { 10.min(from + n - i) } else { 1 };
             let events = (i..i + batch)
                 .map(|k| {
                     event(

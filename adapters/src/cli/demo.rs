@@ -3,8 +3,9 @@
 //! The bundled example is the seed-scale knowledge base (15 entities, 164 specification files,
 //! about 615,000 tokens, generated deterministically from seed 7). The demo writes it as files,
 //! takes it in (one atomic append), validates the spec graph, computes the impact of a change
-//! request across entity boundaries, edits a requirement to show suspicion spreading and the
-//! approval gate holding, signs checkpoints with a fresh key, then proves the journal three ways:
+//! request across entity boundaries, assembles and verifies an agent's prompt for it, edits a requirement to show suspicion spreading and the
+//! approval gate holding (and the prompt assembled for that change request flagged superseded,
+//! the published summaries stale), signs checkpoints with a fresh key, then proves the journal three ways:
 //! `journal verify` against the public key, an offline audit bundle verified without the
 //! database, and a replay whose projection hashes match the bundle's attestations.
 
@@ -31,6 +32,11 @@ use crate::config::Config;
 use crate::system::{SystemClock, V7Ids, random_seed};
 use crate::table::Table;
 use crate::workspace::{Workspace, record_initialized};
+use strata_engine::context::assemble::{Inputs, Task, TokenCounter, assemble};
+use strata_engine::context::prompts;
+use strata_engine::context::state::ContextState;
+use strata_engine::context::summary::{self, Summaries};
+use strata_journal::projection::catch_up_one;
 
 const MARKER: &str = ".strata-demo";
 const SEED: u64 = 7;
@@ -98,6 +104,47 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         .find(|r| r.key.kind == ArtifactKind::Entity && r.key.id == "shared-services")
         .map(|r| r.path.clone());
 
+    // 2b. Context: the shipped profiles registered, the summaries published, and a backend
+    //     developer's prompt for that change request assembled with its bill of materials,
+    //     recorded, and verified against the journal.
+    super::context::register_builtin(&journal)?;
+    let mut state = ContextState::default();
+    catch_up_one(&mut state, &journal)?;
+    let mut summaries = Summaries::build(&mut g);
+    let publish =
+        summary::publish(&summaries, &state.published, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
+    journal.append_multi_blocking(publish)?.map_err(anyhow::Error::from)?;
+    let Some((profile_version, profile)) = state.profiles.latest("backend-developer").map(|(v, p)| (v, p.clone()))
+    else {
+        anyhow::bail!("the shipped backend-developer profile is not registered");
+    };
+    let task = Task {
+        id: "demo-1".into(),
+        objective: format!("Implement change request {}.", cr.id),
+        plan: Some(cr.id.clone()),
+    };
+    let at_head = journal.head();
+    let inputs = Inputs {
+        graph: &g,
+        summaries: &summaries,
+        profile: &profile,
+        profile_version,
+        task: &task,
+        position: at_head.seq,
+        position_hash: at_head.hash,
+    };
+    let assembly = assemble(&inputs, &mut TokenCounter::new(config.token_factor(&profile.model)))?;
+    journal
+        .append_multi_blocking(vec![
+            prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?,
+        ])?
+        .map_err(anyhow::Error::from)?;
+    let prompt_path = at.join("demo-1.prompt.md");
+    std::fs::write(&prompt_path, &assembly.prompt)?;
+    std::fs::write(at.join("demo-1.prompt.md.manifest.json"), serde_json::to_string_pretty(&assembly.manifest)?)?;
+    let prompt_problems =
+        prompts::verify(&journal, &assembly.manifest, Some(assembly.prompt.as_bytes())).map_err(anyhow::Error::msg)?;
+
     // 3. A requirement that change request depends on is edited: everything derived from it
     //    becomes suspect, and the change request cannot be approved until reviewed.
     let brd_id = g
@@ -118,6 +165,12 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
     g = load_graph(&journal)?;
     let suspects = g.suspects().len();
+    // The prompt was given that requirement: it is flagged as superseded, and the published
+    // summaries of its entity are stale.
+    let superseded = super::context::flag_superseded(&journal)?;
+    summaries.refresh(&mut g);
+    catch_up_one(&mut state, &journal)?;
+    let stale = summary::check(&summaries, &state.published).len();
     // A draft change request on the edited requirement, proposed for approval.
     let draft_cr = ArtifactKey::new(ArtifactKind::ChangeRequest, "CR-9000");
     let mut draft = strata_engine::kb::ArtifactDraft {
@@ -200,6 +253,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         && findings.is_empty()
         && gate_held
         && suspects > 0
+        && prompt_problems.is_empty()
+        && superseded == 1
+        && stale > 0
         && report.checkpoints.iter().all(|c| c.root_matches && !c.signed_by.is_empty());
 
     if json {
@@ -214,6 +270,10 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 "validation_findings": findings.len(),
                 "impact": {"artifact": cr.to_string(), "reached": impact.len(), "cross_cutting_path": shared_path},
                 "suspects_after_edit": suspects,
+                "prompt": {"file": prompt_path.display().to_string(), "profile": assembly.manifest.profile, "tokens": assembly.manifest.total_tokens,
+                           "budget": assembly.manifest.token_budget, "included": assembly.manifest.included.len(), "verify_problems": prompt_problems.len(),
+                           "superseded_after_edit": superseded == 1},
+                "stale_summaries_after_edit": stale,
                 "approval_gate_held": gate_held,
                 "events": head.seq,
                 "head_hash": head.hash.to_hex(),
@@ -246,8 +306,21 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             shared_path.map(|p| format!("; cross-cutting via {p}")).unwrap_or_default()
         );
         println!(
+            "  context    {} for {}: {} of {} tokens, {} items with reasons; verified against the journal: {}",
+            prompt_path.display(),
+            assembly.manifest.profile,
+            assembly.manifest.total_tokens,
+            assembly.manifest.token_budget,
+            assembly.manifest.included.len(),
+            if prompt_problems.is_empty() { "ok".to_owned() } else { format!("{} PROBLEMS", prompt_problems.len()) }
+        );
+        println!(
             "  edit       {brd_id} changed: {suspects} artifacts suspect; approving CR-9000 {}",
             if gate_held { "was refused until reviewed" } else { "was NOT refused" }
+        );
+        println!(
+            "             the prompt given {brd_id} {}; {stale} published summaries now stale",
+            if superseded == 1 { "is flagged superseded" } else { "was NOT flagged" }
         );
         println!(
             "  journal    {} events, checkpoints at {} and {} signed by {}",
@@ -280,7 +353,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         print!("{}", t.render());
         println!("{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
         println!(
-            "next: strata --dir {0} graph entities; strata --dir {0} graph impact {1}; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
+            "next: strata --dir {0} graph impact {1}; strata --dir {0} audit context --task demo-1; strata --dir {0} summary check; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
             at.display(),
             cr.id
         );

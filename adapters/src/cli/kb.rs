@@ -69,6 +69,15 @@ pub(crate) enum ArtifactCommand {
         #[arg(long)]
         entity: Option<String>,
     },
+    /// Delete an artifact: what depends on it becomes suspect, links to it become dangling, and
+    /// prompts that were given it are flagged as superseded.
+    Delete {
+        /// Artifact id.
+        id: String,
+        /// Kind, when the id is ambiguous.
+        #[arg(long)]
+        kind: Option<String>,
+    },
     /// Clear an artifact's suspicion after checking it against the changes that caused it.
     Review {
         /// Artifact id.
@@ -216,7 +225,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 }
 
 /// Appends a decided command's events; a conflict means someone else wrote first.
-fn commit(journal: &Journal, appends: Vec<StreamAppend>) -> anyhow::Result<u64> {
+pub(crate) fn commit(journal: &Journal, appends: Vec<StreamAppend>) -> anyhow::Result<u64> {
     if appends.is_empty() {
         return Ok(journal.head().seq);
     }
@@ -272,6 +281,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         r.map_err(|e| anyhow::anyhow!("{e}"))?;
         save_one(&g, &journal, g.seq())?;
     }
+    let superseded = if dry_run || events == 0 { 0 } else { super::context::flag_superseded(&journal)? };
     journal.close_blocking()?;
     let keys = |v: &[ArtifactKey]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     if json {
@@ -279,7 +289,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
             "{}",
             json!({"ok": true, "dry_run": dry_run, "files": sources.len(), "appended": if dry_run { 0 } else { events }, "head": head,
                    "created": keys(&plan.created), "updated": keys(&plan.updated), "transitioned": keys(&plan.transitioned), "unchanged": plan.unchanged.len(),
-                   "peak_rss_mib": crate::system::peak_rss_mib()})
+                   "prompts_superseded": superseded, "peak_rss_mib": crate::system::peak_rss_mib()})
         );
     } else {
         println!(
@@ -293,6 +303,11 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
             events,
             if dry_run { " (dry run: nothing appended)".to_owned() } else { format!(", head {head}") }
         );
+        if superseded > 0 {
+            println!(
+                "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded (`strata audit context --task T`)"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -373,6 +388,10 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
             let key = resolve(&g, &id, kind.as_deref())?;
             (format!("{key} reviewed"), commands::review(&g, &key, &mut ctx)?)
         }
+        ArtifactCommand::Delete { id, kind } => {
+            let key = resolve(&g, &id, kind.as_deref())?;
+            (format!("{key} deleted"), commands::delete(&g, &key, &mut ctx)?)
+        }
         ArtifactCommand::Promote { ids: targets, to_cr, to_initiative, tier, title, entity } => {
             match (to_cr, to_initiative, tier) {
                 (Some(cr), None, None) => {
@@ -404,11 +423,17 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
         }
     };
     let head = commit(&journal, appends)?;
+    let superseded = super::context::flag_superseded(&journal)?;
     journal.close_blocking()?;
     if json {
-        println!("{}", json!({"ok": true, "done": what, "head": head}));
+        println!("{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
     } else {
         println!("{what} (head {head})");
+        if superseded > 0 {
+            println!(
+                "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

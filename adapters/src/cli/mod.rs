@@ -4,6 +4,7 @@
 //! input, the rule and the fix); 2 usage error; 3 an integrity check found problems (`journal
 //! verify`, `replay --check`).
 
+mod context;
 mod demo;
 mod journal;
 mod kb;
@@ -102,6 +103,21 @@ enum Command {
     /// Validate the spec graph, analyse impact, list suspects and entities.
     #[command(subcommand)]
     Graph(kb::GraphCommand),
+    /// Show, check and publish the hierarchical summaries (L3 system, L2 entity).
+    #[command(subcommand)]
+    Summary(context::SummaryCommand),
+    /// Register, list and show context profiles.
+    #[command(subcommand)]
+    Profile(context::ProfileCommand),
+    /// Assemble a task's prompt with its bill of materials, and verify one.
+    #[command(subcommand)]
+    Prompt(context::PromptCommand),
+    /// What agents were given, and why.
+    #[command(subcommand)]
+    Audit(context::AuditCommand),
+    /// Measure context efficiency on the seed-scale fixture.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 /// Runs the CLI and maps the outcome to an exit code.
@@ -158,6 +174,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fixture { seed, out, plant } => kb::fixture(seed, &out, &plant, cli.json),
         Command::Artifact(cmd) => kb::artifact(&ws, cmd, cli.json),
         Command::Graph(cmd) => kb::graph(&ws, cmd, cli.json),
+        Command::Summary(cmd) => context::summary_cmd(&ws, cmd, cli.json),
+        Command::Profile(cmd) => context::profile_cmd(&ws, cmd, cli.json),
+        Command::Prompt(cmd) => context::prompt_cmd(&ws, cmd, cli.json),
+        Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json),
+        Command::Context(cmd) => context::context_cmd(cmd, cli.json),
     }
 }
 

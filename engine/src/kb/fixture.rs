@@ -586,6 +586,19 @@ impl Fixture {
     pub fn of(&self, kind: ArtifactKind) -> impl Iterator<Item = &ArtifactDraft> {
         self.drafts.iter().filter(move |d| d.key.kind == kind)
     }
+
+    /// Takes the fixture in to a new in-memory journal named `origin` (fixed ids and clock) and
+    /// returns the journal with the graph at its head; for tests, benchmarks and measurements.
+    pub fn in_memory(&self, origin: &str) -> Result<(strata_journal::Journal, super::graph::Graph), String> {
+        use crate::ports::{CountingIds, FixedClock};
+        let journal = strata_journal::Journal::in_memory(origin).map_err(|e| e.to_string())?;
+        let mut g = super::graph::Graph::new();
+        let plan = super::intake::plan(&g, &self.files(), &mut CountingIds::new(1), &FixedClock(0))
+            .map_err(|p| format!("the fixture does not take in: {} problems, first {:?}", p.len(), p.first()))?;
+        journal.append_multi_blocking(plan.appends).map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        journal.scan(1, u64::MAX, |r, _| g.apply_record(r).map(|()| true)).map_err(|e| e.to_string())??;
+        Ok((journal, g))
+    }
 }
 
 /// Renders a draft as the intake file its `source` names.

@@ -80,6 +80,8 @@ pub struct Graph {
     index: HashMap<ArtifactKey, NodeId>,
     suspects: BTreeMap<NodeId, Vec<Suspicion>>,
     seq: u64,
+    /// Entities whose members (or themselves) changed since the last `take_dirty_entities`.
+    dirty: BTreeSet<NodeId>,
 }
 
 /// A finding of `strata graph validate`.
@@ -340,6 +342,7 @@ impl Graph {
     /// contradicts the graph (an illegal transition, an update of a missing artifact) is an
     /// error, because the deciders never append one.
     pub fn apply_record(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let touched = self.touched_entities(r);
         let result = match r.event_type {
             event_types::CREATED => self.on_created(r),
             event_types::UPDATED => self.on_updated(r),
@@ -350,7 +353,47 @@ impl Graph {
             _ => return Ok(()),
         };
         self.seq = r.seq;
+        // Mark the entity before and after the event (an update may reclassify the artifact).
+        let after = self.touched_entities(r);
+        self.dirty.extend(touched.into_iter().chain(after));
         result
+    }
+
+    /// The entity node of the artifact an event is about (the artifact itself if it is one).
+    fn touched_entities(&self, r: &Record<'_>) -> Option<NodeId> {
+        #[derive(serde::Deserialize)]
+        struct About {
+            #[serde(default)]
+            kind: Option<String>,
+            id: String,
+        }
+        let about: About = serde_json::from_slice(r.payload).ok()?;
+        let kind = match (r.event_type, about.kind) {
+            (event_types::TIER_PROMOTED, _) => ArtifactKind::Entity,
+            (_, Some(k)) => ArtifactKind::from_name(&k)?,
+            (_, None) => return None,
+        };
+        let n = *self.index.get(&ArtifactKey::new(kind, &about.id))?;
+        if kind == ArtifactKind::Entity { Some(n) } else { self.nodes[n as usize].entity }
+    }
+
+    /// Entities whose summaries may have changed since the last call, by id.
+    pub fn take_dirty_entities(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.dirty).into_iter().map(|n| self.nodes[n as usize].key.id.clone()).collect()
+    }
+
+    /// Existing artifacts classified under entity `entity`, sorted by key.
+    pub fn members(&self, entity: &str) -> Vec<&Node> {
+        let Some(&e) = self.index.get(&ArtifactKey::new(ArtifactKind::Entity, entity)) else { return Vec::new() };
+        let mut v: Vec<&Node> = self.nodes[e as usize]
+            .inn
+            .iter()
+            .filter(|(l, _)| LINKS[usize::from(*l)].field == "entity")
+            .map(|&(_, s)| &self.nodes[s as usize])
+            .filter(|n| n.exists)
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
     }
 
     fn payload<'a, T: serde::Deserialize<'a>>(r: &'a Record<'_>) -> Result<T, String> {

@@ -21,6 +21,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(streams::StreamCatalog::default()),
         Box::new(event_types::EventTypeCounts::default()),
         Box::new(crate::kb::graph::Graph::new()),
+        Box::new(crate::context::state::ContextState::default()),
     ]
 }
 
@@ -36,6 +37,10 @@ impl StateHasher {
     pub(crate) fn str(&mut self, s: &str) {
         self.0.update(&(s.len() as u64).to_be_bytes());
         self.0.update(s.as_bytes());
+    }
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.0.update(&(b.len() as u64).to_be_bytes());
+        self.0.update(b);
     }
     pub(crate) fn u64(&mut self, v: u64) {
         self.0.update(&v.to_be_bytes());

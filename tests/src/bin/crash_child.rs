@@ -52,7 +52,7 @@ fn main() {
 }
 
 fn run_thread(journal: &Journal, t: usize, out: &Mutex<std::io::Stdout>) {
-    let shared = t % 2 == 0;
+    let shared = t.is_multiple_of(2);
     let stream = if shared { format!("shared/{}", t % 3) } else { format!("own/{t}") };
     for n in 0u64.. {
         let id = Uuid::now_v7();

@@ -1,0 +1,214 @@
+//! `strata context measure`: orientation and prompt sizes on the seed-scale fixture, written as
+//! `docs/context-efficiency.md`. Everything is computed here, from a fixture built in memory, so
+//! anyone can rerun it and get the same figures.
+
+use serde_json::{Value, json};
+use strata_engine::context::assemble::{Inputs, PIPELINE_RULES, Task, TokenCounter, assemble};
+use strata_engine::context::profile::{self, BUILTIN};
+use strata_engine::context::summary::Summaries;
+use strata_engine::kb::fixture::{FixtureSpec, generate};
+use strata_engine::kb::graph::Graph;
+use strata_engine::kb::kind::ArtifactKind;
+use strata_engine::tokens::{TOKENIZER_ID, count};
+use strata_journal::Journal;
+
+use crate::config::Config;
+
+/// The report and its figures.
+pub struct Report {
+    /// Markdown text.
+    pub markdown: String,
+    /// The figures as JSON.
+    pub figures: Value,
+}
+
+/// Target: orchestrator orientation, tokens.
+pub const ORCHESTRATOR_TARGET: usize = 2_500;
+/// Target: agent orientation, tokens.
+pub const AGENT_TARGET: usize = 1_200;
+/// Target: tokens one more entity adds to L3.
+pub const ENTITY_TARGET: usize = 50;
+
+fn build(spec: &FixtureSpec) -> anyhow::Result<(Graph, Summaries, Journal, strata_engine::kb::fixture::Fixture)> {
+    let fx = generate(spec);
+    let (journal, mut g) = fx.in_memory("strata.measure/context").map_err(anyhow::Error::msg)?;
+    let s = Summaries::build(&mut g);
+    Ok((g, s, journal, fx))
+}
+
+fn scaled(raw: usize, factor_milli: u32) -> usize {
+    (raw * factor_milli as usize).div_ceil(1000)
+}
+
+fn stats(mut v: Vec<usize>) -> (usize, usize, usize) {
+    v.sort_unstable();
+    if v.is_empty() {
+        return (0, 0, 0);
+    }
+    (v[0], v[v.len() / 2], v[v.len() - 1])
+}
+
+/// Measures everything on the seed-scale fixture with `seed`.
+pub fn measure(seed: u64) -> anyhow::Result<Report> {
+    let claude = Config::default().token_factor("claude");
+    let spec = FixtureSpec::seed_scale(seed);
+    let (g, s, journal, fx) = build(&spec)?;
+    let system = s.system(&g);
+    let l3 = count(&system.text);
+    let rules = count(PIPELINE_RULES);
+    let orchestrator = l3 + rules;
+
+    let mut per_entity: Vec<(String, usize, usize)> = Vec::new();
+    for (line, l2) in s.all() {
+        per_entity.push((line.entity.clone(), count(&line.text), count(&l2.text)));
+    }
+    let (line_min, _, line_max) = stats(per_entity.iter().map(|e| e.1).collect());
+    let line_mean = per_entity.iter().map(|e| e.1).sum::<usize>() as f64 / per_entity.len().max(1) as f64;
+    let agent: Vec<usize> = per_entity.iter().map(|e| l3 + e.2).collect();
+    let (agent_min, agent_p50, agent_max) = stats(agent);
+    let worst = per_entity.iter().max_by_key(|e| e.2).map(|e| e.0.clone()).unwrap_or_default();
+
+    // One more entity with 20 specification files.
+    let mut bigger = FixtureSpec::seed_scale(seed);
+    bigger.entities.push(("payments".into(), "Payments".into(), "product", 6, 1, 4, 9));
+    let (g2, s2, _, _) = build(&bigger)?;
+    let added = count(&s2.system(&g2).text).saturating_sub(l3);
+
+    // Prompt sizes per shipped profile, one task per change request.
+    let head = journal.head();
+    let mut profiles = Vec::new();
+    for (name, text) in BUILTIN {
+        let p = profile::parse(name, text)?;
+        let factor = Config::default().token_factor(&p.model);
+        let mut sizes = Vec::new();
+        let mut items = Vec::new();
+        let mut degraded = 0usize;
+        for cr in fx.of(ArtifactKind::ChangeRequest) {
+            let task = Task {
+                id: format!("{}-{name}", cr.key.id),
+                objective: format!("Carry out change request {}.", cr.key.id),
+                plan: Some(cr.key.id.clone()),
+            };
+            let inp = Inputs::at_head(&g, &s, &p, 1, &task, &head);
+            let a = assemble(&inp, &mut TokenCounter::new(factor))?;
+            sizes.push(a.manifest.total_tokens);
+            items.push(a.manifest.included.len());
+            degraded += a.manifest.included.iter().filter(|i| i.degraded_from.is_some()).count();
+        }
+        let (min, p50, max) = stats(sizes.clone());
+        let (_, items_p50, _) = stats(items);
+        profiles.push(json!({"profile": name, "model": p.model, "factor_milli": factor, "budget": p.context_profile.token_budget,
+                             "tasks": sizes.len(), "min": min, "p50": p50, "max": max, "items_p50": items_p50, "degraded_items": degraded}));
+    }
+
+    let figures = json!({
+        "fixture": {"seed": seed, "entities": spec.entities.len(), "artifacts": g.artifacts().len(), "journal_sequence": head.seq},
+        "tokenizer": TOKENIZER_ID,
+        "claude_factor_milli": claude,
+        "orchestrator_orientation": {"l3": l3, "pipeline_rules": rules, "total": orchestrator, "total_claude": scaled(orchestrator, claude), "target": ORCHESTRATOR_TARGET},
+        "agent_orientation": {"min": agent_min, "p50": agent_p50, "max": agent_max, "max_entity": worst, "max_claude": scaled(agent_max, claude), "target": AGENT_TARGET},
+        "l3_line_per_entity": {"min": line_min, "mean": (line_mean * 10.0).round() / 10.0, "max": line_max},
+        "added_entity_20_specs": {"tokens": added, "tokens_claude": scaled(added, claude), "target": ENTITY_TARGET},
+        "profiles": profiles,
+    });
+    let markdown = render(&figures, &per_entity, &system.text);
+    Ok(Report { markdown, figures })
+}
+
+fn ok(v: &Value, target: usize) -> &'static str {
+    if v.as_u64().is_some_and(|x| x as usize <= target) { "met" } else { "NOT MET" }
+}
+
+fn render(f: &Value, per_entity: &[(String, usize, usize)], system: &str) -> String {
+    let o = &f["orchestrator_orientation"];
+    let a = &f["agent_orientation"];
+    let l = &f["l3_line_per_entity"];
+    let e = &f["added_entity_20_specs"];
+    let fx = &f["fixture"];
+    let mut md = String::new();
+    md.push_str("# Context efficiency\n\n");
+    md.push_str(
+        "Produced by `cargo run --release -- context measure` (writes this file; `--json` prints the figures).\n",
+    );
+    md.push_str(&format!(
+        "Fixture: the seed-scale knowledge base (seed {}, {} entities, {} artifacts, built in memory). Tokenizer: {}; ",
+        fx["seed"],
+        fx["entities"],
+        fx["artifacts"],
+        f["tokenizer"].as_str().unwrap_or("")
+    ));
+    md.push_str(&format!(
+        "figures are raw o200k counts, with the Claude-family factor (x{:.1}, from the default config) applied where marked.\n\n",
+        f["claude_factor_milli"].as_f64().unwrap_or(1000.0) / 1000.0
+    ));
+    md.push_str("## Orientation\n\n| Figure | Tokens | Claude-scaled | Seed reported | Target | |\n|---|---:|---:|---:|---:|---|\n");
+    md.push_str(&format!(
+        "| Orchestrator orientation (L3 system summary {} + pipeline rules {}) | {} | {} | ~5,000 | ≤ 2,500 | {} |\n",
+        o["l3"],
+        o["pipeline_rules"],
+        o["total"],
+        o["total_claude"],
+        ok(&o["total"], ORCHESTRATOR_TARGET)
+    ));
+    md.push_str(&format!(
+        "| Spawned agent orientation (L3 + its entity's L2), largest entity ({}) | {} | {} | ~1,900 | ≤ 1,200 | {} |\n",
+        a["max_entity"].as_str().unwrap_or(""),
+        a["max"],
+        a["max_claude"],
+        ok(&a["max"], AGENT_TARGET)
+    ));
+    md.push_str(&format!("| Spawned agent orientation, median over entities | {} | | | | |\n", a["p50"]));
+    md.push_str(&format!(
+        "| L3 line per entity (min / mean / max) | {} / {} / {} | | | | |\n",
+        l["min"], l["mean"], l["max"]
+    ));
+    md.push_str(&format!(
+        "| Added to L3 by one more entity with 20 specification files | {} | {} | | ≤ 50 | {} |\n\n",
+        e["tokens"],
+        e["tokens_claude"],
+        ok(&e["tokens"], ENTITY_TARGET)
+    ));
+    let scaled_ok = [
+        (&o["total_claude"], ORCHESTRATOR_TARGET),
+        (&a["max_claude"], AGENT_TARGET),
+        (&e["tokens_claude"], ENTITY_TARGET),
+    ]
+    .iter()
+    .all(|(v, t)| ok(v, *t) == "met");
+    md.push_str(if scaled_ok {
+        "Each target holds on raw o200k counts and also after the Claude factor.\n\n"
+    } else {
+        "After the Claude factor, at least one target is NOT met (see the Claude-scaled column).\n\n"
+    });
+    md.push_str("## What each line carries\n\n");
+    md.push_str("- **L3 line** (one per entity): id, tier, lifecycle state; how many functional domains, backend modules, UI screens and requirements it has; its change requests in flight and done; its open issues. That is what an orchestrator needs to choose the entity a task touches and to see where work is pending. Ids of individual specifications are not in L3; they are in L2.\n");
+    md.push_str("- **System summary header**: the entity count by tier and a legend of the line format, so the compact lines read unambiguously.\n");
+    md.push_str("- **L2** (one entity): name, id, tier, state; every domain with its actors; every module with its method count; every screen id; every requirement id; every change request in flight with its state and title. That is enough to choose which specifications to load at L1; their content is at L1 only.\n");
+    md.push_str("- **Pipeline rules**: the seven gates and the routing rule, each in one or two sentences.\n\n");
+    md.push_str("Every summary records the content hash and state of each artifact it was made from; `strata summary check` reports a published summary whose sources changed.\n\n");
+    md.push_str("## Per-task prompt sizes (one task per change request)\n\n| Profile | Model | Budget | Tasks | Min | p50 | Max | Items (p50) | Items stepped down |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for p in f["profiles"].as_array().into_iter().flatten() {
+        md.push_str(&format!(
+            "| {} | {} (x{:.1}) | {} | {} | {} | {} | {} | {} | {} |\n",
+            p["profile"].as_str().unwrap_or(""),
+            p["model"].as_str().unwrap_or(""),
+            p["factor_milli"].as_f64().unwrap_or(1000.0) / 1000.0,
+            p["budget"],
+            p["tasks"],
+            p["min"],
+            p["p50"],
+            p["max"],
+            p["items_p50"],
+            p["degraded_items"]
+        ));
+    }
+    md.push_str("\nPrompt sizes are scaled by the profile model's family factor and include the task header, the section headings and every item; each is at most the profile's budget by construction (assembly refuses rather than exceed it).\n\n");
+    md.push_str("## Per entity\n\n| Entity | L3 line | L2 |\n|---|---:|---:|\n");
+    for (id, line, l2) in per_entity {
+        md.push_str(&format!("| {id} | {line} | {l2} |\n"));
+    }
+    md.push_str("\n## The system summary as measured\n\n```text\n");
+    md.push_str(system);
+    md.push_str("```\n");
+    md
+}

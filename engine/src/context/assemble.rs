@@ -1,0 +1,692 @@
+//! Prompt assembly: a pure function of (journal position, profile version, task) that produces a
+//! prompt and its context bill of materials, with the budget, the never-list and `maxFullSpecs`
+//! enforced mechanically.
+//!
+//! Steps, in order:
+//! 1. expand every profile entry (template variables resolve from the task's change request: its
+//!    impact closure gives the requirements, domains, modules and screens; globs match virtual
+//!    paths) into candidate items with a reason (`forCurrentTask: CR-189 -brdRefs-> BRD-19.1`);
+//! 2. drop every candidate whose virtual path matches a `never` glob, whatever entry brought it;
+//! 3. keep the first occurrence of each item (always before forCurrentTask before onDemand);
+//! 4. step specifications beyond `maxFullSpecs` from L1 to L2, last listed first;
+//! 5. while over budget: drop onDemand items, last listed first; then step forCurrentTask items
+//!    from L1 to L2, last listed first; then from L2 to L3, last listed first. `always` items at
+//!    their level and forCurrentTask items at L3 are mandatory: if they do not fit, assembly is
+//!    refused with the shortfall in tokens and nothing is written;
+//! 6. render the sections in one fixed order and count the whole prompt.
+//!
+//! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
+//! rounding is exact) and cached by the hash of the counted text.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+use strata_journal::Hash;
+
+use super::paths::{SYSTEM_SUMMARY, artifact_path, entity_summary, glob_match};
+use super::profile::{Entry, Profile};
+use super::render::{Level, render};
+use super::summary::{self, Summaries};
+use crate::kb::graph::{Graph, NodeId};
+use crate::kb::kind::{ArtifactKey, ArtifactKind};
+
+/// The pipeline rules every orchestrator is given (`{pipelineRules}`).
+pub const PIPELINE_RULES: &str = include_str!("pipeline-rules.md");
+/// Virtual path of the pipeline rules.
+pub const PIPELINE_RULES_PATH: &str = "rules/pipeline";
+
+/// The fixed section order of every prompt.
+pub const SECTIONS: [&str; 9] = [
+    "Pipeline rules",
+    "System summary",
+    "Entity summary",
+    "Change request",
+    "Requirements",
+    "Domains",
+    "Modules",
+    "Screens",
+    "Related",
+];
+
+/// What is being assembled for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// Task id (also the journal stream `prompt/<id>`).
+    pub id: String,
+    /// What the agent is asked to do.
+    pub objective: String,
+    /// The change request whose plan resolves the template variables, if any.
+    pub plan: Option<String>,
+}
+
+/// Token counting with a model-family factor and a cache keyed by text hash.
+#[derive(Debug)]
+pub struct TokenCounter {
+    /// Factor per mille (1300 = ×1.3).
+    pub factor_milli: u32,
+    cache: HashMap<Hash, usize>,
+}
+
+impl TokenCounter {
+    /// A counter with the given factor.
+    pub fn new(factor_milli: u32) -> TokenCounter {
+        TokenCounter { factor_milli, cache: HashMap::new() }
+    }
+
+    /// Scaled tokens of `text`.
+    pub fn count(&mut self, text: &str) -> usize {
+        let key = Hash(*blake3::hash(text.as_bytes()).as_bytes());
+        let raw = *self.cache.entry(key).or_insert_with(|| crate::tokens::count(text));
+        (raw * self.factor_milli as usize).div_ceil(1000)
+    }
+
+    /// Texts counted so far.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+/// The model family whose token factor applies to `model`: `claude` (claude, opus, sonnet,
+/// haiku), `openai` (gpt, codex, o1/o3/o4) or `default`.
+pub fn family(model: &str) -> &'static str {
+    let m = model.to_ascii_lowercase();
+    if ["claude", "opus", "sonnet", "haiku"].iter().any(|f| m.contains(f)) {
+        "claude"
+    } else if ["gpt", "codex"].iter().any(|f| m.contains(f)) || ["o1", "o3", "o4"].iter().any(|f| m.starts_with(f)) {
+        "openai"
+    } else {
+        "default"
+    }
+}
+
+/// One item of the bill of materials.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Item {
+    /// `kind:id`, `summary:L3`, `summary:L2/<entity>` or `rules:pipeline`.
+    pub item: String,
+    /// Virtual path.
+    pub path: String,
+    /// Level included at (or considered at, for exclusions).
+    pub level: String,
+    /// Content hash of the artifact or summary (hex).
+    pub content_hash: String,
+    /// blake3 of the rendered block (hex).
+    pub text_hash: String,
+    /// Scaled tokens of the rendered block.
+    pub tokens: usize,
+    /// Why it is included (or excluded).
+    pub reason: String,
+    /// Section it appears in.
+    pub section: String,
+    /// The level the profile asked for, when a rule stepped it down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_from: Option<String>,
+}
+
+/// The context bill of materials of one prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Manifest {
+    /// `strata-context-manifest/1`.
+    pub format: String,
+    /// The task.
+    pub task: Task,
+    /// Profile id.
+    pub profile: String,
+    /// Profile version (its stream version).
+    pub profile_version: u64,
+    /// Profile hash (hex).
+    pub profile_hash: String,
+    /// Journal sequence the assembly read.
+    pub position: u64,
+    /// Hash of the event at that sequence (hex).
+    pub position_hash: String,
+    /// Tokenizer id.
+    pub tokenizer: String,
+    /// Model the factor was chosen for.
+    pub model: String,
+    /// Factor per mille.
+    pub factor_milli: u32,
+    /// Budget.
+    pub token_budget: u32,
+    /// Cap on L1 specifications.
+    pub max_full_specs: u32,
+    /// Scaled tokens of the whole prompt.
+    pub total_tokens: usize,
+    /// blake3 of the prompt bytes (hex).
+    pub prompt_hash: String,
+    /// Sections present, in order.
+    pub sections: Vec<String>,
+    /// Included items, in prompt order.
+    pub included: Vec<Item>,
+    /// Excluded items with their reasons.
+    pub excluded: Vec<Item>,
+}
+
+/// Format marker of manifests.
+pub const MANIFEST_FORMAT: &str = "strata-context-manifest/1";
+
+/// A prompt and its manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assembly {
+    /// The prompt text.
+    pub prompt: String,
+    /// Its bill of materials.
+    pub manifest: Manifest,
+}
+
+/// Why assembly was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Mandatory content does not fit.
+    #[error(
+        "[STRATA-E0902] the mandatory content of profile {profile} needs {needed} tokens but the budget is {budget}: {shortfall} tokens short; raise tokenBudget, or move entries from always/forCurrentTask to onDemand"
+    )]
+    OverBudget {
+        /// Profile id.
+        profile: String,
+        /// Tokens the mandatory content needs.
+        needed: usize,
+        /// Budget.
+        budget: usize,
+        /// `needed - budget`.
+        shortfall: usize,
+    },
+    /// The plan is not a change request in the knowledge base.
+    #[error("[STRATA-E0903] plan {0} is not a change request in the knowledge base; pass --plan CR-n")]
+    UnknownPlan(String),
+    /// A task id that cannot name a stream.
+    #[error("[STRATA-E0904] task id {0:?} must be 1 to 100 characters of A-Z a-z 0-9 . _ -")]
+    BadTaskId(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ref {
+    Rules,
+    System,
+    Entity(String),
+    Artifact(NodeId),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    Always,
+    ForCurrentTask,
+    OnDemand,
+}
+
+impl Class {
+    fn name(self) -> &'static str {
+        match self {
+            Class::Always => "always",
+            Class::ForCurrentTask => "forCurrentTask",
+            Class::OnDemand => "onDemand",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Candidate {
+    what: Ref,
+    path: String,
+    level: Level,
+    asked: Level,
+    class: Class,
+    reason: String,
+}
+
+/// Everything assembly reads.
+pub struct Inputs<'a> {
+    /// The graph at the assembly position.
+    pub graph: &'a Graph,
+    /// Summaries of that graph.
+    pub summaries: &'a Summaries,
+    /// The profile.
+    pub profile: &'a Profile,
+    /// Its version.
+    pub profile_version: u64,
+    /// The task.
+    pub task: &'a Task,
+    /// Journal sequence of the graph.
+    pub position: u64,
+    /// Hash of the event at `position`.
+    pub position_hash: Hash,
+}
+
+impl<'a> Inputs<'a> {
+    /// Inputs that read the journal at `head`.
+    pub fn at_head(
+        graph: &'a Graph,
+        summaries: &'a Summaries,
+        profile: &'a Profile,
+        profile_version: u64,
+        task: &'a Task,
+        head: &strata_journal::Head,
+    ) -> Inputs<'a> {
+        Inputs { graph, summaries, profile, profile_version, task, position: head.seq, position_hash: head.hash }
+    }
+}
+
+fn valid_task_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+}
+
+fn section_of(g: &Graph, r: &Ref) -> &'static str {
+    match r {
+        Ref::Rules => SECTIONS[0],
+        Ref::System => SECTIONS[1],
+        Ref::Entity(_) => SECTIONS[2],
+        Ref::Artifact(n) => match g.node(*n).key.kind {
+            ArtifactKind::ChangeRequest => SECTIONS[3],
+            ArtifactKind::BrdRequirement => SECTIONS[4],
+            ArtifactKind::FunctionalDomain => SECTIONS[5],
+            ArtifactKind::BackendModule => SECTIONS[6],
+            ArtifactKind::UiScreen => SECTIONS[7],
+            _ => SECTIONS[8],
+        },
+    }
+}
+
+fn is_spec(g: &Graph, r: &Ref) -> bool {
+    matches!(r, Ref::Artifact(n) if g.node(*n).key.kind.is_spec())
+}
+
+struct Ctx<'a> {
+    g: &'a Graph,
+    s: &'a Summaries,
+    plan: Option<NodeId>,
+    entity: Option<String>,
+    closure: Option<crate::kb::graph::Closure>,
+}
+
+impl Ctx<'_> {
+    fn closure_of(&self, kind: ArtifactKind) -> Vec<(NodeId, String)> {
+        let Some(c) = &self.closure else { return Vec::new() };
+        c.steps.iter().filter(|&&v| self.g.node(v).key.kind == kind).map(|&v| (v, c.path(self.g, v))).collect()
+    }
+
+    /// Expands one entry into `(item, path, reason)` candidates, or a note of why it resolved to
+    /// nothing.
+    fn expand(&self, e: &Entry, class: Class) -> Result<Vec<(Ref, String, String)>, String> {
+        let why = |detail: &str| format!("{}: {}{detail}", class.name(), e.path);
+        let needs_plan = |var: &str| format!("{var} resolves from the task's change request; assemble with --plan");
+        let closure_kind = match e.path.as_str() {
+            "{systemSummary}" => return Ok(vec![(Ref::System, SYSTEM_SUMMARY.into(), why(""))]),
+            "{pipelineRules}" => return Ok(vec![(Ref::Rules, PIPELINE_RULES_PATH.into(), why(""))]),
+            "{entitySummary}" => {
+                return match &self.entity {
+                    Some(en) if self.s.entity(en).is_some() => {
+                        Ok(vec![(Ref::Entity(en.clone()), entity_summary(en), why(""))])
+                    }
+                    Some(en) => Err(format!("entity {en} has no summary")),
+                    None => Err(needs_plan("{entitySummary}")),
+                };
+            }
+            "{crFile}" => {
+                return match self.plan {
+                    Some(n) => Ok(vec![(Ref::Artifact(n), artifact_path(self.g.node(n)), why(""))]),
+                    None => Err(needs_plan("{crFile}")),
+                };
+            }
+            "{targetRequirements}" => Some(ArtifactKind::BrdRequirement),
+            "{functionalDomainSpec}" => Some(ArtifactKind::FunctionalDomain),
+            "{targetModuleSpec}" => Some(ArtifactKind::BackendModule),
+            "{targetScreenSpec}" => Some(ArtifactKind::UiScreen),
+            _ => None,
+        };
+        if let Some(kind) = closure_kind {
+            if self.plan.is_none() {
+                return Err(needs_plan(&e.path));
+            }
+            return Ok(self
+                .closure_of(kind)
+                .into_iter()
+                .map(|(n, path)| (Ref::Artifact(n), artifact_path(self.g.node(n)), format!("{}: {path}", class.name())))
+                .collect());
+        }
+        // A glob, possibly with {docRoot} / {entity}.
+        let mut glob = e.path.clone();
+        if glob.contains("{docRoot}") || glob.contains("{entity}") {
+            let Some(en) = &self.entity else { return Err(needs_plan(&e.path)) };
+            glob = glob.replace("{docRoot}", &format!("docs/{en}")).replace("{entity}", en);
+        }
+        let mut out: Vec<(Ref, String, String)> = Vec::new();
+        if glob_match(&glob, SYSTEM_SUMMARY) {
+            out.push((Ref::System, SYSTEM_SUMMARY.into(), why("")));
+        }
+        if glob_match(&glob, PIPELINE_RULES_PATH) {
+            out.push((Ref::Rules, PIPELINE_RULES_PATH.into(), why("")));
+        }
+        for (l, _) in self.s.all() {
+            let p = entity_summary(&l.entity);
+            if glob_match(&glob, &p) {
+                out.push((Ref::Entity(l.entity.clone()), p, why("")));
+            }
+        }
+        for n in self.g.artifacts() {
+            let p = artifact_path(n);
+            if glob_match(&glob, &p) {
+                let id = self.g.node_id(&n.key).unwrap_or(0);
+                out.push((Ref::Artifact(id), p, why("")));
+            }
+        }
+        if out.is_empty() { Err(format!("{glob} matches nothing")) } else { Ok(out) }
+    }
+}
+
+struct Rendered {
+    text: String,
+    tokens: usize,
+    content_hash: Hash,
+}
+
+/// The artifacts a profile's never-list withholds; summaries included in its prompts are made
+/// without them, so nothing never-listed reaches a prompt through a summary either.
+struct Withheld<'a>(BTreeSet<&'a ArtifactKey>);
+
+impl Withheld<'_> {
+    fn touches(&self, g: &Graph, r: &Ref) -> bool {
+        match r {
+            Ref::System => !self.0.is_empty(),
+            Ref::Entity(e) => g.members(e).iter().any(|n| self.0.contains(&n.key)),
+            _ => false,
+        }
+    }
+}
+
+fn render_item(g: &Graph, s: &Summaries, w: &Withheld<'_>, r: &Ref, level: Level, tc: &mut TokenCounter) -> Rendered {
+    let keep = |n: &crate::kb::graph::Node| !w.0.contains(&n.key);
+    let (text, content_hash) = match r {
+        Ref::Rules => (PIPELINE_RULES.to_owned(), Hash(*blake3::hash(PIPELINE_RULES.as_bytes()).as_bytes())),
+        Ref::System if w.touches(g, r) => {
+            let sum = summary::system_with(g, &keep);
+            (sum.text, sum.hash)
+        }
+        Ref::System => {
+            let sum = s.system(g);
+            (sum.text, sum.hash)
+        }
+        Ref::Entity(e) if w.touches(g, r) => {
+            let node = g.get(&ArtifactKey::new(ArtifactKind::Entity, e));
+            let sum = node.map(|n| {
+                if level == Level::L3 { summary::l3_line_with(g, n, &keep) } else { summary::l2_with(g, n, &keep) }
+            });
+            sum.map(|x| (x.text, x.hash)).unwrap_or_default()
+        }
+        Ref::Entity(e) => {
+            let sum = if level == Level::L3 { s.line(e) } else { s.entity(e) };
+            sum.map(|x| (x.text.clone(), x.hash)).unwrap_or_default()
+        }
+        Ref::Artifact(n) => {
+            let node = g.node(*n);
+            (render(node, level), node.hash)
+        }
+    };
+    let tokens = tc.count(&text);
+    Rendered { text, tokens, content_hash }
+}
+
+fn item_id(g: &Graph, r: &Ref) -> String {
+    match r {
+        Ref::Rules => "rules:pipeline".into(),
+        Ref::System => "summary:L3".into(),
+        Ref::Entity(e) => format!("summary:L2/{e}"),
+        Ref::Artifact(n) => g.node(*n).key.to_string(),
+    }
+}
+
+fn header(task: &Task, p: &Profile, version: u64, position: u64, budget: u32, factor: u32) -> String {
+    let mut h = format!("# Task {}\n\n{}\n\n", task.id, task.objective.trim());
+    h.push_str(&format!(
+        "Context: profile {} v{version}, journal sequence {position}, budget {budget} tokens (o200k x{}.{:03}).\n",
+        p.agent_id,
+        factor / 1000,
+        factor % 1000
+    ));
+    h
+}
+
+/// Assembles a prompt.
+pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Refusal> {
+    let g = inp.graph;
+    let cp = &inp.profile.context_profile;
+    if !valid_task_id(&inp.task.id) {
+        return Err(Refusal::BadTaskId(inp.task.id.clone()));
+    }
+    let plan = match &inp.task.plan {
+        Some(cr) => {
+            let key = ArtifactKey::new(ArtifactKind::ChangeRequest, cr);
+            match g.get(&key) {
+                Some(_) => g.node_id(&key),
+                None => return Err(Refusal::UnknownPlan(cr.clone())),
+            }
+        }
+        None => None,
+    };
+    let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
+    let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
+    let withheld = Withheld(
+        g.artifacts()
+            .into_iter()
+            .filter(|n| cp.never.iter().any(|glob| glob_match(glob, &artifact_path(n))))
+            .map(|n| &n.key)
+            .collect(),
+    );
+
+    // 1–3: expand, apply the never-list, de-duplicate.
+    let mut kept: Vec<Candidate> = Vec::new();
+    let mut excluded: Vec<Item> = Vec::new();
+    let mut seen: BTreeSet<Ref> = BTreeSet::new();
+    let empty = |item: String, path: String, level: Level, reason: String| Item {
+        item,
+        path,
+        level: level.name().into(),
+        content_hash: String::new(),
+        text_hash: String::new(),
+        tokens: 0,
+        reason,
+        section: String::new(),
+        degraded_from: None,
+    };
+    for (class, entries) in
+        [(Class::Always, &cp.always), (Class::ForCurrentTask, &cp.for_current_task), (Class::OnDemand, &cp.on_demand)]
+    {
+        for e in entries {
+            let level = e.level();
+            match ctx.expand(e, class) {
+                Err(note) => excluded.push(empty(
+                    e.path.clone(),
+                    e.path.clone(),
+                    level,
+                    format!("{}: unresolved: {note}", class.name()),
+                )),
+                Ok(found) => {
+                    for (what, path, reason) in found {
+                        if let Some(glob) = cp.never.iter().find(|n| glob_match(n, &path)) {
+                            excluded.push(empty(item_id(g, &what), path, level, format!("never: {glob} ({reason})")));
+                            continue;
+                        }
+                        if !seen.insert(what.clone()) {
+                            continue;
+                        }
+                        let reason = if withheld.touches(g, &what) {
+                            format!("{reason} (made without the never-listed artifacts)")
+                        } else {
+                            reason
+                        };
+                        kept.push(Candidate { what, path, level, asked: level, class, reason });
+                    }
+                }
+            }
+        }
+    }
+    // 4: maxFullSpecs.
+    let mut full = 0u32;
+    for c in kept.iter_mut() {
+        if c.level == Level::L1 && is_spec(g, &c.what) {
+            full += 1;
+            if full > cp.max_full_specs {
+                c.level = Level::L2;
+                c.reason = format!("{} (stepped to L2: maxFullSpecs {})", c.reason, cp.max_full_specs);
+            }
+        }
+    }
+    // 5: budget. Each block is counted alone (cached by its hash); their sum plus the headings is
+    // an estimate of the whole. Whenever the estimate is within `slack` of the budget the whole
+    // prompt is counted exactly, and only an exact count decides that a prompt fits or that
+    // mandatory content does not.
+    let budget = cp.token_budget as usize;
+    let head = header(inp.task, inp.profile, inp.profile_version, inp.position, cp.token_budget, tc.factor_milli);
+    let head_tokens = tc.count(&head);
+    loop {
+        let blocks: Vec<Rendered> =
+            kept.iter().map(|c| render_item(g, inp.summaries, &withheld, &c.what, c.level, tc)).collect();
+        let mut present: Vec<&str> = kept.iter().map(|c| section_of(g, &c.what)).collect();
+        present.sort_by_key(|s| SECTIONS.iter().position(|x| x == s));
+        present.dedup();
+        let section_tokens: usize = present.iter().map(|s| tc.count(&format!("\n## {s}\n\n"))).sum();
+        let estimate = head_tokens + section_tokens + blocks.iter().map(|b| b.tokens + 1).sum::<usize>();
+        let slack = 4 * (blocks.len() + present.len()) + 16;
+        let exact = |tc: &mut TokenCounter| {
+            let (prompt, order) = layout(g, &head, &kept, &blocks);
+            let total = tc.count(&prompt);
+            (prompt, order, total)
+        };
+        let mut fitted = None;
+        if estimate <= budget + slack {
+            let (prompt, order, total) = exact(tc);
+            if total <= budget {
+                fitted = Some((prompt, order, total));
+            }
+        }
+        if fitted.is_none() && !can_degrade(&kept) {
+            let (prompt, order, total) = exact(tc);
+            if total > budget {
+                return Err(Refusal::OverBudget {
+                    profile: inp.profile.agent_id.clone(),
+                    needed: total,
+                    budget,
+                    shortfall: total - budget,
+                });
+            }
+            fitted = Some((prompt, order, total));
+        }
+        if let Some((prompt, order, total)) = fitted {
+            let included = order
+                .iter()
+                .map(|&i| {
+                    let c = &kept[i];
+                    let b = &blocks[i];
+                    Item {
+                        item: item_id(g, &c.what),
+                        path: c.path.clone(),
+                        level: c.level.name().into(),
+                        content_hash: b.content_hash.to_hex(),
+                        text_hash: Hash(*blake3::hash(b.text.as_bytes()).as_bytes()).to_hex(),
+                        tokens: b.tokens,
+                        reason: c.reason.clone(),
+                        section: section_of(g, &c.what).into(),
+                        degraded_from: (c.level != c.asked).then(|| c.asked.name().to_owned()),
+                    }
+                })
+                .collect();
+            excluded.sort_by(|a, b| (&a.item, &a.reason).cmp(&(&b.item, &b.reason)));
+            let manifest = Manifest {
+                format: MANIFEST_FORMAT.into(),
+                task: inp.task.clone(),
+                profile: inp.profile.agent_id.clone(),
+                profile_version: inp.profile_version,
+                profile_hash: super::profile::hash(inp.profile).to_hex(),
+                position: inp.position,
+                position_hash: inp.position_hash.to_hex(),
+                tokenizer: crate::tokens::TOKENIZER_ID.into(),
+                model: inp.profile.model.clone(),
+                factor_milli: tc.factor_milli,
+                token_budget: cp.token_budget,
+                max_full_specs: cp.max_full_specs,
+                total_tokens: total,
+                prompt_hash: Hash(*blake3::hash(prompt.as_bytes()).as_bytes()).to_hex(),
+                sections: present.iter().map(|s| (*s).to_owned()).collect(),
+                included,
+                excluded,
+            };
+            return Ok(Assembly { prompt, manifest });
+        }
+        // Over budget: one degradation step, in the documented order.
+        if let Some(i) = kept.iter().rposition(|c| c.class == Class::OnDemand) {
+            let c = kept.remove(i);
+            let b = render_item(g, inp.summaries, &withheld, &c.what, c.level, tc);
+            excluded.push(Item {
+                item: item_id(g, &c.what),
+                path: c.path,
+                level: c.level.name().into(),
+                content_hash: b.content_hash.to_hex(),
+                text_hash: String::new(),
+                tokens: b.tokens,
+                reason: format!("over budget: onDemand dropped ({})", c.reason),
+                section: section_of(g, &c.what).into(),
+                degraded_from: None,
+            });
+            continue;
+        }
+        for from in [Level::L1, Level::L2] {
+            if let Some(i) = kept.iter().rposition(|c| c.class == Class::ForCurrentTask && c.level == from) {
+                kept[i].level = from.coarser().unwrap_or(from);
+                kept[i].reason = format!("{} (stepped to {} to fit the budget)", kept[i].reason, kept[i].level.name());
+                break;
+            }
+        }
+    }
+}
+
+/// Whether one more degradation step exists: an onDemand item to drop, or a forCurrentTask item
+/// above L3.
+fn can_degrade(kept: &[Candidate]) -> bool {
+    kept.iter().any(|c| c.class == Class::OnDemand || (c.class == Class::ForCurrentTask && c.level != Level::L3))
+}
+
+/// Lays the blocks out in section order; returns the prompt and the candidate order used.
+fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[Rendered]) -> (String, Vec<usize>) {
+    let mut order: Vec<usize> = (0..kept.len()).collect();
+    order.sort_by_key(|&i| (SECTIONS.iter().position(|s| *s == section_of(g, &kept[i].what)), i));
+    let mut out = String::from(head);
+    let mut current = "";
+    for &i in &order {
+        let s = section_of(g, &kept[i].what);
+        if s != current {
+            out.push_str(&format!("\n## {s}\n\n"));
+            current = s;
+        }
+        out.push_str(&blocks[i].text);
+        if !blocks[i].text.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    (out, order)
+}
+
+/// Checks a manifest's own claims: budget, never-list, maxFullSpecs (used by verify and tests).
+pub fn compliance(m: &Manifest, never: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if m.total_tokens > m.token_budget as usize {
+        problems.push(format!("total {} tokens exceeds the budget {}", m.total_tokens, m.token_budget));
+    }
+    for i in &m.included {
+        if let Some(n) = never.iter().find(|n| glob_match(n, &i.path)) {
+            problems.push(format!("{} ({}) matches never glob {n}", i.item, i.path));
+        }
+    }
+    let full = m
+        .included
+        .iter()
+        .filter(|i| i.level == "L1" && ["Requirements", "Domains", "Modules", "Screens"].contains(&i.section.as_str()))
+        .count();
+    if full > m.max_full_specs as usize {
+        problems.push(format!("{full} specifications at L1, more than maxFullSpecs {}", m.max_full_specs));
+    }
+    problems
+}

@@ -1,0 +1,221 @@
+//! Assembled prompts in the journal: the `prompt.assembled` and `context.superseded` events,
+//! their projection, the decider that flags superseded context, and verification of a manifest
+//! against the journal.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use strata_journal::{ExpectedVersion, Journal, Record, StreamAppend};
+
+use super::assemble::{Inputs, Manifest, Task, TokenCounter, assemble, compliance};
+use super::profile::{ProfileIndex, hash as profile_hash};
+use super::summary::Summaries;
+use crate::kb::graph::Graph;
+use crate::kb::kind::{ArtifactKey, ArtifactKind};
+use crate::ports::{Clock, Ids};
+
+/// Event type of an assembly.
+pub const ASSEMBLED: &str = "prompt.assembled";
+/// Event type of a supersession.
+pub const SUPERSEDED: &str = "context.superseded";
+
+/// The stream of a task's prompts.
+pub fn stream(task: &str) -> String {
+    format!("prompt/{task}")
+}
+
+/// `prompt.assembled` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Assembled {
+    /// The bill of materials.
+    pub manifest: Manifest,
+}
+
+/// One item whose content changed after a prompt included it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Changed {
+    /// `kind:id`.
+    pub item: String,
+    /// Content hash the prompt was given (hex).
+    pub was: String,
+    /// Content hash now (hex), empty if the artifact was deleted.
+    pub now: String,
+}
+
+/// `context.superseded` v1: a prompt's context changed after it was assembled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Superseded {
+    /// Task id.
+    pub task: String,
+    /// Version of the `prompt.assembled` event on the task's stream.
+    pub prompt_version: u64,
+    /// What changed.
+    pub items: Vec<Changed>,
+}
+
+/// One assembled prompt as the projection knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PromptRecord {
+    /// Journal sequence of the assembly event.
+    pub seq: u64,
+    /// The manifest.
+    pub manifest: Manifest,
+    /// Items flagged as superseded so far, with the hash they changed to.
+    pub superseded: BTreeMap<String, String>,
+}
+
+/// Every assembled prompt, by `(task, prompt version)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PromptIndex {
+    prompts: BTreeMap<(String, u64), PromptRecord>,
+}
+
+impl PromptIndex {
+    /// Applies one record.
+    pub fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
+        match r.event_type {
+            ASSEMBLED => {
+                let e: Assembled = serde_json::from_slice(r.payload).map_err(|e| format!("prompt.assembled: {e}"))?;
+                self.prompts.insert(
+                    (e.manifest.task.id.clone(), r.version),
+                    PromptRecord { seq: r.seq, manifest: e.manifest, superseded: BTreeMap::new() },
+                );
+            }
+            SUPERSEDED => {
+                let e: Superseded =
+                    serde_json::from_slice(r.payload).map_err(|e| format!("context.superseded: {e}"))?;
+                if let Some(p) = self.prompts.get_mut(&(e.task.clone(), e.prompt_version)) {
+                    for c in e.items {
+                        p.superseded.insert(c.item, c.now);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The prompts of `task`, oldest first, with their versions.
+    pub fn of_task(&self, task: &str) -> Vec<(u64, &PromptRecord)> {
+        self.prompts.range((task.to_owned(), 0)..=(task.to_owned(), u64::MAX)).map(|((_, v), p)| (*v, p)).collect()
+    }
+
+    /// Every prompt.
+    pub fn all(&self) -> impl Iterator<Item = (&(String, u64), &PromptRecord)> {
+        self.prompts.iter()
+    }
+}
+
+/// The append that records an assembly on the task's stream.
+pub fn record(manifest: &Manifest, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<StreamAppend, String> {
+    let e = crate::kb::intake::event(ids, clock, ASSEMBLED, &Assembled { manifest: manifest.clone() }, None)?;
+    Ok(StreamAppend { stream: stream(&manifest.task.id), expected: ExpectedVersion::Any, events: vec![e] })
+}
+
+fn artifact_of(item: &str) -> Option<ArtifactKey> {
+    let (kind, id) = item.split_once(':')?;
+    Some(ArtifactKey::new(ArtifactKind::from_name(kind)?, id))
+}
+
+/// `context.superseded` events for every prompt that included an artifact whose content has
+/// changed (or which was deleted) since, and that has not been flagged for that change yet.
+pub fn supersede(
+    prompts: &PromptIndex,
+    g: &Graph,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Vec<StreamAppend>, String> {
+    let mut out = Vec::new();
+    for ((task, version), p) in prompts.all() {
+        let mut items = Vec::new();
+        for i in &p.manifest.included {
+            let Some(key) = artifact_of(&i.item) else { continue };
+            let now = g.get(&key).map(|n| n.hash.to_hex()).unwrap_or_default();
+            if now != i.content_hash && p.superseded.get(&i.item) != Some(&now) {
+                items.push(Changed { item: i.item.clone(), was: i.content_hash.clone(), now });
+            }
+        }
+        if items.is_empty() {
+            continue;
+        }
+        let e = crate::kb::intake::event(
+            ids,
+            clock,
+            SUPERSEDED,
+            &Superseded { task: task.clone(), prompt_version: *version, items },
+            None,
+        )?;
+        out.push(StreamAppend { stream: stream(task), expected: ExpectedVersion::Any, events: vec![e] });
+    }
+    Ok(out)
+}
+
+/// Whether `bytes` are the prompt `m` describes; the problem if not.
+pub fn prompt_problem(m: &Manifest, bytes: &[u8]) -> Option<String> {
+    let h = strata_journal::Hash(*blake3::hash(bytes).as_bytes()).to_hex();
+    (h != m.prompt_hash).then(|| {
+        format!("the prompt file hashes to {h}, the manifest records {}: the prompt was edited", m.prompt_hash)
+    })
+}
+
+/// Re-runs an assembly from the journal at the manifest's position and compares. Returns every
+/// problem found (empty: the manifest is exactly what the journal gives, and it complies).
+pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<Vec<String>, String> {
+    let mut problems = Vec::new();
+    if let Some(p) = prompt.and_then(|bytes| prompt_problem(m, bytes)) {
+        problems.push(p);
+    }
+    let at = journal.hash_at(m.position).map_err(|e| e.to_string())?;
+    if at.map(|h| h.to_hex()).as_deref() != Some(m.position_hash.as_str()) {
+        problems.push(format!("the journal has no event {} with hash {}", m.position, m.position_hash));
+        return Ok(problems);
+    }
+    let mut g = Graph::at(journal, m.position)?;
+    let summaries = Summaries::build(&mut g);
+    // The profile version is one event of the profile's stream, read directly.
+    let mut profiles = ProfileIndex::default();
+    let version =
+        journal.read_stream(&super::profile::stream(&m.profile), m.profile_version, 1).map_err(|e| e.to_string())?;
+    for e in version.iter().filter(|e| e.seq <= m.position) {
+        profiles.apply(&e.as_record())?;
+    }
+    let Some(profile) = profiles.version(&m.profile, m.profile_version) else {
+        problems.push(format!(
+            "profile {} version {} is not in the journal before sequence {}",
+            m.profile, m.profile_version, m.position
+        ));
+        return Ok(problems);
+    };
+    if profile_hash(profile).to_hex() != m.profile_hash {
+        problems.push("the profile recorded differs from the registered one".into());
+    }
+    let task = Task { id: m.task.id.clone(), objective: m.task.objective.clone(), plan: m.task.plan.clone() };
+    let inputs = Inputs {
+        graph: &g,
+        summaries: &summaries,
+        profile,
+        profile_version: m.profile_version,
+        task: &task,
+        position: m.position,
+        position_hash: at.unwrap_or_default(),
+    };
+    match assemble(&inputs, &mut TokenCounter::new(m.factor_milli)) {
+        Ok(a) => {
+            if a.manifest.prompt_hash != m.prompt_hash {
+                problems.push(format!(
+                    "re-assembly gives prompt {}, the manifest records {}",
+                    a.manifest.prompt_hash, m.prompt_hash
+                ));
+            }
+            if a.manifest != *m {
+                problems.push("re-assembly gives a different bill of materials".into());
+            }
+        }
+        Err(e) => problems.push(format!("re-assembly was refused: {e}")),
+    }
+    problems.extend(compliance(m, &profile.context_profile.never));
+    Ok(problems)
+}
