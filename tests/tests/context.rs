@@ -216,6 +216,24 @@ fn over_budget_degrades_in_the_documented_order_then_refuses_with_the_shortfall(
     };
     let full = run(&p).unwrap();
     let total = full.manifest.total_tokens;
+    // maxFullSpecs 1: every specification after the first is stepped to L2, and the L1 given up
+    // is listed as an exclusion.
+    let mut capped = p.clone();
+    capped.context_profile.max_full_specs = 1;
+    let c = run(&capped).unwrap();
+    let stepped: Vec<_> = c.manifest.included.iter().filter(|i| i.degraded_from.is_some()).collect();
+    assert!(stepped.len() >= 2, "{:#?}", c.manifest.included);
+    assert_eq!(c.manifest.included.iter().filter(|i| i.level == "L1" && i.path.starts_with("specs/")).count(), 1);
+    for i in stepped {
+        assert!(
+            c.manifest
+                .excluded
+                .iter()
+                .any(|e| e.item == i.item && e.level == "L1" && e.reason.starts_with("maxFullSpecs 1")),
+            "{} was stepped down without an exclusion entry",
+            i.item
+        );
+    }
     assert!(full.manifest.included.iter().all(|i| i.degraded_from.is_none() || i.reason.contains("maxFullSpecs")));
     // A budget just under the full size: onDemand goes first.
     p.context_profile.token_budget = (total - 1) as u32;
@@ -233,6 +251,10 @@ fn over_budget_degrades_in_the_documented_order_then_refuses_with_the_shortfall(
     assert!(a.manifest.total_tokens <= 5000);
     assert!(a.manifest.included.iter().any(|i| i.degraded_from.as_deref() == Some("L1")), "{:#?}", a.manifest.included);
     assert!(!a.manifest.included.iter().any(|i| i.level == "L1" && i.section == "Screens"));
+    // Each level given up is in the bill of materials as an exclusion, with its size.
+    let given_up: Vec<_> =
+        a.manifest.excluded.iter().filter(|e| e.reason.starts_with("over budget: included at")).collect();
+    assert!(!given_up.is_empty() && given_up.iter().all(|e| e.tokens > 0), "{:#?}", a.manifest.excluded);
     // Mandatory content that cannot fit: a refusal naming the exact shortfall.
     p.context_profile.always.push(profile::Entry { path: "specs/**".into(), level: "L2".into() });
     match run(&p) {

@@ -8,7 +8,7 @@
 //!    paths) into candidate items with a reason (`forCurrentTask: CR-189 -brdRefs-> BRD-19.1`);
 //! 2. drop every candidate whose virtual path matches a `never` glob, whatever entry brought it;
 //! 3. keep the first occurrence of each item (always before forCurrentTask before onDemand);
-//! 4. step specifications beyond `maxFullSpecs` from L1 to L2, last listed first;
+//! 4. keep the first `maxFullSpecs` specifications at L1 in listed order, step the rest to L2;
 //! 5. while over budget: drop onDemand items, last listed first; then step forCurrentTask items
 //!    from L1 to L2, last listed first; then from L2 to L3, last listed first. `always` items at
 //!    their level and forCurrentTask items at L3 are mandatory: if they do not fit, assembly is
@@ -529,6 +529,8 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
         if c.level == Level::L1 && is_spec(g, &c.what) {
             full += 1;
             if full > cp.max_full_specs {
+                let why = format!("maxFullSpecs {}: included at L2 instead ({})", cp.max_full_specs, c.reason);
+                excluded.push(given_up(g, inp.summaries, &withheld, c, why, tc));
                 c.level = Level::L2;
                 c.reason = format!("{} (stepped to L2: maxFullSpecs {})", c.reason, cp.max_full_specs);
             }
@@ -618,27 +620,36 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
         // Over budget: one degradation step, in the documented order.
         if let Some(i) = kept.iter().rposition(|c| c.class == Class::OnDemand) {
             let c = kept.remove(i);
-            let b = render_item(g, inp.summaries, &withheld, &c.what, c.level, tc);
-            excluded.push(Item {
-                item: item_id(g, &c.what),
-                path: c.path,
-                level: c.level.name().into(),
-                content_hash: b.content_hash.to_hex(),
-                text_hash: String::new(),
-                tokens: b.tokens,
-                reason: format!("over budget: onDemand dropped ({})", c.reason),
-                section: section_of(g, &c.what).into(),
-                degraded_from: None,
-            });
+            let why = format!("over budget: onDemand dropped ({})", c.reason);
+            excluded.push(given_up(g, inp.summaries, &withheld, &c, why, tc));
             continue;
         }
         for from in [Level::L1, Level::L2] {
             if let Some(i) = kept.iter().rposition(|c| c.class == Class::ForCurrentTask && c.level == from) {
-                kept[i].level = from.coarser().unwrap_or(from);
+                let to = from.coarser().unwrap_or(from);
+                let why = format!("over budget: included at {} instead ({})", to.name(), kept[i].reason);
+                excluded.push(given_up(g, inp.summaries, &withheld, &kept[i], why, tc));
+                kept[i].level = to;
                 kept[i].reason = format!("{} (stepped to {} to fit the budget)", kept[i].reason, kept[i].level.name());
                 break;
             }
         }
+    }
+}
+
+/// The excluded entry for the level a candidate is about to give up.
+fn given_up(g: &Graph, s: &Summaries, w: &Withheld<'_>, c: &Candidate, reason: String, tc: &mut TokenCounter) -> Item {
+    let b = render_item(g, s, w, &c.what, c.level, tc);
+    Item {
+        item: item_id(g, &c.what),
+        path: c.path.clone(),
+        level: c.level.name().into(),
+        content_hash: b.content_hash.to_hex(),
+        text_hash: String::new(),
+        tokens: b.tokens,
+        reason,
+        section: section_of(g, &c.what).into(),
+        degraded_from: None,
     }
 }
 
