@@ -13,8 +13,14 @@
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+#[macro_use]
+pub mod output;
+
 pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod harness;
+pub mod mcp;
 pub mod measure;
 pub mod system;
 pub mod table;

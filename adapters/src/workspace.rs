@@ -65,8 +65,12 @@ impl Workspace {
         Ok(OpenOptions { durability: c.durability, cache_bytes: c.cache_mib * 1024 * 1024, holder: holder(command) })
     }
 
-    /// Opens the journal for `command` (named in the lock file).
+    /// Opens the journal for `command` (named in the lock file). On a thread where the daemon
+    /// runs a client's command, this is the daemon's own handle.
     pub fn open_journal(&self, command: &str) -> anyhow::Result<Journal> {
+        if let Some(j) = SERVED.with(|s| s.borrow().clone()) {
+            return Ok(j);
+        }
         let dir = self.journal_dir();
         match Journal::open(&dir, &self.options(command)?) {
             Ok(j) => Ok(j),
@@ -105,6 +109,48 @@ impl Workspace {
             holder: holder("init"),
         };
         Ok(Journal::create(&self.journal_dir(), origin, &options)?)
+    }
+}
+
+thread_local! {
+    static SERVED: std::cell::RefCell<Option<Journal>> = const { std::cell::RefCell::new(None) };
+    static BASE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` as a command the daemon serves for a client: [`Workspace::open_journal`] returns
+/// `journal` (the daemon's), [`finish`] leaves it open, and relative paths resolve against the
+/// client's working directory `cwd`.
+pub fn serving<R>(journal: &Journal, cwd: &Path, f: impl FnOnce() -> R) -> R {
+    SERVED.with(|s| *s.borrow_mut() = Some(journal.clone()));
+    BASE.with(|b| *b.borrow_mut() = Some(cwd.to_owned()));
+    let r = f();
+    SERVED.with(|s| *s.borrow_mut() = None);
+    BASE.with(|b| *b.borrow_mut() = None);
+    r
+}
+
+/// The daemon's journal, when this thread runs a command for a daemon client.
+pub fn served_journal() -> Option<Journal> {
+    SERVED.with(|s| s.borrow().clone())
+}
+
+/// Closes a journal a command opened (flushing it), unless the daemon owns it.
+pub fn finish(journal: &Journal) -> anyhow::Result<()> {
+    if SERVED.with(|s| s.borrow().is_some()) {
+        return Ok(());
+    }
+    Ok(journal.close_blocking()?)
+}
+
+/// Resolves a path argument: relative paths against the client's working directory when the
+/// daemon runs the command, else against this process's.
+pub fn resolve(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    match BASE.with(|b| b.borrow().clone()) {
+        Some(base) => base.join(path),
+        None => path.to_owned(),
     }
 }
 

@@ -23,6 +23,15 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("summary.retracted", &[1]),
     ("prompt.assembled", &[1]),
     ("context.superseded", &[1]),
+    // Knowledge API: vocabulary, chunks, sessions and what they were served and logged.
+    ("knowledge.declared", &[1]),
+    ("knowledge.chunk-put", &[1]),
+    ("knowledge.chunk-retired", &[1]),
+    ("session.started", &[1]),
+    ("knowledge.served", &[1]),
+    ("learning.logged", &[1]),
+    ("decision.logged", &[1]),
+    ("outcome.logged", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

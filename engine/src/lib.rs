@@ -23,6 +23,7 @@ pub mod canonical;
 pub mod catalogue;
 pub mod context;
 pub mod kb;
+pub mod knowledge;
 pub mod ports;
 pub mod projections;
 pub mod tokens;

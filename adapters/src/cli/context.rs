@@ -46,6 +46,7 @@ pub(crate) enum SummaryCommand {
 pub(crate) enum ProfileCommand {
     /// Register context profiles (JSON files) as new versions; an unchanged profile is skipped.
     Register {
+        #[arg(value_parser = crate::cli::path_arg)]
         /// Profile files.
         files: Vec<PathBuf>,
         /// Also register the profiles strata ships (orchestrator, ui-developer,
@@ -83,19 +84,20 @@ pub(crate) enum PromptCommand {
         #[arg(long)]
         objective: Option<String>,
         /// Prompt file to write.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         out: PathBuf,
         /// Manifest file to write (default: `<out>.manifest.json`).
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         manifest: Option<PathBuf>,
     },
     /// Recompute a prompt from the journal at its manifest's position and confirm its hash,
     /// its bill of materials and its compliance; exit 3 on any difference.
     Verify {
+        #[arg(value_parser = crate::cli::path_arg)]
         /// Manifest file.
         manifest: PathBuf,
         /// Prompt file (default: the manifest path without `.manifest.json`, if it exists).
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         prompt: Option<PathBuf>,
     },
 }
@@ -116,7 +118,7 @@ pub(crate) enum ContextCommand {
     /// Measure orientation and prompt sizes on the seed-scale fixture and write the report.
     Measure {
         /// Report to write.
-        #[arg(long, default_value = "docs/context-efficiency.md")]
+        #[arg(value_parser = crate::cli::path_arg, long, default_value = "docs/context-efficiency.md")]
         out: PathBuf,
         /// Fixture seed.
         #[arg(long, default_value_t = 7)]
@@ -197,15 +199,15 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
             };
             let tokens = strata_engine::tokens::count(&s.text);
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"level": s.level, "entity": if s.entity.is_empty() { Value::Null } else { json!(s.entity) }, "text": s.text,
                            "hash": s.hash.to_hex(), "tokens": tokens, "tokenizer": strata_engine::tokens::TOKENIZER_ID, "sources": s.sources,
                            "position": l.journal.head().seq})
                 );
             } else {
-                print!("{}", s.text);
-                eprintln!(
+                out!("{}", s.text);
+                errln!(
                     "({tokens} {} tokens, {} sources, journal sequence {})",
                     strata_engine::tokens::TOKENIZER_ID,
                     s.sources.len(),
@@ -230,17 +232,17 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
                         v
                     })
                     .collect();
-                println!("{}", json!({"ok": findings.is_empty(), "findings": rows, "position": l.journal.head().seq}));
+                outln!("{}", json!({"ok": findings.is_empty(), "findings": rows, "position": l.journal.head().seq}));
             } else if findings.is_empty() {
-                println!("every published summary matches the knowledge base at sequence {}", l.journal.head().seq);
+                outln!("every published summary matches the knowledge base at sequence {}", l.journal.head().seq);
             } else {
                 let mut t = Table::new(&["LEVEL", "ENTITY", "PROBLEM", "DETAIL"]);
                 for f in &findings {
                     let (p, d) = problem_text(&f.problem);
                     t.row(vec![f.level.clone(), f.entity.clone(), p, d]);
                 }
-                print!("{}", t.render());
-                eprintln!(
+                out!("{}", t.render());
+                errln!(
                     "{} summary problem(s); `strata summary publish` publishes the current summaries",
                     findings.len()
                 );
@@ -258,11 +260,11 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
             let mut state = l.state;
             catch_up_one(&mut state, &l.journal)?;
             save_one(&state, &l.journal, l.journal.head().seq)?;
-            l.journal.close_blocking()?;
+            crate::workspace::finish(&l.journal)?;
             if json {
-                println!("{}", json!({"ok": true, "published": published, "retracted": retracted, "head": head}));
+                outln!("{}", json!({"ok": true, "published": published, "retracted": retracted, "head": head}));
             } else {
-                println!("published {published} summaries, retracted {retracted} (head {head})");
+                outln!("published {published} summaries, retracted {retracted} (head {head})");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -326,13 +328,13 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                 }
             }
             save_one(&state, &journal, journal.head().seq)?;
-            journal.close_blocking()?;
+            crate::workspace::finish(&journal)?;
             if json {
-                println!("{}", json!({"ok": true, "profiles": rows}));
+                outln!("{}", json!({"ok": true, "profiles": rows}));
             } else {
                 for r in rows {
                     let what = if r["registered"] == true { "registered as" } else { "unchanged at" };
-                    println!("{} {what} version {}", r["profile"].as_str().unwrap_or(""), r["version"]);
+                    outln!("{} {what} version {}", r["profile"].as_str().unwrap_or(""), r["version"]);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -344,9 +346,9 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                     .iter()
                     .map(|(id, v, p)| json!({"profile": id, "version": v, "tier": p.tier, "model": p.model, "tokenBudget": p.context_profile.token_budget, "maxFullSpecs": p.context_profile.max_full_specs, "hash": profile::hash(p).to_hex()}))
                     .collect();
-                println!("{}", json!({"profiles": rows}));
+                outln!("{}", json!({"profiles": rows}));
             } else if all.is_empty() {
-                println!("no profiles registered; `strata profile register --builtin` registers the shipped ones");
+                outln!("no profiles registered; `strata profile register --builtin` registers the shipped ones");
             } else {
                 let mut t = Table::new(&["PROFILE", "VERSION", "TIER", "MODEL", "BUDGET", "MAX L1 SPECS"]);
                 for (id, v, p) in all {
@@ -359,7 +361,7 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                         p.context_profile.max_full_specs.to_string(),
                     ]);
                 }
-                print!("{}", t.render());
+                out!("{}", t.render());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -381,10 +383,10 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                 );
             };
             if json {
-                println!("{}", json!({"profile": p, "version": v, "hash": profile::hash(p).to_hex()}));
+                outln!("{}", json!({"profile": p, "version": v, "hash": profile::hash(p).to_hex()}));
             } else {
-                println!("{id} version {v} (hash {})", profile::hash(p).to_hex());
-                println!("{}", serde_json::to_string_pretty(p)?);
+                outln!("{id} version {v} (hash {})", profile::hash(p).to_hex());
+                outln!("{}", serde_json::to_string_pretty(p)?);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -411,7 +413,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     commit(&l.journal, vec![a])?;
                     catch_up_one(&mut l.state, &l.journal)?;
                     if !json {
-                        eprintln!("registered the shipped profile {pid} as version 1");
+                        errln!("registered the shipped profile {pid} as version 1");
                     }
                 }
             }
@@ -447,16 +449,16 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             let mut state = l.state;
             catch_up_one(&mut state, &l.journal)?;
             save_one(&state, &l.journal, l.journal.head().seq)?;
-            l.journal.close_blocking()?;
+            crate::workspace::finish(&l.journal)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"ok": true, "prompt": out.display().to_string(), "manifest": manifest_path.display().to_string(), "recorded_at": seq,
                            "total_tokens": m.total_tokens, "token_budget": m.token_budget, "included": m.included.len(), "excluded": m.excluded.len(),
                            "prompt_hash": m.prompt_hash, "position": m.position, "profile": m.profile, "profile_version": m.profile_version})
                 );
             } else {
-                println!(
+                outln!(
                     "assembled {} for task {} with {} v{}: {} of {} tokens, {} items in, {} left out",
                     out.display(),
                     m.task.id,
@@ -467,7 +469,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     m.included.len(),
                     m.excluded.len()
                 );
-                println!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
+                outln!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -495,15 +497,15 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             if !state.prompts.of_task(&m.task.id).iter().any(|(_, r)| r.manifest == m) {
                 problems.push(format!("no prompt.assembled event of task {} records this manifest", m.task.id));
             }
-            journal.close_blocking()?;
+            crate::workspace::finish(&journal)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"ok": problems.is_empty(), "problems": problems, "prompt_checked": prompt_path.as_ref().map(|p| p.display().to_string()),
                            "prompt_hash": m.prompt_hash, "position": m.position})
                 );
             } else if problems.is_empty() {
-                println!(
+                outln!(
                     "verified: the journal at sequence {} under {} v{} gives exactly this prompt ({}) and bill of materials; {} of {} tokens, never-list and maxFullSpecs hold{}",
                     m.position,
                     m.profile,
@@ -515,7 +517,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 );
             } else {
                 for p in &problems {
-                    println!("FAIL {p}");
+                    outln!("FAIL {p}");
                 }
             }
             Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
@@ -528,7 +530,7 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
     let journal = ws.open_journal("audit")?;
     let mut state = ContextState::default();
     catch_up_one(&mut state, &journal)?;
-    journal.close_blocking()?;
+    crate::workspace::finish(&journal)?;
     let found = state.prompts.of_task(&task);
     if found.is_empty() {
         anyhow::bail!(
@@ -540,12 +542,12 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
             .iter()
             .map(|(v, r)| json!({"version": v, "recorded_at": r.seq, "manifest": r.manifest, "superseded": r.superseded}))
             .collect();
-        println!("{}", json!({"task": task, "prompts": rows}));
+        outln!("{}", json!({"task": task, "prompts": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     for (v, r) in found {
         let m = &r.manifest;
-        println!(
+        outln!(
             "prompt {v} of task {task}: recorded at sequence {}, assembled from sequence {} with {} v{}; {} of {} tokens ({}, x{}.{:03}); hash {}",
             r.seq,
             m.position,
@@ -558,7 +560,7 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
             m.factor_milli % 1000,
             &m.prompt_hash[..16]
         );
-        println!("objective: {}", m.task.objective);
+        outln!("objective: {}", m.task.objective);
         let mut t = Table::new(&["SECTION", "ITEM", "LEVEL", "TOKENS", "WHY"]);
         for i in &m.included {
             let level = match &i.degraded_from {
@@ -567,19 +569,19 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
             };
             t.row(vec![i.section.clone(), i.item.clone(), level, i.tokens.to_string(), i.reason.clone()]);
         }
-        print!("{}", t.render());
+        out!("{}", t.render());
         if !m.excluded.is_empty() {
-            println!("left out:");
+            outln!("left out:");
             let mut t = Table::new(&["ITEM", "LEVEL", "WHY"]);
             for i in &m.excluded {
                 t.row(vec![i.item.clone(), i.level.clone(), i.reason.clone()]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render());
         }
         if r.superseded.is_empty() {
-            println!("nothing it was given has changed since\n");
+            outln!("nothing it was given has changed since\n");
         } else {
-            println!("SUPERSEDED since: {}\n", r.superseded.keys().cloned().collect::<Vec<_>>().join(", "));
+            outln!("SUPERSEDED since: {}\n", r.superseded.keys().cloned().collect::<Vec<_>>().join(", "));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -612,10 +614,10 @@ pub(crate) fn context_cmd(cmd: ContextCommand, json: bool) -> anyhow::Result<Exi
     }
     write_atomic(&out, report.markdown.as_bytes())?;
     if json {
-        println!("{}", json!({"ok": true, "out": out.display().to_string(), "figures": report.figures}));
+        outln!("{}", json!({"ok": true, "out": out.display().to_string(), "figures": report.figures}));
     } else {
-        print!("{}", report.markdown);
-        eprintln!("wrote {}", out.display());
+        out!("{}", report.markdown);
+        errln!("wrote {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -259,7 +259,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         && report.checkpoints.iter().all(|c| c.root_matches && !c.signed_by.is_empty());
 
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "ok": ok,
@@ -287,12 +287,12 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             })
         );
     } else {
-        println!("strata demo: the bundled knowledge base on the embedded sled journal ({})", at.display());
-        println!(
+        outln!("strata demo: the bundled knowledge base on the embedded sled journal ({})", at.display());
+        outln!(
             "  intake     {taken} artifacts from {} files ({spec_files} specification files, {spec_tokens} tokens) in one atomic append",
             files.len()
         );
-        println!(
+        outln!(
             "  validate   {}",
             if findings.is_empty() {
                 "no dangling references, missing inverses, cycles or bypassing links".to_owned()
@@ -300,12 +300,12 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 format!("{} FINDINGS", findings.len())
             }
         );
-        println!(
+        outln!(
             "  impact     {cr} reaches {} artifacts{}",
             impact.len(),
             shared_path.map(|p| format!("; cross-cutting via {p}")).unwrap_or_default()
         );
-        println!(
+        outln!(
             "  context    {} for {}: {} of {} tokens, {} items with reasons; verified against the journal: {}",
             prompt_path.display(),
             assembly.manifest.profile,
@@ -314,27 +314,27 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             assembly.manifest.included.len(),
             if prompt_problems.is_empty() { "ok".to_owned() } else { format!("{} PROBLEMS", prompt_problems.len()) }
         );
-        println!(
+        outln!(
             "  edit       {brd_id} changed: {suspects} artifacts suspect; approving CR-9000 {}",
             if gate_held { "was refused until reviewed" } else { "was NOT refused" }
         );
-        println!(
+        outln!(
             "             the prompt given {brd_id} {}; {stale} published summaries now stale",
             if superseded == 1 { "is flagged superseded" } else { "was NOT flagged" }
         );
-        println!(
+        outln!(
             "  journal    {} events, checkpoints at {} and {} signed by {}",
             head.seq,
             first_checkpoint.checkpoint.size,
             second_checkpoint.checkpoint.size,
             key.name()
         );
-        println!(
+        outln!(
             "  verify     {} (signatures checked against {})",
             if report.ok() { "ok" } else { "FAILED" },
             key.verifier().to_text()
         );
-        println!(
+        outln!(
             "  bundle     {} verified offline: {} ({} consistency proofs)",
             bundle_path.display(),
             if bundle.verify.ok() { "ok" } else { "FAILED" },
@@ -350,9 +350,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 if same { "same".into() } else { "DIFFERS".into() },
             ]);
         }
-        print!("{}", t.render());
-        println!("{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
-        println!(
+        out!("{}", t.render());
+        outln!("{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
+        outln!(
             "next: strata --dir {0} graph impact {1}; strata --dir {0} audit context --task demo-1; strata --dir {0} summary check; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
             at.display(),
             cr.id

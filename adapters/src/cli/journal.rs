@@ -46,10 +46,10 @@ pub(crate) enum JournalCommand {
         #[arg(long)]
         pubkey: Vec<String>,
         /// A signed checkpoint kept elsewhere, to check this journal against. Repeatable.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         checkpoint: Vec<PathBuf>,
         /// Verify an offline audit bundle instead of the workspace's journal.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         bundle: Option<PathBuf>,
     },
     /// Export the journal as JSON lines, or as an offline audit bundle.
@@ -59,10 +59,10 @@ pub(crate) enum JournalCommand {
         jsonl: bool,
         /// Write an audit bundle (events, checkpoints, proofs, keys, projection hashes) to this
         /// file.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         bundle: Option<PathBuf>,
         /// Output file for --jsonl (default: standard output).
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         out: Option<PathBuf>,
         /// Public keys to include in a bundle. Repeatable.
         #[arg(long)]
@@ -70,13 +70,14 @@ pub(crate) enum JournalCommand {
     },
     /// Create this workspace's journal from an export; every hash must match.
     Import {
+        #[arg(value_parser = crate::cli::path_arg)]
         /// The export file.
         file: PathBuf,
     },
     /// Sign a checkpoint (origin, size, Merkle root) with a key, append it and print it.
     Checkpoint {
         /// Private key file from `strata keygen`.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         key: PathBuf,
     },
 }
@@ -90,16 +91,25 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
             match bundle {
                 Some(b) => verify_bundle(&b, keys, &extra, json),
                 None => {
-                    let report = verify_dir(&ws.journal_dir(), &ws.open_options("journal verify")?, keys, &extra)
-                        .map_err(|e| match e {
-                            strata_journal::JournalError::NotAJournal { .. } => {
-                                anyhow::anyhow!(
-                                    "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
-                                    ws.root().display()
-                                )
-                            }
-                            e => e.into(),
-                        })?;
+                    let report = match crate::workspace::served_journal() {
+                        // The daemon holds the journal: verify through its handle.
+                        Some(j) => strata_journal::verify::verify_store(
+                            j.store().as_ref(),
+                            Some(&strata_journal::checkpoints_dir(&ws.journal_dir())),
+                            keys,
+                            &extra,
+                        ),
+                        None => verify_dir(&ws.journal_dir(), &ws.open_options("journal verify")?, keys, &extra),
+                    }
+                    .map_err(|e| match e {
+                        strata_journal::JournalError::NotAJournal { .. } => {
+                            anyhow::anyhow!(
+                                "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
+                                ws.root().display()
+                            )
+                        }
+                        e => e.into(),
+                    })?;
                     Ok(print_report(&report, &[], json))
                 }
             }
@@ -169,7 +179,7 @@ fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, js
     };
     if json {
         let v: Vec<serde_json::Value> = events.iter().map(envelope_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["SEQ", "STREAM", "VER", "TYPE", "RECORDED AT", "HASH"]);
@@ -183,9 +193,9 @@ fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, js
             e.hash.to_hex()[..16].to_owned(),
         ]);
     }
-    print!("{}", t.render());
+    out!("{}", t.render());
     let head = journal.head();
-    println!("head {} ({}), {} streams", head.seq, &head.hash.to_hex()[..16], journal.stream_count());
+    outln!("head {} ({}), {} streams", head.seq, &head.hash.to_hex()[..16], journal.stream_count());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -211,14 +221,14 @@ fn report_json(r: &VerifyReport, attestations: &[(String, bool)]) -> serde_json:
 fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -> ExitCode {
     let ok = r.ok() && attestations.iter().all(|(_, ok)| *ok);
     if json {
-        println!("{}", report_json(r, attestations));
+        outln!("{}", report_json(r, attestations));
     } else {
-        println!("origin      {}", r.origin);
-        println!("events      {} in {} streams", r.events, r.streams);
-        println!("head        {}", r.head_hash);
-        println!("merkle root {}", r.root);
+        outln!("origin      {}", r.origin);
+        outln!("events      {} in {} streams", r.events, r.streams);
+        outln!("head        {}", r.head_hash);
+        outln!("merkle root {}", r.root);
         if r.checkpoints.is_empty() {
-            println!("checkpoints none");
+            outln!("checkpoints none");
         } else {
             let mut t = Table::new(&["CHECKPOINT", "SIZE", "ROOT", "SIGNED BY"]);
             for c in &r.checkpoints {
@@ -236,28 +246,23 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
                     signed,
                 ]);
             }
-            print!("{}", t.render());
+            out!("{}", t.render());
         }
         for (name, matches) in attestations {
-            println!("attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
+            outln!("attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
         }
         if ok {
-            println!("verified: no problems");
+            outln!("verified: no problems");
         } else {
             for p in &r.problems {
-                println!(
-                    "PROBLEM [{}]{} {}",
-                    p.kind,
-                    p.seq.map(|s| format!(" seq {s}:")).unwrap_or_default(),
-                    p.detail
-                );
+                outln!("PROBLEM [{}]{} {}", p.kind, p.seq.map(|s| format!(" seq {s}:")).unwrap_or_default(), p.detail);
             }
             if r.problems_truncated {
-                println!("(more problems not listed)");
+                outln!("(more problems not listed)");
             }
             match r.first_bad_seq {
-                Some(s) => println!("FAILED: first bad sequence {s}"),
-                None => println!("FAILED"),
+                Some(s) => outln!("FAILED: first bad sequence {s}"),
+                None => outln!("FAILED"),
             }
         }
     }
@@ -293,7 +298,7 @@ fn verify_bundle(
     let checks = check_attestations(&report.attestations, &projections);
     let mut verify = report.verify;
     if !report.consistency.is_empty() && !json {
-        println!(
+        outln!(
             "consistency proofs: {} checked, {} failed",
             report.consistency.len(),
             report.consistency.iter().filter(|c| !c.2).count()
@@ -325,7 +330,7 @@ fn export_cmd(
         let s = export::export_bundle(&journal, &mut w, &keys, &attestations)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            eprintln!("wrote bundle {} ({} events)", path.display(), s.events);
+            errln!("wrote bundle {} ({} events)", path.display(), s.events);
         }
         s
     } else if let Some(path) = out {
@@ -334,18 +339,17 @@ fn export_cmd(
         let s = export::export_jsonl(&journal, &mut w)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            eprintln!("wrote {} ({} events)", path.display(), s.events);
+            errln!("wrote {} ({} events)", path.display(), s.events);
         }
         s
     } else {
-        let stdout = std::io::stdout();
-        let mut w = BufWriter::new(stdout.lock());
+        let mut w = BufWriter::new(crate::output::stdout());
         export::export_jsonl(&journal, &mut w)?;
         w.flush()?;
         return Ok(ExitCode::SUCCESS);
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"events": summary.events, "head": summary.head.to_hex(), "root": summary.root.to_hex()})
         );
@@ -374,12 +378,12 @@ fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     journal.close_blocking()?;
     let check = result?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"events": check.events, "head": check.head.to_hex(), "root": check.root.to_hex(), "origin": check.origin})
         );
     } else {
-        println!(
+        outln!(
             "imported {} events into {} (origin {}); head {}",
             check.events,
             ws.journal_dir().display(),
@@ -395,14 +399,14 @@ fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<Exi
     let key = SignerKey::parse(&text).with_context(|| format!("--key {}", key_path.display()))?;
     let journal = ws.open_journal("journal checkpoint")?;
     let signed = journal.checkpoint_blocking(Arc::new(key), V7Ids.next_id(), SystemClock.now_ns())?;
-    journal.close_blocking()?;
+    crate::workspace::finish(&journal)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"origin": signed.checkpoint.origin, "size": signed.checkpoint.size, "root": signed.checkpoint.root.to_hex(), "seq": signed.position.seq, "note": signed.note})
         );
     } else {
-        print!("{}", signed.note);
+        out!("{}", signed.note);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -160,7 +160,7 @@ pub(crate) fn resolve(g: &Graph, id: &str, kind: Option<&str>) -> anyhow::Result
 
 /// Reads every artifact file under `paths` (files as given; directories recursively, skipping
 /// hidden entries), sorted by path.
-fn read_sources(paths: &[PathBuf]) -> anyhow::Result<Vec<SourceFile>> {
+pub(crate) fn read_sources(paths: &[PathBuf]) -> anyhow::Result<Vec<SourceFile>> {
     let mut files = Vec::new();
     let mut total = 0u64;
     for p in paths {
@@ -235,13 +235,32 @@ pub(crate) fn commit(journal: &Journal, appends: Vec<StreamAppend>) -> anyhow::R
     }
 }
 
-fn problems_json(problems: &[IntakeProblem]) -> Value {
+pub(crate) fn problems_json(problems: &[IntakeProblem]) -> Value {
     json!(
         problems
             .iter()
             .map(|p| json!({"file": p.file, "pointer": p.pointer, "rule": p.rule, "detail": p.detail, "hint": p.hint}))
             .collect::<Vec<_>>()
     )
+}
+
+/// Prints refused input as a table (file, pointer, rule, problem, hint), or as JSON.
+pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool) {
+    if json {
+        outln!("{}", json!({"ok": false, "appended": 0, "problems": problems_json(problems)}));
+        return;
+    }
+    let mut t = Table::new(&["FILE", "POINTER", "RULE", "PROBLEM", "HINT"]);
+    for p in problems {
+        t.row(vec![
+            p.file.clone(),
+            if p.pointer.is_empty() { "/".into() } else { p.pointer.clone() },
+            p.rule.clone(),
+            p.detail.clone(),
+            p.hint.clone(),
+        ]);
+    }
+    out!("{}", t.render());
 }
 
 pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -251,21 +270,9 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
     let plan = match intake::plan(&g, &sources, &mut V7Ids, &SystemClock) {
         Ok(p) => p,
         Err(problems) => {
-            if json {
-                println!("{}", json!({"ok": false, "appended": 0, "problems": problems_json(&problems)}));
-            } else {
-                let mut t = Table::new(&["FILE", "POINTER", "RULE", "PROBLEM", "HINT"]);
-                for p in &problems {
-                    t.row(vec![
-                        p.file.clone(),
-                        if p.pointer.is_empty() { "/".into() } else { p.pointer.clone() },
-                        p.rule.clone(),
-                        p.detail.clone(),
-                        p.hint.clone(),
-                    ]);
-                }
-                print!("{}", t.render());
-                eprintln!(
+            print_problems(&problems, json);
+            if !json {
+                errln!(
                     "[STRATA-E0802] intake refused: {} problem(s) in {} file(s); nothing was appended",
                     problems.len(),
                     sources.len()
@@ -282,17 +289,17 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         save_one(&g, &journal, g.seq())?;
     }
     let superseded = if dry_run || events == 0 { 0 } else { super::context::flag_superseded(&journal)? };
-    journal.close_blocking()?;
+    crate::workspace::finish(&journal)?;
     let keys = |v: &[ArtifactKey]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     if json {
-        println!(
+        outln!(
             "{}",
             json!({"ok": true, "dry_run": dry_run, "files": sources.len(), "appended": if dry_run { 0 } else { events }, "head": head,
                    "created": keys(&plan.created), "updated": keys(&plan.updated), "transitioned": keys(&plan.transitioned), "unchanged": plan.unchanged.len(),
                    "prompts_superseded": superseded, "peak_rss_mib": crate::system::peak_rss_mib()})
         );
     } else {
-        println!(
+        outln!(
             "{} {} files: {} created, {} updated, {} transitioned, {} unchanged; {} events{}",
             if dry_run { "would take in" } else { "took in" },
             sources.len(),
@@ -304,7 +311,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
             if dry_run { " (dry run: nothing appended)".to_owned() } else { format!(", head {head}") }
         );
         if superseded > 0 {
-            println!(
+            outln!(
                 "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded (`strata audit context --task T`)"
             );
         }
@@ -346,18 +353,18 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
                 .map(|v| v.iter().map(|s| json!({"cause": g.node(s.cause).key.to_string(), "seq": s.seq, "path": g.render_path(s.cause, &s.path)})).collect())
                 .unwrap_or_default();
             if json {
-                println!(
+                outln!(
                     "{}",
                     json!({"kind": key.kind.name(), "id": key.id, "state": node.state, "hash": node.hash.to_hex(), "version": node.version,
                            "entity": node.fields.get("entity"), "fields": node.fields, "body": node.body, "links_out": out, "links_in": inn, "suspect": suspicion})
                 );
             } else {
-                println!("{key}  state {}  version {}  hash {}", node.state, node.version, &node.hash.to_hex()[..16]);
+                outln!("{key}  state {}  version {}  hash {}", node.state, node.version, &node.hash.to_hex()[..16]);
                 for (k, v) in &node.fields {
-                    println!("  {k}: {v}");
+                    outln!("  {k}: {v}");
                 }
                 for l in out.as_array().into_iter().flatten() {
-                    println!(
+                    outln!(
                         "  -> {} {}{}",
                         l["field"].as_str().unwrap_or(""),
                         l["to"].as_str().unwrap_or(""),
@@ -365,17 +372,17 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
                     );
                 }
                 for l in inn.as_array().into_iter().flatten() {
-                    println!("  <- {} {}", l["field"].as_str().unwrap_or(""), l["from"].as_str().unwrap_or(""));
+                    outln!("  <- {} {}", l["field"].as_str().unwrap_or(""), l["from"].as_str().unwrap_or(""));
                 }
                 for s in &suspicion {
-                    println!(
+                    outln!(
                         "  SUSPECT since {} changed: {}",
                         s["cause"].as_str().unwrap_or(""),
                         s["path"].as_str().unwrap_or("")
                     );
                 }
                 if !node.body.is_empty() {
-                    println!("\n{}", node.body);
+                    outln!("\n{}", node.body);
                 }
             }
             return Ok(ExitCode::SUCCESS);
@@ -424,13 +431,13 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
     };
     let head = commit(&journal, appends)?;
     let superseded = super::context::flag_superseded(&journal)?;
-    journal.close_blocking()?;
+    crate::workspace::finish(&journal)?;
     if json {
-        println!("{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
+        outln!("{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
     } else {
-        println!("{what} (head {head})");
+        outln!("{what} (head {head})");
         if superseded > 0 {
-            println!(
+            outln!(
                 "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded"
             );
         }
@@ -453,12 +460,12 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|f| json!({"severity": "error", "rule": f.rule, "artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     json!({"ok": findings.is_empty(), "artifacts": g.len(), "errors": findings.len(), "findings": items})
                 );
             } else if findings.is_empty() {
-                println!(
+                outln!(
                     "graph valid: {} artifacts, no dangling references, missing inverses, cycles or bypassing links",
                     g.len()
                 );
@@ -467,8 +474,8 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                 for f in &findings {
                     t.row(vec![f.rule.into(), f.artifact.to_string(), f.field.clone(), f.detail.clone()]);
                 }
-                print!("{}", t.render());
-                println!("{} error(s) in {} artifacts", findings.len(), g.len());
+                out!("{}", t.render());
+                outln!("{} error(s) in {} artifacts", findings.len(), g.len());
             }
             Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
         }
@@ -491,16 +498,16 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|(k, v)| ((*k).to_owned(), json!(v.iter().map(|r| reached_json(r)).collect::<Vec<_>>())))
                     .collect();
-                println!(
+                outln!(
                     "{}",
                     json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2})
                 );
             } else {
-                println!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
+                outln!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
                 for (group, items) in &groups {
-                    println!("\n{group} ({})", items.len());
+                    outln!("\n{group} ({})", items.len());
                     for r in items {
-                        println!("  {:<32} {}", r.key.id, r.path);
+                        outln!("  {:<32} {}", r.key.id, r.path);
                     }
                 }
             }
@@ -525,16 +532,16 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|(k, c, s, p)| json!({"artifact": k.to_string(), "cause": c.to_string(), "seq": s, "path": p}))
                     .collect();
-                println!("{}", json!({"suspects": items}));
+                outln!("{}", json!({"suspects": items}));
             } else if rows.is_empty() {
-                println!("no suspect artifacts");
+                outln!("no suspect artifacts");
             } else {
                 let mut t = Table::new(&["SUSPECT", "BECAUSE", "AT SEQ", "PATH"]);
                 for (k, c, s, p) in &rows {
                     t.row(vec![k.to_string(), c.to_string(), s.to_string(), p.clone()]);
                 }
-                print!("{}", t.render());
-                println!("clear each with `strata artifact review <id>` once checked");
+                out!("{}", t.render());
+                outln!("clear each with `strata artifact review <id>` once checked");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -550,7 +557,7 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                         json!({"id": e.id, "name": e.name, "tier": e.tier, "state": e.state, "counts": counts})
                     })
                     .collect();
-                println!("{}", json!({"entities": items}));
+                outln!("{}", json!({"entities": items}));
             } else {
                 let kinds = [
                     ArtifactKind::BrdRequirement,
@@ -567,7 +574,7 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     row.extend(kinds.iter().map(|k| e.counts.get(k).copied().unwrap_or(0).to_string()));
                     t.row(row);
                 }
-                print!("{}", t.render());
+                out!("{}", t.render());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -609,14 +616,14 @@ pub(crate) fn fixture(seed: u64, out: &Path, plant: &[String], json: bool) -> an
             .iter()
             .map(|p| json!({"rule": p.rule, "artifact": p.artifact.to_string(), "field": p.field}))
             .collect();
-        println!(
+        outln!(
             "{}",
             json!({"seed": seed, "out": out.display().to_string(), "files": files.len(), "spec_files": specs, "planted": p})
         );
     } else {
-        println!("wrote {} files ({specs} specification files) to {} (seed {seed})", files.len(), out.display());
+        outln!("wrote {} files ({specs} specification files) to {} (seed {seed})", files.len(), out.display());
         for p in &planted {
-            println!(
+            outln!(
                 "planted {} at {}{}",
                 p.rule,
                 p.artifact,

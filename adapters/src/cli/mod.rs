@@ -8,6 +8,7 @@ mod context;
 mod demo;
 mod journal;
 mod kb;
+mod knowledge;
 mod replay;
 
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use crate::workspace::{Workspace, record_initialized};
 #[command(name = "strata", version, about, long_about = None)]
 pub struct Cli {
     /// Workspace directory (holds `.strata/`).
-    #[arg(long, global = true, env = "STRATA_DIR", default_value = ".")]
+    #[arg(value_parser = crate::cli::path_arg, long, global = true, env = "STRATA_DIR", default_value = ".")]
     pub dir: PathBuf,
     /// Machine-readable JSON output instead of tables.
     #[arg(long, global = true)]
@@ -49,7 +50,7 @@ enum Command {
     /// sign a checkpoint, verify (live and from an offline bundle) and replay.
     Demo {
         /// Where to build the demo workspace (replaced if it holds an earlier demo).
-        #[arg(long, default_value = "target/strata-demo")]
+        #[arg(value_parser = crate::cli::path_arg, long, default_value = "target/strata-demo")]
         at: PathBuf,
     },
     /// Generate an Ed25519 key for signing checkpoints.
@@ -58,7 +59,7 @@ enum Command {
         #[arg(long, default_value = "strata")]
         name: String,
         /// Private key file to write (mode 0600); the public key goes to `<out>.pub`.
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         out: PathBuf,
     },
     /// Rebuild every projection from sequence 1 and print each one's state hash.
@@ -78,7 +79,7 @@ enum Command {
     /// nothing.
     Intake {
         /// Files or directories.
-        #[arg(required = true)]
+        #[arg(value_parser = crate::cli::path_arg, required = true)]
         paths: Vec<PathBuf>,
         /// Check and report what would change without appending.
         #[arg(long)]
@@ -91,7 +92,7 @@ enum Command {
         #[arg(long, default_value_t = 7)]
         seed: u64,
         /// Directory to write (must not exist or be empty).
-        #[arg(long)]
+        #[arg(value_parser = crate::cli::path_arg, long)]
         out: PathBuf,
         /// Defects to plant: missing-inverse, dangling, cycle, cross-entity (repeatable).
         #[arg(long)]
@@ -118,16 +119,100 @@ enum Command {
     /// Measure context efficiency on the seed-scale fixture.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// The Knowledge API: chunks, get/list, sessions, learnings, decisions, outcomes, insights.
+    #[command(subcommand)]
+    Knowledge(knowledge::KnowledgeCommand),
+    /// The daemon: own the journal and serve the CLI, hooks and `strata mcp` over
+    /// `.strata/daemon.sock` (and MCP over HTTP with --http) until SIGTERM.
+    Serve {
+        /// Also serve MCP over streamable HTTP at this loopback address (e.g. 127.0.0.1:7411;
+        /// port 0 picks one, written to `.strata/serve.json`). The bearer token is in
+        /// `.strata/http-token` (created, mode 0600).
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
+    },
+    /// MCP over stdio: the Knowledge API tools. Relays to `strata serve` when it runs, else
+    /// opens the journal itself.
+    Mcp,
+}
+
+impl Command {
+    /// Whether a running daemon should run this command (it touches the workspace's journal).
+    fn forwardable(&self) -> bool {
+        !matches!(
+            self,
+            Command::Init { .. }
+                | Command::Demo { .. }
+                | Command::Keygen { .. }
+                | Command::Fixture { .. }
+                | Command::Context(_)
+                | Command::Serve { .. }
+                | Command::Mcp
+                | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
+        )
+    }
 }
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.forwardable()
+        && let Some(stream) = crate::daemon::connect(&Workspace::at(&cli.dir))
+    {
+        return match forward(stream, &cli.dir) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                errln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        };
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::from(1)
+        }
+    }
+}
+
+fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path) -> anyhow::Result<u8> {
+    let argv = std::env::args_os()
+        .map(|a| {
+            a.into_string().map_err(|a| {
+                anyhow::anyhow!("[STRATA-E1108] argument {a:?} is not UTF-8; the daemon takes UTF-8 arguments only")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let dir = std::fs::canonicalize(dir).map_err(|e| anyhow::anyhow!("cannot resolve --dir {}: {e}", dir.display()))?;
+    crate::daemon::forward_cli(stream, argv, &dir)
+}
+
+/// Runs a command the daemon received from a client (output already captured by the caller);
+/// returns the exit code.
+pub(crate) fn run_served(argv: Vec<String>, root: PathBuf) -> u8 {
+    let mut cli = match Cli::try_parse_from(argv) {
+        Ok(c) => c,
+        Err(e) => {
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                err!("{text}");
+            } else {
+                out!("{text}");
+            }
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    if !cli.command.forwardable() {
+        errln!("error: [STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
+        return 1;
+    }
+    cli.dir = root;
+    match run(cli) {
+        Ok(code) => (0..=EXIT_PROBLEMS).find(|n| ExitCode::from(*n) == code).unwrap_or(1),
+        Err(e) => {
+            errln!("error: {e:#}");
+            1
         }
     }
 }
@@ -148,7 +233,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             journal.close_blocking()?;
             let head = journal.head();
             if cli.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({
                         "workspace": ws.root().display().to_string(),
@@ -158,7 +243,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     })
                 );
             } else {
-                println!(
+                outln!(
                     "initialised {} (origin {origin}, durability {})",
                     ws.strata_dir().display(),
                     config.durability.as_str()
@@ -179,6 +264,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prompt(cmd) => context::prompt_cmd(&ws, cmd, cli.json),
         Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json),
         Command::Context(cmd) => context::context_cmd(cmd, cli.json),
+        Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
+        Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
+        Command::Mcp => mcp_stdio(&ws),
     }
 }
 
@@ -188,15 +276,51 @@ fn keygen(name: &str, out: &std::path::Path, json: bool) -> anyhow::Result<ExitC
     write_new_file(out, key.to_text().as_bytes(), 0o600)?;
     write_new_file(&pub_path, format!("{}\n", key.verifier().to_text()).as_bytes(), 0o644)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"name": name, "private_key_file": out.display().to_string(), "public_key_file": pub_path.display().to_string(), "public_key": key.verifier().to_text()})
         );
     } else {
-        println!("wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
-        println!("public key: {}", key.verifier().to_text());
+        outln!("wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
+        outln!("public key: {}", key.verifier().to_text());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn mcp_stdio(ws: &Workspace) -> anyhow::Result<ExitCode> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(stream) = crate::daemon::connect(ws) {
+        rt.block_on(crate::daemon::proxy_mcp(stream))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let journal = ws.open_journal("mcp")?;
+    let served = rt.block_on(async {
+        let harness = crate::harness::Harness::new(journal.clone())?;
+        let server = crate::mcp::KnowledgeServer::new(harness);
+        crate::mcp::serve_connection(server, tokio::io::stdin(), tokio::io::stdout()).await
+    });
+    let closed = journal.close_blocking();
+    served?;
+    closed?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `path` with mode 0600 (replacing it), via a private temporary file and a rename.
+pub(crate) fn write_private_file(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let tmp = PathBuf::from(format!("{}.tmp-{}", path.display(), std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(())
 }
 
 /// Creates `path` with `mode`; refuses to overwrite.
@@ -217,7 +341,8 @@ pub(crate) fn write_new_file(path: &std::path::Path, bytes: &[u8], mode: u32) ->
 
 /// Reads a key given as a file path or as the key text itself.
 pub(crate) fn read_key_arg(arg: &str) -> anyhow::Result<String> {
-    let p = std::path::Path::new(arg);
+    let resolved = crate::workspace::resolve(std::path::Path::new(arg));
+    let p = resolved.as_path();
     if p.exists() {
         let meta = std::fs::metadata(p)?;
         if meta.len() > 4096 {
@@ -227,4 +352,12 @@ pub(crate) fn read_key_arg(arg: &str) -> anyhow::Result<String> {
     } else {
         Ok(arg.trim().to_owned())
     }
+}
+
+/// Parses a path argument (see [`crate::workspace::resolve`]).
+pub(crate) fn path_arg(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("a path must not be empty".to_owned());
+    }
+    Ok(crate::workspace::resolve(std::path::Path::new(s)))
 }

@@ -27,7 +27,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         projections.save_snapshots(&journal)?;
     }
     // Close before reading the peak, so it covers the whole life of the journal in this process.
-    journal.close_blocking()?;
+    crate::workspace::finish(&journal)?;
     drop(journal);
     let mismatches: Vec<&str> = match &from_snapshots {
         Some(snap) => rebuilt
@@ -51,7 +51,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
                 v
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"head": head.seq, "head_hash": head.hash.to_hex(), "projections": items, "ok": mismatches.is_empty(), "peak_rss_mib": peak_rss_mib()})
         );
@@ -60,11 +60,11 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         for s in &rebuilt {
             t.row(vec![s.name.clone(), s.version.to_string(), s.applied.to_string(), s.state_hash.to_hex()]);
         }
-        print!("{}", t.render());
-        println!("replayed {} events from sequence 1 (head {})", head.seq, &head.hash.to_hex()[..16]);
+        out!("{}", t.render());
+        outln!("replayed {} events from sequence 1 (head {})", head.seq, &head.hash.to_hex()[..16]);
         if let Some(snap) = &from_snapshots {
             for s in snap {
-                println!(
+                outln!(
                     "{}: snapshot at {} + {} tail events -> {}",
                     s.name,
                     s.from_snapshot,
@@ -77,7 +77,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
     if mismatches.is_empty() {
         Ok(ExitCode::SUCCESS)
     } else {
-        eprintln!(
+        errln!(
             "[STRATA-E0502] nondeterminism: {} differ between snapshot + tail and a full replay",
             mismatches.join(", ")
         );

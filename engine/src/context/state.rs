@@ -6,33 +6,18 @@
 //! The snapshot is that list; restoring re-folds it. Context events are few next to knowledge-base
 //! events (one per registration, publication or assembly), so the list stays small.
 
-use rkyv::rancor;
 use strata_journal::projection::Projection;
 use strata_journal::{Hash, Record};
 
 use super::profile::{self, ProfileIndex};
 use super::prompts::{self, PromptIndex};
 use super::summary::{self, PublishedIndex};
-use crate::projections::{StateHasher, aligned};
-
-#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct Kept {
-    seq: u64,
-    stream: String,
-    version: u64,
-    event_type: String,
-    payload: Vec<u8>,
-}
-
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct Snapshot {
-    kept: Vec<Kept>,
-}
+use crate::projections::kept::EventLog;
 
 /// Registered profiles, published summaries and assembled prompts at a journal position.
 #[derive(Clone, Debug, Default)]
 pub struct ContextState {
-    kept: Vec<Kept>,
+    kept: EventLog,
     /// Every registered profile version.
     pub profiles: ProfileIndex,
     /// The latest published summaries.
@@ -59,7 +44,7 @@ impl Projection for ContextState {
     }
 
     fn version(&self) -> u32 {
-        1
+        2
     }
 
     fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
@@ -67,54 +52,23 @@ impl Projection for ContextState {
             return Ok(());
         }
         self.fold(r)?;
-        self.kept.push(Kept {
-            seq: r.seq,
-            stream: r.stream.to_owned(),
-            version: r.version,
-            event_type: r.event_type.to_owned(),
-            payload: r.payload.to_vec(),
-        });
+        self.kept.push(r);
         Ok(())
     }
 
     fn state_hash(&self) -> Hash {
-        let mut h = StateHasher::new("context/1");
-        h.u64(self.kept.len() as u64);
-        for k in &self.kept {
-            h.u64(k.seq);
-            h.str(&k.stream);
-            h.u64(k.version);
-            h.str(&k.event_type);
-            h.bytes(&k.payload);
-        }
-        h.finish()
+        self.kept.state_hash("context/2")
     }
 
     fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
-        let snap = Snapshot { kept: self.kept.clone() };
-        rkyv::to_bytes::<rancor::Error>(&snap).map(|b| b.to_vec()).map_err(|e| e.to_string())
+        self.kept.encode()
     }
 
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let snap: Snapshot = rkyv::from_bytes::<Snapshot, rancor::Error>(&aligned(bytes)).map_err(|e| e.to_string())?;
         self.reset();
-        for k in &snap.kept {
-            let r = Record {
-                seq: k.seq,
-                id: uuid::Uuid::nil(),
-                stream: &k.stream,
-                version: k.version,
-                event_type: &k.event_type,
-                schema_version: 1,
-                recorded_at_ns: 0,
-                causation: None,
-                correlation: None,
-                payload: &k.payload,
-                prev: Hash::default(),
-            };
-            self.fold(&r)?;
-        }
-        self.kept = snap.kept;
+        let mut fresh = ContextState::default();
+        let kept = EventLog::restore(bytes, |r| fresh.fold(r))?;
+        *self = ContextState { kept, ..fresh };
         Ok(())
     }
 

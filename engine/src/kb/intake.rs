@@ -63,7 +63,14 @@ pub struct IntakePlan {
     pub unchanged: Vec<ArtifactKey>,
 }
 
-fn problem(file: &str, pointer: &str, rule: &str, detail: impl Into<String>, hint: impl Into<String>) -> IntakeProblem {
+/// An intake problem: the file, the JSON pointer into it, the rule broken, what is wrong, the fix.
+pub(crate) fn problem(
+    file: &str,
+    pointer: &str,
+    rule: &str,
+    detail: impl Into<String>,
+    hint: impl Into<String>,
+) -> IntakeProblem {
     IntakeProblem {
         file: file.to_owned(),
         pointer: pointer.to_owned(),

@@ -10,6 +10,7 @@
 //! Further domain projections (lineage, ownership, telemetry) join this list with their issues.
 
 pub mod event_types;
+pub mod kept;
 pub mod streams;
 
 use strata_journal::Hash;
@@ -22,6 +23,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(event_types::EventTypeCounts::default()),
         Box::new(crate::kb::graph::Graph::new()),
         Box::new(crate::context::state::ContextState::default()),
+        Box::new(crate::knowledge::state::Knowledge::default()),
     ]
 }
 

@@ -1,0 +1,472 @@
+//! `strata knowledge …`: the Knowledge API on the command line (the same calls the MCP tools
+//! make, through the same harness).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use serde_json::json;
+use strata_engine::knowledge::decide;
+use strata_engine::knowledge::insights::{self, Params, Proposal};
+use strata_engine::ports::Clock as _;
+
+use super::kb::{commit, print_problems, read_sources};
+use crate::harness::{DecisionArgs, GetArgs, Harness, LearningArgs, OutcomeArgs, StartArgs};
+use crate::system::{SystemClock, V7Ids};
+use crate::table::Table;
+use crate::workspace::Workspace;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum KnowledgeCommand {
+    /// Add concerns and projects to the vocabulary chunks and queries may use.
+    Declare {
+        /// Concern names (repeatable).
+        #[arg(long = "concern")]
+        concerns: Vec<String>,
+        /// Project names (repeatable).
+        #[arg(long = "project")]
+        projects: Vec<String>,
+    },
+    /// Put chunk files (Markdown with front matter, or JSON; files or directories): new chunks
+    /// get version 1, changed ones a new version, unchanged ones nothing. All or nothing.
+    Put {
+        /// Files or directories.
+        #[arg(value_parser = crate::cli::path_arg, required = true)]
+        paths: Vec<PathBuf>,
+        /// Check and report without appending.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Retire a chunk: it is never served again.
+    Retire {
+        /// Slug.
+        slug: String,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// get_knowledge: chunks whose concerns overlap and whose scope holds the project or is
+    /// shared. The serve is recorded.
+    Get {
+        /// Concerns (repeatable).
+        #[arg(long = "concern", required = true)]
+        concerns: Vec<String>,
+        /// Project (omit: shared chunks only).
+        #[arg(long)]
+        project: Option<String>,
+        /// Session to link the serve to.
+        #[arg(long)]
+        session: Option<String>,
+        /// What the agent is doing.
+        #[arg(long)]
+        task_context: Option<String>,
+        /// Token cap of the answer.
+        #[arg(long)]
+        max_tokens: Option<u32>,
+    },
+    /// list_knowledge: every live chunk with its concerns, scope, token estimate and version.
+    List,
+    /// Start a session (the id is printed; pass it to get and log).
+    Session {
+        /// Session id (default: a new one).
+        #[arg(long)]
+        session: Option<String>,
+        /// Agent or interface.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Project.
+        #[arg(long)]
+        project: Option<String>,
+        /// What the session is for.
+        #[arg(long)]
+        task_context: Option<String>,
+    },
+    /// Log a learning, a decision or the outcome of a session.
+    Log {
+        /// Session id.
+        #[arg(long)]
+        session: String,
+        /// A learning.
+        #[arg(long, conflicts_with_all = ["decision", "outcome"])]
+        learning: Option<String>,
+        /// A decision.
+        #[arg(long, conflicts_with = "outcome")]
+        decision: Option<String>,
+        /// Why (with --decision).
+        #[arg(long, requires = "decision")]
+        rationale: Option<String>,
+        /// The outcome: success, failure, partial or abandoned.
+        #[arg(long)]
+        outcome: Option<String>,
+        /// Details (with --outcome).
+        #[arg(long, requires = "outcome")]
+        detail: Option<String>,
+        /// Concerns a learning relates to (repeatable).
+        #[arg(long = "concern", requires = "learning")]
+        concerns: Vec<String>,
+        /// Idempotency key: a retry with the same key is recorded once.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// Learned routing: merge, removal, review and bundle candidates, and what adopting them
+    /// would have changed over the logged sessions.
+    Insights {
+        /// Only serves recorded at or after this instant (RFC 3339, e.g. 2026-11-01T00:00:00Z).
+        #[arg(long)]
+        since: Option<String>,
+        /// Measure "unused" from this instant instead of now (RFC 3339).
+        #[arg(long)]
+        now: Option<String>,
+        /// Days without a serve that make a chunk a removal candidate.
+        #[arg(long, default_value_t = 30)]
+        unused_days: u32,
+        /// Fewest co-serves (merge) or queries (bundle) to report.
+        #[arg(long, default_value_t = 3)]
+        min_support: u32,
+        /// Fewest judged sessions to review a chunk.
+        #[arg(long, default_value_t = 5)]
+        min_sessions: u32,
+        /// Replay a proposal of your own: `remove:SLUG` or `merge:A+B` (repeatable).
+        #[arg(long)]
+        propose: Vec<String>,
+    },
+    /// Write the bundled example catalogue (18 chunks) as files, and print the vocabulary to
+    /// declare for it.
+    Example {
+        /// Directory to write.
+        #[arg(value_parser = crate::cli::path_arg, long)]
+        out: PathBuf,
+    },
+}
+
+fn rfc3339(what: &str, s: &str) -> anyhow::Result<i64> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).map_err(|e| {
+        anyhow::anyhow!(
+            "[STRATA-E1012] --{what} {s:?} is not an RFC 3339 instant ({e}); write e.g. 2026-11-01T00:00:00Z"
+        )
+    })?;
+    i64::try_from(t.unix_timestamp_nanos())
+        .map_err(|_| anyhow::anyhow!("[STRATA-E1012] --{what} {s:?} is out of range"))
+}
+
+fn parse_proposal(items: &[String]) -> anyhow::Result<Proposal> {
+    let mut p = Proposal::default();
+    for item in items {
+        match item.split_once(':') {
+            Some(("remove", slug)) => p.remove.push(slug.to_owned()),
+            Some(("merge", pair)) => match pair.split_once('+') {
+                Some((a, b)) => p.merge.push((a.to_owned(), b.to_owned())),
+                None => anyhow::bail!("[STRATA-E1012] --propose {item:?}: write merge:A+B"),
+            },
+            _ => anyhow::bail!("[STRATA-E1012] --propose {item:?}: write remove:SLUG or merge:A+B"),
+        }
+    }
+    Ok(p)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::Result<ExitCode> {
+    if let KnowledgeCommand::Example { out } = &cmd {
+        return example(out, json);
+    }
+    let journal = ws.open_journal("knowledge")?;
+    let h = Harness::new(journal)?;
+    let rt = runtime()?;
+    let code = match cmd {
+        KnowledgeCommand::Example { .. } => ExitCode::SUCCESS,
+        KnowledgeCommand::Declare { concerns, projects } => {
+            if concerns.is_empty() && projects.is_empty() {
+                anyhow::bail!("[STRATA-E1012] name at least one --concern or --project");
+            }
+            let append = h.read(|k| decide::declare(k, &concerns, &projects, &mut V7Ids, &SystemClock))??;
+            let added = append.is_some();
+            let head = match append {
+                Some(a) => commit(h.journal(), vec![a])?,
+                None => h.journal().head().seq,
+            };
+            let (c, p) = h.read(|k| (k.concerns().count(), k.projects().count()))?;
+            if json {
+                outln!("{}", json!({"ok": true, "added": added, "concerns": c, "projects": p, "head": head}));
+            } else if added {
+                outln!("vocabulary now {c} concerns and {p} projects (head {head})");
+            } else {
+                outln!("already declared; vocabulary {c} concerns and {p} projects");
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Put { paths, dry_run } => {
+            let files = read_sources(&paths)?;
+            let plan = match h.read(|k| decide::put(k, &files, &mut V7Ids, &SystemClock))? {
+                Ok(p) => p,
+                Err(problems) => {
+                    print_problems(&problems, json);
+                    if !json {
+                        errln!("[STRATA-E1013] put refused: {} problem(s); nothing was appended", problems.len());
+                    }
+                    return Ok(ExitCode::from(1));
+                }
+            };
+            let n = plan.appends.len();
+            let head = if dry_run { h.journal().head().seq } else { commit(h.journal(), plan.appends)? };
+            let rows = |v: &[(String, u64, u32)]| {
+                v.iter().map(|(s, v, t)| json!({"slug": s, "version": v, "tokens": t})).collect::<Vec<_>>()
+            };
+            if json {
+                outln!(
+                    "{}",
+                    json!({"ok": true, "dry_run": dry_run, "created": rows(&plan.created), "updated": rows(&plan.updated), "unchanged": plan.unchanged, "appended": if dry_run { 0 } else { n }, "head": head})
+                );
+            } else {
+                for (s, v, t) in &plan.created {
+                    outln!("new      {s} v{v} ({t} tokens)");
+                }
+                for (s, v, t) in &plan.updated {
+                    outln!("changed  {s} v{v} ({t} tokens)");
+                }
+                outln!(
+                    "{} {} new, {} changed, {} unchanged{}",
+                    if dry_run { "would put" } else { "put" },
+                    plan.created.len(),
+                    plan.updated.len(),
+                    plan.unchanged.len(),
+                    if dry_run { " (dry run: nothing appended)".to_owned() } else { format!(" (head {head})") }
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Retire { slug, reason } => {
+            let a = h.read(|k| decide::retire(k, &slug, reason.as_deref(), &mut V7Ids, &SystemClock))??;
+            let head = commit(h.journal(), vec![a])?;
+            if json {
+                outln!("{}", json!({"ok": true, "retired": slug, "head": head}));
+            } else {
+                outln!("retired {slug} (head {head})");
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Get { concerns, project, session, task_context, max_tokens } => {
+            let r = rt.block_on(h.get_knowledge(GetArgs {
+                concerns,
+                project,
+                session,
+                task_context,
+                max_tokens,
+                idempotency_key: None,
+            }))?;
+            if json {
+                outln!("{}", serde_json::to_string(&r)?);
+            } else {
+                for c in &r.chunks {
+                    let scope =
+                        if c.project_scope.is_empty() { "shared".to_owned() } else { c.project_scope.join(",") };
+                    outln!("## {} ({scope}, v{}, {} tokens)\n\n{}\n", c.title, c.version, c.tokens, c.content);
+                }
+                let mut t = Table::new(&["SLUG", "SCOPE", "TOKENS"]);
+                for c in &r.chunks {
+                    t.row(vec![
+                        c.slug.clone(),
+                        if c.project_scope.is_empty() { "shared".into() } else { c.project_scope.join(",") },
+                        c.tokens.to_string(),
+                    ]);
+                }
+                out!("{}", t.render());
+                outln!(
+                    "{} chunks, {} tokens; serve recorded at sequence {}",
+                    r.chunks.len(),
+                    r.total_tokens,
+                    r.logged_at
+                );
+                if !r.omitted.is_empty() {
+                    outln!("left out by the token cap: {}", r.omitted.join(", "));
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::List => {
+            let l = h.list_knowledge()?;
+            if json {
+                outln!("{}", serde_json::to_string(&l)?);
+            } else {
+                let mut t = Table::new(&["SLUG", "TITLE", "CONCERNS", "SCOPE", "TOKENS", "VERSION"]);
+                for c in &l.chunks {
+                    t.row(vec![
+                        c.slug.clone(),
+                        c.title.clone(),
+                        c.concerns.join(","),
+                        if c.project_scope.is_empty() { "shared".into() } else { c.project_scope.join(",") },
+                        c.token_estimate.to_string(),
+                        c.version.to_string(),
+                    ]);
+                }
+                out!("{}", t.render());
+                outln!(
+                    "{} chunks; concerns: {}; projects: {}",
+                    l.chunks.len(),
+                    l.concerns.join(", "),
+                    l.projects.join(", ")
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Session { session, agent, project, task_context } => {
+            let r = rt.block_on(h.start_session(StartArgs { session, agent, project, task_context }))?;
+            if json {
+                outln!("{}", serde_json::to_string(&r)?);
+            } else {
+                outln!("{}{}", r.session, if r.started { "" } else { " (already started)" });
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Log { session, learning, decision, rationale, outcome, detail, concerns, key } => {
+            let logged = match (learning, decision, outcome) {
+                (Some(text), None, None) => {
+                    rt.block_on(h.log_learning(LearningArgs { session, text, concerns, idempotency_key: key }))?
+                }
+                (None, Some(decision), None) => {
+                    rt.block_on(h.log_decision(DecisionArgs { session, decision, rationale, idempotency_key: key }))?
+                }
+                (None, None, Some(outcome)) => {
+                    rt.block_on(h.log_outcome(OutcomeArgs { session, outcome, detail, idempotency_key: key }))?
+                }
+                _ => anyhow::bail!(
+                    "[STRATA-E1012] log one thing: --learning TEXT, --decision TEXT or --outcome success|failure|partial|abandoned"
+                ),
+            };
+            if json {
+                outln!("{}", serde_json::to_string(&logged)?);
+            } else {
+                outln!("{} at sequence {}", if logged.duplicate { "already recorded" } else { "recorded" }, logged.seq);
+            }
+            ExitCode::SUCCESS
+        }
+        KnowledgeCommand::Insights { since, now, unused_days, min_support, min_sessions, propose } => {
+            let mut p = Params::at(match now {
+                Some(n) => rfc3339("now", &n)?,
+                None => SystemClock.now_ns(),
+            });
+            p.since_ns = since.map(|s| rfc3339("since", &s)).transpose()?;
+            p.unused_days = unused_days;
+            p.min_support = min_support.max(1);
+            p.min_sessions = min_sessions.max(1);
+            let proposal = parse_proposal(&propose)?;
+            let (report, custom) = h.read(|k| {
+                let custom = (!proposal.remove.is_empty() || !proposal.merge.is_empty())
+                    .then(|| insights::replay(k, &p, &proposal));
+                (insights::analyse(k, &p), custom)
+            })?;
+            if json {
+                outln!(
+                    "{}",
+                    json!({"insights": report, "your_proposal": custom.map(|r| json!({"proposal": proposal, "replay": r}))})
+                );
+            } else {
+                print_insights(&report, custom.as_ref().map(|r| (&proposal, r)));
+            }
+            ExitCode::SUCCESS
+        }
+    };
+    crate::workspace::finish(h.journal())?;
+    Ok(code)
+}
+
+fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::Replay)>) {
+    outln!("{} serves in {} sessions ({} with an outcome)", r.serves, r.sessions, r.sessions_with_outcome);
+    outln!("\nmerge candidates (served together):");
+    let mut t =
+        Table::new(&["A", "B", "TOGETHER", "SUPPORT", "CONF A→B", "CONF B→A", "LIFT", "CANDIDATE", "TOKENS SAVED"]);
+    for m in &r.merge {
+        t.row(vec![
+            m.a.clone(),
+            m.b.clone(),
+            m.together.to_string(),
+            format!("{:.2}", m.support),
+            format!("{:.2}", m.confidence_a_to_b),
+            format!("{:.2}", m.confidence_b_to_a),
+            format!("{:.2}", m.lift),
+            if m.candidate { "yes".into() } else { "no".into() },
+            m.replay.tokens_saved.to_string(),
+        ]);
+    }
+    out!("{}", t.render());
+    outln!("\nremoval candidates (not served recently):");
+    let mut t = Table::new(&["SLUG", "DAYS UNUSED", "TOKENS", "SESSIONS LOSING A USED CHUNK"]);
+    for u in &r.removal {
+        t.row(vec![
+            u.slug.clone(),
+            u.days_unused.to_string(),
+            u.tokens.to_string(),
+            u.replay.sessions_losing_a_used_chunk.len().to_string(),
+        ]);
+    }
+    out!("{}", t.render());
+    outln!("\nreview candidates (sessions fail more often with the chunk):");
+    let mut t = Table::new(&["SLUG", "FAILED/SERVED", "FAILED/OTHER", "P (FISHER)", "CANDIDATE"]);
+    for v in &r.review {
+        t.row(vec![
+            v.slug.clone(),
+            format!("{}/{}", v.failures_served, v.sessions_served),
+            format!("{}/{}", v.failures_other, v.sessions_other),
+            format!("{:.4}", v.p_value),
+            if v.candidate { "yes".into() } else { "no".into() },
+        ]);
+    }
+    out!("{}", t.render());
+    outln!("\nbundle candidates (frequent concern combinations):");
+    let mut t = Table::new(&["CONCERNS", "QUERIES", "SHARE", "TOP CHUNKS"]);
+    for b in &r.bundles {
+        let top: Vec<String> = b.chunks.iter().take(5).map(|(s, n)| format!("{s}×{n}")).collect();
+        t.row(vec![b.concerns.join("+"), b.queries.to_string(), format!("{:.2}", b.share), top.join(" ")]);
+    }
+    out!("{}", t.render());
+    let show = |label: &str, p: &Proposal, x: &insights::Replay| {
+        outln!(
+            "\n{label}: remove {:?}, merge {:?}\n  {} serves would change; tokens {} → {} (saved {}); sessions that would have lost a chunk they used: {}",
+            p.remove,
+            p.merge,
+            x.serves_changed,
+            x.tokens_before,
+            x.tokens_after,
+            x.tokens_saved,
+            if x.sessions_losing_a_used_chunk.is_empty() {
+                "none".to_owned()
+            } else {
+                x.sessions_losing_a_used_chunk.join(", ")
+            }
+        );
+    };
+    show("adopting every candidate", &r.proposal, &r.proposal_replay);
+    if let Some((p, x)) = custom {
+        show("your proposal", p, x);
+    }
+}
+
+fn example(out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use strata_engine::knowledge::fixture::{EXAMPLE_CONCERNS, EXAMPLE_PROJECTS, example};
+    if out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        anyhow::bail!("[STRATA-E0602] {} exists and is not empty; choose a new --out", out.display());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let files = example();
+    for f in &files {
+        std::fs::write(out.join(&f.path), &f.bytes).with_context(|| format!("cannot write {}", f.path))?;
+    }
+    let declare = format!(
+        "strata knowledge declare {} {}",
+        EXAMPLE_CONCERNS.iter().map(|c| format!("--concern {c}")).collect::<Vec<_>>().join(" "),
+        EXAMPLE_PROJECTS.iter().map(|p| format!("--project {p}")).collect::<Vec<_>>().join(" ")
+    );
+    if json {
+        outln!(
+            "{}",
+            json!({"ok": true, "files": files.len(), "out": out.display().to_string(), "concerns": EXAMPLE_CONCERNS, "projects": EXAMPLE_PROJECTS})
+        );
+    } else {
+        outln!("wrote {} chunk files to {}", files.len(), out.display());
+        outln!("declare their vocabulary first:\n  {declare}\nthen: strata knowledge put {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,393 @@
+//! The harness service: the Knowledge API and the session tools over one journal, shared by the
+//! CLI, the MCP server (stdio and HTTP) and the daemon.
+//!
+//! Each call reads the `knowledge` projection (caught up to the journal head under a short lock),
+//! decides with the engine's pure deciders, then appends outside the lock. Concurrent callers
+//! therefore never block each other on disk; the journal's group commit batches their appends.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use strata_engine::knowledge::KnowledgeError;
+use strata_engine::knowledge::decide::{self, Log};
+use strata_engine::knowledge::events::SessionStarted;
+use strata_engine::knowledge::state::{Knowledge, Request};
+use strata_journal::projection::{Projection, catch_up_one};
+use strata_journal::{Journal, StreamAppend};
+
+use crate::system::{SystemClock, V7Ids};
+
+/// Why a harness call failed: the caller's input (a tool error the agent can correct) or the
+/// journal (an internal failure).
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The request was refused; nothing was appended.
+    #[error(transparent)]
+    Refused(#[from] KnowledgeError),
+    /// The journal failed.
+    #[error("[STRATA-E1011] the journal could not record the call: {0}")]
+    Journal(String),
+    /// The daemon is shutting down and takes no new writes.
+    #[error(
+        "[STRATA-E1014] strata is shutting down and recorded nothing for this call; retry it (with the same idempotency_key) once `strata serve` or `strata mcp` runs again"
+    )]
+    Closing,
+}
+
+/// `get_knowledge` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetArgs {
+    /// Concerns of the task (from the declared vocabulary; see list_knowledge).
+    pub concerns: Vec<String>,
+    /// Project; omit for shared chunks only.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Session id from start_session, so the serve is linked to the session's outcome.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// What the agent is doing (recorded with the serve).
+    #[serde(default)]
+    pub task_context: Option<String>,
+    /// Token cap of the answer (default 20000); chunks beyond it are listed as omitted.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Retrying with the same key records the serve once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// One served chunk.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct ChunkOut {
+    /// Slug.
+    pub slug: String,
+    /// Title.
+    pub title: String,
+    /// Concerns.
+    pub concerns: Vec<String>,
+    /// Projects it applies to (empty: shared).
+    pub project_scope: Vec<String>,
+    /// The knowledge itself.
+    pub content: String,
+    /// o200k tokens of the content.
+    pub tokens: u32,
+    /// Version.
+    pub version: u64,
+    /// Content hash (blake3, hex).
+    pub hash: String,
+}
+
+/// `get_knowledge` result.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct GetResult {
+    /// Matching chunks, by slug.
+    pub chunks: Vec<ChunkOut>,
+    /// Matching chunks left out by the token cap.
+    pub omitted: Vec<String>,
+    /// Tokens of the chunks served.
+    pub total_tokens: u64,
+    /// Journal sequence of the serve event.
+    pub logged_at: u64,
+}
+
+/// One catalogue line.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct ListedOut {
+    /// Slug.
+    pub slug: String,
+    /// Title.
+    pub title: String,
+    /// Concerns.
+    pub concerns: Vec<String>,
+    /// Projects it applies to (empty: shared).
+    pub project_scope: Vec<String>,
+    /// o200k tokens.
+    pub token_estimate: u32,
+    /// Version.
+    pub version: u64,
+}
+
+/// `list_knowledge` result.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct ListResult {
+    /// Every live chunk, by slug.
+    pub chunks: Vec<ListedOut>,
+    /// The concern vocabulary.
+    pub concerns: Vec<String>,
+    /// The declared projects.
+    pub projects: Vec<String>,
+}
+
+/// `start_session` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartArgs {
+    /// Session id to use (e.g. the agent runtime's own); omit for a fresh one.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Agent or interface name.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// Project.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// What the session is for.
+    #[serde(default)]
+    pub task_context: Option<String>,
+}
+
+/// `start_session` result.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct StartResult {
+    /// Session id.
+    pub session: String,
+    /// False when the session had been started already.
+    pub started: bool,
+}
+
+/// `log_learning` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearningArgs {
+    /// Session id.
+    pub session: String,
+    /// What was learned.
+    pub text: String,
+    /// Concerns it relates to.
+    #[serde(default)]
+    pub concerns: Vec<String>,
+    /// Retrying with the same key records it once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `log_decision` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionArgs {
+    /// Session id.
+    pub session: String,
+    /// What was decided.
+    pub decision: String,
+    /// Why.
+    #[serde(default)]
+    pub rationale: Option<String>,
+    /// Retrying with the same key records it once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// `log_outcome` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeArgs {
+    /// Session id.
+    pub session: String,
+    /// success, failure, partial or abandoned.
+    pub outcome: String,
+    /// Details.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// Retrying with the same key records it once.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+/// What a log call recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct Logged {
+    /// Journal sequence of the event.
+    pub seq: u64,
+    /// True when this call was a retry of one already recorded (nothing new appended).
+    pub duplicate: bool,
+}
+
+struct Cached {
+    k: Knowledge,
+    seq: u64,
+}
+
+/// The harness over one journal.
+pub struct Harness {
+    journal: Journal,
+    state: Mutex<Cached>,
+    in_flight: AtomicUsize,
+    closing: AtomicBool,
+}
+
+impl Harness {
+    /// Loads the knowledge projection (snapshot plus tail).
+    pub fn new(journal: Journal) -> anyhow::Result<Arc<Harness>> {
+        let mut k = Knowledge::default();
+        catch_up_one(&mut k, &journal)?;
+        let seq = journal.head().seq;
+        Ok(Arc::new(Harness {
+            journal,
+            state: Mutex::new(Cached { k, seq }),
+            in_flight: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+        }))
+    }
+
+    /// Refuses new appends from now on ([`HarnessError::Closing`]); appends already under way
+    /// finish and are acknowledged. Returns how many were under way.
+    pub fn stop_writes(&self) -> usize {
+        self.closing.store(true, Ordering::SeqCst);
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Appends under way.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The journal.
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    /// Runs `f` on the projection caught up to the journal head.
+    pub fn read<R>(&self, f: impl FnOnce(&Knowledge) -> R) -> Result<R, HarnessError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let head = self.journal.head().seq;
+        if head > st.seq {
+            let from = st.seq + 1;
+            let Cached { k, .. } = &mut *st;
+            self.journal
+                .scan(from, head, |r, _| k.apply(r).map(|()| true))
+                .map_err(|e| HarnessError::Journal(e.to_string()))?
+                .map_err(HarnessError::Journal)?;
+            st.seq = head;
+        }
+        Ok(f(&st.k))
+    }
+
+    async fn append(&self, a: StreamAppend) -> Result<Logged, HarnessError> {
+        // Count first, then look at the flag: `stop_writes` sets the flag, then reads the count,
+        // so an append either sees the flag or is counted (both orders are sequentially consistent).
+        // A guard, so a call dropped mid-append (its client went away) is still uncounted.
+        struct Counted<'a>(&'a AtomicUsize);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _counted = Counted(&self.in_flight);
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(HarnessError::Closing);
+        }
+        self.append_now(a).await
+    }
+
+    async fn append_now(&self, a: StreamAppend) -> Result<Logged, HarnessError> {
+        match self.journal.append_multi(vec![a]).await {
+            Ok(Ok(done)) => {
+                Ok(Logged { seq: done.positions.first().map_or(0, |p| p.seq), duplicate: done.deduplicated })
+            }
+            Ok(Err(conflict)) => Err(HarnessError::Journal(format!("{conflict}; retry the call"))),
+            Err(e) => Err(HarnessError::Journal(e.to_string())),
+        }
+    }
+
+    /// `get_knowledge`.
+    pub async fn get_knowledge(&self, a: GetArgs) -> Result<GetResult, HarnessError> {
+        let req = Request { concerns: a.concerns, project: a.project, max_tokens: a.max_tokens.map(|t| t as usize) };
+        let (mut result, append) = self.read(|k| {
+            let (answer, append) = decide::serve(
+                k,
+                &req,
+                a.session.as_deref(),
+                a.task_context.as_deref(),
+                a.idempotency_key.as_deref(),
+                &mut V7Ids,
+                &SystemClock,
+            )?;
+            let chunks = answer
+                .chunks
+                .iter()
+                .map(|c| ChunkOut {
+                    slug: c.slug.clone(),
+                    title: c.title.clone(),
+                    concerns: c.concerns.clone(),
+                    project_scope: c.project_scope.clone(),
+                    content: c.content.clone(),
+                    tokens: c.tokens,
+                    version: c.version,
+                    hash: c.hash.clone(),
+                })
+                .collect();
+            let omitted = answer.omitted.iter().map(|s| (*s).to_owned()).collect();
+            Ok::<_, HarnessError>((
+                GetResult { chunks, omitted, total_tokens: answer.total_tokens, logged_at: 0 },
+                append,
+            ))
+        })??;
+        result.logged_at = self.append(append).await?.seq;
+        Ok(result)
+    }
+
+    /// `list_knowledge`.
+    pub fn list_knowledge(&self) -> Result<ListResult, HarnessError> {
+        self.read(|k| ListResult {
+            chunks: k
+                .list()
+                .into_iter()
+                .map(|c| ListedOut {
+                    slug: c.slug.to_owned(),
+                    title: c.title.to_owned(),
+                    concerns: c.concerns.to_vec(),
+                    project_scope: c.project_scope.to_vec(),
+                    token_estimate: c.tokens,
+                    version: c.version,
+                })
+                .collect(),
+            concerns: k.concerns().cloned().collect(),
+            projects: k.projects().cloned().collect(),
+        })
+    }
+
+    /// `start_session`.
+    pub async fn start_session(&self, a: StartArgs) -> Result<StartResult, HarnessError> {
+        let s = SessionStarted {
+            session: a.session.unwrap_or_default(),
+            agent: a.agent,
+            project: a.project,
+            task_context: a.task_context,
+        };
+        let (session, append) = self.read(|k| decide::start_session(k, s, &mut V7Ids, &SystemClock))??;
+        let started = match append {
+            Some(a) => !self.append(a).await?.duplicate,
+            None => false,
+        };
+        Ok(StartResult { session, started })
+    }
+
+    async fn log(&self, session: &str, entry: Log, key: Option<&str>) -> Result<Logged, HarnessError> {
+        let append = self.read(|k| decide::log(k, session, entry, key, &mut V7Ids, &SystemClock))??;
+        self.append(append).await
+    }
+
+    /// `log_learning`.
+    pub async fn log_learning(&self, a: LearningArgs) -> Result<Logged, HarnessError> {
+        self.log(&a.session, Log::Learning { text: a.text, concerns: a.concerns }, a.idempotency_key.as_deref()).await
+    }
+
+    /// `log_decision`.
+    pub async fn log_decision(&self, a: DecisionArgs) -> Result<Logged, HarnessError> {
+        self.log(
+            &a.session,
+            Log::Decision { decision: a.decision, rationale: a.rationale },
+            a.idempotency_key.as_deref(),
+        )
+        .await
+    }
+
+    /// `log_outcome`.
+    pub async fn log_outcome(&self, a: OutcomeArgs) -> Result<Logged, HarnessError> {
+        self.log(&a.session, Log::Outcome { outcome: a.outcome, detail: a.detail }, a.idempotency_key.as_deref()).await
+    }
+}

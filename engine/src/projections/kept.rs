@@ -1,0 +1,97 @@
+//! A projection state that is a fold over a small subset of the journal can snapshot that subset
+//! itself: the ordered list of the events it folded. Restoring re-folds the list. Used where the
+//! folded events are few next to the journal (context, knowledge) and the derived indexes are
+//! cheap to rebuild.
+
+use rkyv::rancor;
+use strata_journal::{Hash, Record};
+
+use super::{StateHasher, aligned};
+
+#[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct Kept {
+    seq: u64,
+    stream: String,
+    version: u64,
+    event_type: String,
+    recorded_at_ns: i64,
+    payload: Vec<u8>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct Snapshot {
+    kept: Vec<Kept>,
+}
+
+/// The events a projection folded, in journal order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventLog {
+    kept: Vec<Kept>,
+}
+
+impl EventLog {
+    /// Remembers `r`.
+    pub fn push(&mut self, r: &Record<'_>) {
+        self.kept.push(Kept {
+            seq: r.seq,
+            stream: r.stream.to_owned(),
+            version: r.version,
+            event_type: r.event_type.to_owned(),
+            recorded_at_ns: r.recorded_at_ns,
+            payload: r.payload.to_vec(),
+        });
+    }
+
+    /// Number of events kept.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    /// Whether nothing was kept.
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
+    /// A canonical hash of the list under `domain`.
+    pub fn state_hash(&self, domain: &str) -> Hash {
+        let mut h = StateHasher::new(domain);
+        h.u64(self.kept.len() as u64);
+        for k in &self.kept {
+            h.u64(k.seq);
+            h.str(&k.stream);
+            h.u64(k.version);
+            h.str(&k.event_type);
+            h.u64(k.recorded_at_ns as u64);
+            h.bytes(&k.payload);
+        }
+        h.finish()
+    }
+
+    /// rkyv bytes of the list.
+    pub fn encode(&self) -> Result<Vec<u8>, String> {
+        let snap = Snapshot { kept: self.kept.clone() };
+        rkyv::to_bytes::<rancor::Error>(&snap).map(|b| b.to_vec()).map_err(|e| e.to_string())
+    }
+
+    /// Decodes a list and re-folds every event through `fold`, in order.
+    pub fn restore(bytes: &[u8], mut fold: impl FnMut(&Record<'_>) -> Result<(), String>) -> Result<EventLog, String> {
+        let snap: Snapshot = rkyv::from_bytes::<Snapshot, rancor::Error>(&aligned(bytes)).map_err(|e| e.to_string())?;
+        for k in &snap.kept {
+            let r = Record {
+                seq: k.seq,
+                id: uuid::Uuid::nil(),
+                stream: &k.stream,
+                version: k.version,
+                event_type: &k.event_type,
+                schema_version: 1,
+                recorded_at_ns: k.recorded_at_ns,
+                causation: None,
+                correlation: None,
+                payload: &k.payload,
+                prev: Hash::default(),
+            };
+            fold(&r)?;
+        }
+        Ok(EventLog { kept: snap.kept })
+    }
+}
