@@ -69,11 +69,14 @@ fn harness(g: &Generated) -> std::sync::Arc<Harness> {
         .expect("read")
         .expect("declares");
     journal.append_multi_blocking(declare.into_iter().collect()).expect("append").expect("no conflict");
-    let plan = h
-        .read(|k| decide::put(k, &g.files, &mut ids, &FixedClock(0)))
-        .expect("read")
-        .unwrap_or_else(|p| panic!("the catalogue does not put: {p:?}"));
-    journal.append_multi_blocking(plan.appends).expect("append").expect("no conflict");
+    // In batches: one put is one atomic append of at most PUT_FILES_MAX chunks.
+    for batch in g.files.chunks(decide::PUT_FILES_MAX) {
+        let plan = h
+            .read(|k| decide::put(k, batch, &mut ids, &FixedClock(0)))
+            .expect("read")
+            .unwrap_or_else(|p| panic!("the catalogue does not put: {p:?}"));
+        journal.append_multi_blocking(plan.appends).expect("append").expect("no conflict");
+    }
     assert_eq!(h.list_knowledge().expect("list").chunks.len(), CHUNKS);
     h
 }
@@ -185,11 +188,17 @@ fn bench_mcp(c: &mut Criterion) {
     let tmp = std::env::temp_dir().join(format!("strata-bench-knowledge-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ws = tmp.join("ws");
-    let files = tmp.join("chunks");
     std::fs::create_dir_all(&ws).expect("mkdir");
-    std::fs::create_dir_all(&files).expect("mkdir");
-    for f in &g.files {
-        std::fs::write(files.join(Path::new(&f.path).file_name().expect("file name")), &f.bytes).expect("write");
+    let mut batches = Vec::new();
+    // The CLI reads at most intake::FILES_MAX files per command.
+    let per_put = decide::PUT_FILES_MAX.min(strata_engine::kb::intake::FILES_MAX);
+    for (i, batch) in g.files.chunks(per_put).enumerate() {
+        let dir = tmp.join(format!("chunks-{i}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in batch {
+            std::fs::write(dir.join(Path::new(&f.path).file_name().expect("file name")), &f.bytes).expect("write");
+        }
+        batches.push(dir);
     }
     cli(&ws, &["init", "--durability", "process"]);
     let mut declare = vec!["knowledge".to_owned(), "declare".to_owned()];
@@ -200,7 +209,9 @@ fn bench_mcp(c: &mut Criterion) {
         declare.extend(["--project".to_owned(), p.clone()]);
     }
     cli(&ws, &declare.iter().map(String::as_str).collect::<Vec<_>>());
-    cli(&ws, &["knowledge", "put", files.to_str().expect("utf-8 path")]);
+    for dir in &batches {
+        cli(&ws, &["knowledge", "put", dir.to_str().expect("utf-8 path")]);
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let client = rt.block_on(async {

@@ -115,8 +115,9 @@ pub struct PutPlan {
     pub unchanged: Vec<String>,
 }
 
-/// Most chunk files in one put.
-pub const PUT_FILES_MAX: usize = 10_000;
+/// Most chunk files in one put: one atomic append holds at most this many streams (one per
+/// chunk).
+pub const PUT_FILES_MAX: usize = strata_journal::limits::STREAMS_PER_APPEND_MAX;
 
 /// Parses, checks and versions chunk files; all or nothing.
 pub fn put(
