@@ -342,8 +342,6 @@ struct Conn {
 
 impl Conn {
     async fn handle(self, stream: tokio::net::UnixStream) -> anyhow::Result<()> {
-        let me = std::process::id();
-        let _ = me;
         if let Ok(cred) = stream.peer_cred() {
             // The socket's mode already keeps other users out; this is the second lock.
             if cred.uid() != current_uid()? {

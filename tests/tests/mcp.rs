@@ -42,7 +42,6 @@ fn example_workspace(tmp: &Path) -> PathBuf {
 /// A running `strata serve`, stopped with SIGTERM on drop.
 struct Daemon {
     child: Child,
-    ws: PathBuf,
     info: serde_json::Value,
 }
 
@@ -64,7 +63,7 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(20));
         }
         let info = serde_json::from_str(&std::fs::read_to_string(&info_path).unwrap()).unwrap();
-        Daemon { child, ws: ws.to_owned(), info }
+        Daemon { child, info }
     }
 
     fn sigterm(&self) {
@@ -88,7 +87,6 @@ impl Drop for Daemon {
             let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
             let _ = self.child.wait();
         }
-        let _ = &self.ws;
     }
 }
 
@@ -273,18 +271,18 @@ fn stdout_carries_only_protocol() {
     for l in lines {
         writeln!(stdin, "{l}").unwrap();
     }
-    // Give the replies time to be written, then close stdin: the server exits on EOF.
-    let mut stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).unwrap();
-        s
-    });
-    std::thread::sleep(Duration::from_millis(500));
+    // Read the three replies as they come, then close stdin: the server exits on EOF.
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    for _ in 0..3 {
+        std::io::BufRead::read_line(&mut stdout, &mut out).unwrap();
+    }
     drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(rest.is_empty(), "nothing but the replies on stdout: {rest:?}");
     let status = child.wait().unwrap();
     assert!(status.success());
-    let out = reader.join().unwrap();
     let replies: Vec<serde_json::Value> =
         out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON-RPC: {l:?}: {e}"))).collect();
     assert_eq!(replies.len(), 3, "{out}");
