@@ -266,6 +266,12 @@ impl Harness {
     }
 
     async fn append(&self, a: StreamAppend) -> Result<Logged, HarnessError> {
+        self.append_counted(a, false).await
+    }
+
+    /// `async_commit`: acknowledged once written, before the sync (see
+    /// [`Journal::append_multi_async_commit`]); only for serve records.
+    async fn append_counted(&self, a: StreamAppend, async_commit: bool) -> Result<Logged, HarnessError> {
         // Count first, then look at the flag: `stop_writes` sets the flag, then reads the count,
         // so an append either sees the flag or is counted (both orders are sequentially consistent).
         // A guard, so a call dropped mid-append (its client went away) is still uncounted.
@@ -280,11 +286,12 @@ impl Harness {
         if self.closing.load(Ordering::SeqCst) {
             return Err(HarnessError::Closing);
         }
-        self.append_now(a).await
-    }
-
-    async fn append_now(&self, a: StreamAppend) -> Result<Logged, HarnessError> {
-        match self.journal.append_multi(vec![a]).await {
+        let appended = if async_commit {
+            self.journal.append_multi_async_commit(vec![a]).await
+        } else {
+            self.journal.append_multi(vec![a]).await
+        };
+        match appended {
             Ok(Ok(done)) => {
                 Ok(Logged { seq: done.positions.first().map_or(0, |p| p.seq), duplicate: done.deduplicated })
             }
@@ -326,7 +333,9 @@ impl Harness {
                 append,
             ))
         })??;
-        result.logged_at = self.append(append).await?.seq;
+        // The serve's usage record does not wait for the sync: a crash can lose the last few
+        // serve records, never a learning, decision, outcome or chunk.
+        result.logged_at = self.append_counted(append, true).await?.seq;
         Ok(result)
     }
 

@@ -6,17 +6,22 @@
 //!   harness call, which builds the answer and appends the serve record (in-memory journal).
 //! * The naive baseline the issue names: a linear scan that parses every chunk's JSON per query.
 //! * MCP stdio round trip: rmcp's client calling `get_knowledge` on a real `strata mcp` child
-//!   process over a real sled journal; and a small call (`start_session` of a started session,
-//!   which appends nothing) for the protocol's own cost.
+//!   process over a real sled journal, at two answer sizes: the seed's typical serve (a budget of
+//!   1,100 tokens, about five chunks) and the default cap (20,000 tokens, about a hundred chunks);
+//!   and a small call (`start_session` of a started session, which appends nothing) for the
+//!   protocol's own cost.
+//! * The JSON floor of a full-cap answer, in process: what any MCP server and client must do with
+//!   those bytes (structured content, its text copy, the JSON-RPC line, the client's parse into a
+//!   JSON value), without the pipe, the journal or rmcp's typed message parse.
 //!
-//! Requests: 256 fixed, seeded ones; one or two concerns and one project each.
+//! Chunks carry about 160 words: the seed's chunks are 120–220 tokens. Requests: 256 fixed,
+//! seeded ones; one or two concerns and one project each.
 //!
 //! Run: `cargo bench -p strata-benches --bench knowledge`.
 
 use std::path::Path;
 use std::process::Command;
 use std::sync::LazyLock;
-use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rmcp::ServiceExt as _;
@@ -24,7 +29,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde::Deserialize;
 use strata_adapters::harness::{GetArgs, Harness};
-use strata_benches::{Samples, report};
+use strata_benches::{Samples, report, timed_per_call};
 use strata_engine::knowledge::decide;
 use strata_engine::knowledge::fixture::{Generated, generate};
 use strata_engine::knowledge::state::Request;
@@ -36,7 +41,9 @@ static SAMPLES: LazyLock<Samples> = LazyLock::new(Samples::default);
 const CHUNKS: usize = 10_000;
 const CONCERNS: usize = 50;
 const PROJECTS: usize = 10;
-const WORDS: usize = 40;
+const WORDS: usize = 160;
+/// The seed's typical session loads about 1,100 tokens of knowledge.
+const TYPICAL_BUDGET: u32 = 1_100;
 
 fn catalogue() -> Generated {
     generate(7, CHUNKS, CONCERNS, PROJECTS, WORDS)
@@ -123,27 +130,6 @@ fn naive_get(store: &[String], req: &Request) -> (Vec<String>, u64) {
     (out, total)
 }
 
-fn timed(c: &mut Criterion, group: &str, name: &str, mut f: impl FnMut(usize)) {
-    let mut g = c.benchmark_group(group);
-    g.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
-    let mut next = 0usize;
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let t = Instant::now();
-                f(next);
-                let d = t.elapsed();
-                SAMPLES.value(&format!("{name}-us"), d.as_secs_f64() * 1e6);
-                total += d;
-                next += 1;
-            }
-            total
-        });
-    });
-    g.finish();
-}
-
 fn bench_in_process(c: &mut Criterion) {
     let g = catalogue();
     let h = harness(&g);
@@ -161,18 +147,36 @@ fn bench_in_process(c: &mut Criterion) {
     sorted.sort_by(f64::total_cmp);
     SAMPLES.value("chunks-per-answer-p50", sorted[sorted.len() / 2]);
 
-    timed(c, "knowledge-get", "strata-query", |i| {
+    timed_per_call(c, &SAMPLES, "knowledge-get", "strata-query", 2, |i| {
         let r = &reqs[i % reqs.len()];
         std::hint::black_box(h.read(|k| k.get(r).map(|a| a.total_tokens)).expect("read").expect("answers"));
     });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    timed(c, "knowledge-get", "strata-get-knowledge-with-serve-record", |i| {
+    timed_per_call(c, &SAMPLES, "knowledge-get", "strata-get-knowledge-with-serve-record", 2, |i| {
         let r = &reqs[i % reqs.len()];
         let args = GetArgs { concerns: r.concerns.clone(), project: r.project.clone(), ..GetArgs::default() };
         std::hint::black_box(rt.block_on(h.get_knowledge(args)).expect("answers"));
     });
-    timed(c, "knowledge-get", "naive-scan-parse", |i| {
+    timed_per_call(c, &SAMPLES, "knowledge-get", "naive-scan-parse", 2, |i| {
         std::hint::black_box(naive_get(&store, &reqs[i % reqs.len()]));
+    });
+    // The JSON floor of one full-cap answer: structured content, its text copy, the JSON-RPC
+    // line, and the client's parse of that line.
+    let answers: Vec<_> = reqs
+        .iter()
+        .take(32)
+        .map(|r| {
+            let args = GetArgs { concerns: r.concerns.clone(), project: r.project.clone(), ..GetArgs::default() };
+            rt.block_on(h.get_knowledge(args)).expect("answers")
+        })
+        .collect();
+    timed_per_call(c, &SAMPLES, "knowledge-get", "json-floor-full-cap", 2, |i| {
+        let structured = serde_json::to_value(&answers[i % answers.len()]).expect("serialises");
+        let line = serde_json::to_vec(&serde_json::json!({"jsonrpc": "2.0", "id": i, "result": {
+            "content": [{"type": "text", "text": structured.to_string()}],
+            "structuredContent": structured, "isError": false}}))
+        .expect("serialises");
+        std::hint::black_box(serde_json::from_slice::<serde_json::Value>(&line).expect("parses"));
     });
 }
 
@@ -227,11 +231,20 @@ fn bench_mcp(c: &mut Criterion) {
         r
     };
     call("start_session", serde_json::json!({"session": "bench"}));
-    timed(c, "knowledge-mcp", "mcp-stdio-get-knowledge", |i| {
+    let chunks = |r: &rmcp::model::CallToolResult| {
+        r.structured_content.as_ref().and_then(|v| v["chunks"].as_array()).map_or(0, Vec::len) as f64
+    };
+    timed_per_call(c, &SAMPLES, "knowledge-mcp", "mcp-stdio-get-knowledge-typical", 2, |i| {
         let r = &reqs[i % reqs.len()];
-        std::hint::black_box(call("get_knowledge", serde_json::json!({"concerns": r.concerns, "project": r.project})));
+        let args = serde_json::json!({"concerns": r.concerns, "project": r.project, "max_tokens": TYPICAL_BUDGET});
+        SAMPLES.value("typical-chunks", chunks(&call("get_knowledge", args)));
     });
-    timed(c, "knowledge-mcp", "mcp-stdio-small-call", |_| {
+    timed_per_call(c, &SAMPLES, "knowledge-mcp", "mcp-stdio-get-knowledge-full-cap", 2, |i| {
+        let r = &reqs[i % reqs.len()];
+        let answer = call("get_knowledge", serde_json::json!({"concerns": r.concerns, "project": r.project}));
+        SAMPLES.value("full-cap-chunks", chunks(&answer));
+    });
+    timed_per_call(c, &SAMPLES, "knowledge-mcp", "mcp-stdio-small-call", 2, |_| {
         std::hint::black_box(call("start_session", serde_json::json!({"session": "bench"})));
     });
     rt.block_on(client.cancel()).expect("close");
@@ -245,13 +258,20 @@ fn summary(_: &mut Criterion) {
         ("get_knowledge query, in process", m("strata-query-us"), "≤ 50 µs"),
         ("get_knowledge + serve record (in-memory journal)", m("strata-get-knowledge-with-serve-record-us"), "-"),
         ("naive scan parsing chunk JSON per query", m("naive-scan-parse-us"), "-"),
-        ("MCP stdio round trip, get_knowledge", m("mcp-stdio-get-knowledge-us"), "≤ 1000 µs"),
+        ("MCP stdio get_knowledge, seed-typical answer", m("mcp-stdio-get-knowledge-typical-us"), "≤ 1000 µs"),
+        ("MCP stdio get_knowledge, full 20,000-token cap", m("mcp-stdio-get-knowledge-full-cap-us"), "-"),
+        ("JSON floor of a full-cap answer, in process", m("json-floor-full-cap-us"), "-"),
         ("MCP stdio round trip, small call", m("mcp-stdio-small-call-us"), "-"),
     ];
     for (label, v, target) in rows {
         println!("  {label:<52} {v:>10.1} µs  (target {target})");
     }
-    println!("  chunks per answer, p50: {}", m("chunks-per-answer-p50"));
+    println!(
+        "  chunks per answer, p50: default cap {} (MCP: {}), seed-typical budget {}",
+        m("chunks-per-answer-p50"),
+        m("full-cap-chunks"),
+        m("typical-chunks")
+    );
     let speedup = m("naive-scan-parse-us") / m("strata-query-us");
     report(
         "knowledge",
@@ -262,7 +282,10 @@ fn summary(_: &mut Criterion) {
             ("get_knowledge + serve record p50 (µs)", m("strata-get-knowledge-with-serve-record-us"), "µs"),
             ("naive scan p50 (µs)", m("naive-scan-parse-us"), "µs"),
             ("naive / strata query", speedup, "x"),
-            ("MCP stdio get_knowledge p50 (µs)", m("mcp-stdio-get-knowledge-us"), "µs"),
+            ("MCP stdio get_knowledge, seed-typical p50 (µs)", m("mcp-stdio-get-knowledge-typical-us"), "µs"),
+            ("MCP stdio get_knowledge, full cap p50 (µs)", m("mcp-stdio-get-knowledge-full-cap-us"), "µs"),
+            ("JSON floor, full cap p50 (µs)", m("json-floor-full-cap-us"), "µs"),
+            ("MCP full cap / JSON floor", m("mcp-stdio-get-knowledge-full-cap-us") / m("json-floor-full-cap-us"), "x"),
             ("MCP stdio small call p50 (µs)", m("mcp-stdio-small-call-us"), "µs"),
             ("chunks per answer p50", m("chunks-per-answer-p50"), "chunks"),
         ],

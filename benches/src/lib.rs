@@ -66,6 +66,37 @@ impl Samples {
     }
 }
 
+/// Times every call of `f(i)` (i = 0, 1, 2, …) under criterion in group `group`, recording each
+/// call's microseconds as `<name>-us` in `samples` (p50 over every call, not criterion's mean
+/// of batches).
+pub fn timed_per_call(
+    c: &mut criterion::Criterion,
+    samples: &Samples,
+    group: &str,
+    name: &str,
+    secs: u64,
+    mut f: impl FnMut(usize),
+) {
+    let mut g = c.benchmark_group(group);
+    g.sample_size(20).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(secs));
+    let mut next = 0usize;
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = std::time::Instant::now();
+                f(next);
+                let d = t.elapsed();
+                samples.value(&format!("{name}-us"), d.as_secs_f64() * 1e6);
+                total += d;
+                next += 1;
+            }
+            total
+        });
+    });
+    g.finish();
+}
+
 /// One line of the ratio report.
 pub struct Ratio<'a> {
     /// What is compared.

@@ -21,6 +21,7 @@
 
 pub mod canonical;
 pub mod catalogue;
+pub mod ce;
 pub mod context;
 pub mod kb;
 pub mod knowledge;

@@ -171,8 +171,17 @@ pub struct SignedCheckpoint {
     pub position: Position,
 }
 
+/// When an append is acknowledged.
+#[derive(Clone, Copy)]
+enum Ack {
+    /// Once durable (the store synced).
+    Durable,
+    /// Once written to the store, before the sync (asynchronous commit).
+    Written,
+}
+
 enum Command {
-    Append { streams: Vec<StreamAppend>, reply: oneshot::Sender<AppendResult> },
+    Append { streams: Vec<StreamAppend>, reply: oneshot::Sender<AppendResult>, ack: Ack },
     Checkpoint { key: Arc<SignerKey>, event: EventData, reply: oneshot::Sender<Result<SignedCheckpoint, JournalError>> },
     Shutdown { reply: oneshot::Sender<Result<(), JournalError>> },
 }
@@ -452,7 +461,26 @@ impl Journal {
     pub async fn append_multi(&self, streams: Vec<StreamAppend>) -> AppendResult {
         validate_request(&streams)?;
         let (reply, rx) = oneshot::channel();
-        self.sender()?.send(Command::Append { streams, reply }).await.map_err(|_| JournalError::Closed)?;
+        self.sender()?
+            .send(Command::Append { streams, reply, ack: Ack::Durable })
+            .await
+            .map_err(|_| JournalError::Closed)?;
+        rx.await.map_err(|_| JournalError::Closed)?
+    }
+
+    /// [`Journal::append_multi`] with asynchronous commit: acknowledged once the batch is
+    /// sequenced and written to the store, before the store is made durable. The same group
+    /// commit makes it durable a moment later, so a crash in between can lose it (never tear it:
+    /// recovery keeps a prefix of the journal). For records whose loss costs little and whose
+    /// wait would dominate the caller (a knowledge serve's usage record); every other append
+    /// waits for durability.
+    pub async fn append_multi_async_commit(&self, streams: Vec<StreamAppend>) -> AppendResult {
+        validate_request(&streams)?;
+        let (reply, rx) = oneshot::channel();
+        self.sender()?
+            .send(Command::Append { streams, reply, ack: Ack::Written })
+            .await
+            .map_err(|_| JournalError::Closed)?;
         rx.await.map_err(|_| JournalError::Closed)?
     }
 
@@ -465,7 +493,9 @@ impl Journal {
     pub fn append_multi_blocking(&self, streams: Vec<StreamAppend>) -> AppendResult {
         validate_request(&streams)?;
         let (reply, rx) = oneshot::channel();
-        self.sender()?.blocking_send(Command::Append { streams, reply }).map_err(|_| JournalError::Closed)?;
+        self.sender()?
+            .blocking_send(Command::Append { streams, reply, ack: Ack::Durable })
+            .map_err(|_| JournalError::Closed)?;
         rx.blocking_recv().map_err(|_| JournalError::Closed)?
     }
 
@@ -477,7 +507,9 @@ impl Journal {
     ) -> Result<oneshot::Receiver<AppendResult>, JournalError> {
         validate_request(&streams)?;
         let (reply, rx) = oneshot::channel();
-        self.sender()?.blocking_send(Command::Append { streams, reply }).map_err(|_| JournalError::Closed)?;
+        self.sender()?
+            .blocking_send(Command::Append { streams, reply, ack: Ack::Durable })
+            .map_err(|_| JournalError::Closed)?;
         Ok(rx)
     }
 
@@ -843,15 +875,18 @@ enum Outcome {
 /// Where a request's result goes.
 enum Sink {
     Append(oneshot::Sender<AppendResult>),
+    /// An asynchronous-commit append: `None` once acknowledged, before the sync.
+    Written(Option<oneshot::Sender<AppendResult>>),
     Checkpoint(oneshot::Sender<Result<SignedCheckpoint, JournalError>>, Box<SignedCheckpoint>),
 }
 
 impl Sink {
     fn fail(self, e: JournalError) {
         match self {
-            Sink::Append(r) => {
+            Sink::Append(r) | Sink::Written(Some(r)) => {
                 let _ = r.send(Err(e));
             }
+            Sink::Written(None) => {}
             Sink::Checkpoint(r, _) => {
                 let _ = r.send(Err(e));
             }
@@ -898,10 +933,14 @@ impl Writer {
             let (mut events, mut bytes) = (0usize, 0usize);
             while let Some(cmd) = next.take() {
                 match cmd {
-                    Command::Append { streams, reply } => {
+                    Command::Append { streams, reply, ack } => {
                         events += streams.iter().map(|s| s.events.len()).sum::<usize>();
                         bytes += streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
-                        group.push((streams, Sink::Append(reply)));
+                        let sink = match ack {
+                            Ack::Durable => Sink::Append(reply),
+                            Ack::Written => Sink::Written(Some(reply)),
+                        };
+                        group.push((streams, sink));
                     }
                     Command::Checkpoint { key, event, reply } => {
                         self.commit(std::mem::take(&mut group));
@@ -1003,7 +1042,7 @@ impl Writer {
 
     /// Sequences one group of requests, writes it in one sled transaction, makes it durable
     /// once, publishes it, then acknowledges every request in it.
-    fn commit(&mut self, group: Vec<(Vec<StreamAppend>, Sink)>) {
+    fn commit(&mut self, mut group: Vec<(Vec<StreamAppend>, Sink)>) {
         if group.is_empty() {
             return;
         }
@@ -1100,10 +1139,19 @@ impl Writer {
             frames.push((frame_first, frame.finish()));
         }
         if !pending.is_empty() {
-            let durable = self
-                .store
-                .commit(&frames, &[(META_HEAD, encode_head(overlay.head_seq, &overlay.head_hash))])
-                .and_then(|()| self.store.sync());
+            let written = self.store.commit(&frames, &[(META_HEAD, encode_head(overlay.head_seq, &overlay.head_hash))]);
+            if written.is_ok() {
+                // Asynchronous commit: acknowledged now, made durable by the sync below.
+                for ((_, sink), outcome) in group.iter_mut().zip(&outcomes) {
+                    if let (Sink::Written(reply @ Some(_)), Outcome::Appended(p) | Outcome::Retry(p)) = (sink, outcome)
+                        && let Some(r) = reply.take()
+                    {
+                        let deduplicated = matches!(outcome, Outcome::Retry(_));
+                        let _ = r.send(Ok(Ok(Appended { positions: p.clone(), deduplicated })));
+                    }
+                }
+            }
+            let durable = written.and_then(|()| self.store.sync());
             if let Err(e) = durable {
                 let cause = e.to_string();
                 *self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());
@@ -1133,7 +1181,8 @@ impl Writer {
         }
         for ((_, sink), outcome) in group.into_iter().zip(outcomes) {
             match (sink, outcome) {
-                (Sink::Append(r), outcome) => {
+                (Sink::Written(None), _) => {}
+                (Sink::Append(r) | Sink::Written(Some(r)), outcome) => {
                     let _ = r.send(match outcome {
                         Outcome::Appended(positions) => Ok(Ok(Appended { positions, deduplicated: false })),
                         Outcome::Retry(positions) => Ok(Ok(Appended { positions, deduplicated: true })),

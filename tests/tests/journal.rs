@@ -436,3 +436,44 @@ async fn a_retry_racing_its_original_in_one_batch_gets_the_same_positions() {
         assert_eq!(j.stream_version(&s2), 1);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_commit_appends_share_the_sequence_deduplicate_and_are_durable_after_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let j = create_journal(&dir, Durability::Process);
+    let append = |n: u128, async_commit: bool| {
+        let j = j.clone();
+        async move {
+            let s = vec![StreamAppend {
+                stream: format!("s/{}", n % 3),
+                expected: ExpectedVersion::Any,
+                events: vec![ev(n)],
+            }];
+            if async_commit { j.append_multi_async_commit(s).await } else { j.append_multi(s).await }
+        }
+    };
+    let mut tasks = Vec::new();
+    for n in 1..=60u128 {
+        tasks.push(tokio::spawn(append(n, n % 2 == 0)));
+    }
+    let mut seqs = BTreeMap::new();
+    for (n, t) in (1..=60u128).zip(tasks) {
+        let done = t.await.unwrap().unwrap().unwrap();
+        assert!(!done.deduplicated);
+        seqs.insert(done.positions[0].seq, n);
+    }
+    assert_eq!(seqs.keys().copied().collect::<Vec<_>>(), (1..=60).collect::<Vec<u64>>(), "gapless, no duplicate");
+    // A retry of an asynchronously committed event gets its original position back.
+    let again = append(2, true).await.unwrap().unwrap();
+    assert!(again.deduplicated);
+    assert_eq!(seqs[&again.positions[0].seq], 2);
+    j.close().await.unwrap();
+    drop(j);
+    let j = Journal::open(&dir, &options(Durability::Process)).unwrap();
+    let all = j.read_range(1, 100).unwrap();
+    assert_eq!(all.len(), 60, "every acknowledged append, asynchronous or not, is there after a reopen");
+    for e in &all {
+        assert_eq!(e.id, Uuid::from_u128(seqs[&e.seq]));
+    }
+}

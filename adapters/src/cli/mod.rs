@@ -4,6 +4,7 @@
 //! input, the rule and the fix); 2 usage error; 3 an integrity check found problems (`journal
 //! verify`, `replay --check`).
 
+mod ce;
 mod context;
 mod demo;
 mod journal;
@@ -134,6 +135,16 @@ enum Command {
     /// MCP over stdio: the Knowledge API tools. Relays to `strata serve` when it runs, else
     /// opens the journal itself.
     Mcp,
+    /// The context-efficiency wire protocol: one JSON request on stdin, one JSON line out.
+    /// Operations: route, lineage, rollout, result-policy, dispatch (capsule, telemetry and
+    /// vault-delta are not implemented yet). See docs/compat.md.
+    Ce {
+        /// The operation.
+        operation: Option<String>,
+        /// On a rejection, also print which field and rule on stderr (may quote input).
+        #[arg(long)]
+        explain: bool,
+    },
 }
 
 impl Command {
@@ -148,6 +159,7 @@ impl Command {
                 | Command::Context(_)
                 | Command::Serve { .. }
                 | Command::Mcp
+                | Command::Ce { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
         )
     }
@@ -267,6 +279,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
         Command::Mcp => mcp_stdio(&ws),
+        Command::Ce { operation, explain } => Ok(ce::run(operation.as_deref(), explain)),
     }
 }
 

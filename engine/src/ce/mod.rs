@@ -1,0 +1,208 @@
+//! Context-efficient dispatch (seed 002): the contract's router, lineage compatibility, result
+//! policy and rollout selection as pure functions, and the wire operations of `strata ce`
+//! (request and result shapes of the reference runtime, typed rejections).
+//!
+//! Pure: the current time, the workspace's link facts and the configured limits arrive in a
+//! [`Context`]; nothing here reads a clock, the environment or the filesystem.
+//!
+//! Not here yet: the capsule pipeline and privacy scanner, telemetry, vault deltas, promotion,
+//! and the journal-owned state (leases, ownership map, lineage records as events).
+
+pub mod error;
+pub mod facts;
+pub mod json;
+pub mod lineage;
+pub mod paths;
+pub mod policy;
+pub mod rollout;
+pub mod router;
+pub mod time;
+
+use serde_json::{Value, json};
+
+pub use error::{CeError, Code};
+use facts::Obj;
+use paths::Workspace;
+use router::{Reason, RouteFacts};
+
+/// Largest request, in bytes (enforced while reading by the adapter).
+pub const REQUEST_BYTES_MAX: usize = 1 << 20;
+
+/// The wire operations.
+pub const OPERATIONS: [&str; 8] =
+    ["route", "lineage", "capsule", "telemetry", "rollout", "result-policy", "vault-delta", "dispatch"];
+
+/// What an operation may consult besides its request.
+#[derive(Clone, Debug)]
+pub struct Context {
+    /// Now, ns since the epoch (the adapter reads the clock; a request's `now` overrides it).
+    pub now_ns: i128,
+    /// Workspace facts for ownership paths.
+    pub workspace: Workspace,
+    /// `warm_lease_minutes`.
+    pub warm_lease_minutes: u64,
+}
+
+/// Runs `op` on `payload` (already known to be a JSON object).
+pub fn run(op: &str, payload: &Value, ctx: &Context) -> Result<Value, CeError> {
+    let p = Obj::of(payload, "", Code::InvalidRequest)?;
+    let with_ws;
+    let ctx = match p.object("workspace")? {
+        None => ctx,
+        Some(w) => {
+            with_ws = Context { workspace: workspace_of(&w, &ctx.workspace)?, ..ctx.clone() };
+            &with_ws
+        }
+    };
+    match op {
+        "route" => {
+            let input = p.get("input").ok_or_else(|| CeError::new(Code::InvalidRequest, "input: required object"))?;
+            let facts = RouteFacts::from_json(input, &ctx.workspace)?;
+            Ok(router::route(&facts)?.to_json())
+        }
+        "lineage" => Ok(lineage_op(&p, ctx)?.to_json()),
+        "rollout" => {
+            let input = p.get("input").ok_or_else(|| CeError::new(Code::InvalidRequest, "input: required object"))?;
+            Ok(rollout::select(&rollout::RolloutFacts::from_json(input)?)?.to_json())
+        }
+        "result-policy" => {
+            let input = p.get("input").ok_or_else(|| CeError::new(Code::InvalidRequest, "input: required object"))?;
+            Ok(policy::resolve(input)?.to_json())
+        }
+        "dispatch" => dispatch(&p, ctx),
+        "capsule" | "telemetry" | "vault-delta" => {
+            Err(CeError::new(Code::UnsupportedOperation, format!("{op}: not implemented in strata yet")))
+        }
+        _ => Err(CeError::new(Code::UnsupportedOperation, "the operation is not one of the eight")),
+    }
+}
+
+/// The request's `workspace` facts (a strata extension): `case_sensitive` and `links` (link
+/// path → target path, or null for a link out of the workspace), added to `base`.
+fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, CeError> {
+    let mut ws = base.clone();
+    if let Some(cs) = w.flag("case_sensitive")? {
+        ws.case_sensitive = cs;
+    }
+    if let Some(links) = w.object_or("links", Code::InvalidOwnershipPath)? {
+        if links.map().len() > paths::LINKS_MAX {
+            return Err(CeError::new(Code::InvalidRequest, "workspace.links: too many links"));
+        }
+        for (link, target) in links.map() {
+            let target = match target {
+                Value::Null => None,
+                Value::String(t) => Some(t.as_str()),
+                _ => {
+                    return Err(CeError::new(
+                        Code::InvalidOwnershipPath,
+                        "workspace.links: a target is a path or null",
+                    ));
+                }
+            };
+            let (k, v) = paths::link_fact(&ws, link, target)?;
+            ws.links.insert(k, v);
+        }
+    }
+    Ok(ws)
+}
+
+/// `now` from the request when given (strict RFC 3339), else the context's clock.
+fn now_of(o: &Obj<'_>, ctx: &Context) -> Result<i128, CeError> {
+    match o.get("now") {
+        None => Ok(ctx.now_ns),
+        Some(Value::String(s)) => time::parse_rfc3339(s, "now"),
+        Some(_) => Err(CeError::new(Code::InvalidDateTime, "now: must be an RFC 3339 string")),
+    }
+}
+
+fn lineage_op(p: &Obj<'_>, ctx: &Context) -> Result<lineage::Evaluation, CeError> {
+    let current = p.get("current").ok_or_else(|| CeError::new(Code::InvalidRequest, "current: required object"))?;
+    let now = now_of(p, ctx)?;
+    lineage::evaluate(p.get("lineage"), current, now, ctx.warm_lease_minutes)
+}
+
+/// `x.input` when it is an object, else `x` itself.
+fn inner(v: &Value) -> &Value {
+    v.get("input").filter(|i| i.is_object()).unwrap_or(v)
+}
+
+/// Combined dispatch: lineage evaluated first (only HOT allows resume), routing rebuilt from
+/// it, rollout selected from the router's result, result policy resolved.
+///
+/// Unlike the reference, shadow and canary can compare: the caller's `actual_mode` (what would
+/// run without the optimiser) is kept as the baseline, and the router's mode is always the
+/// recommendation. Hard guards (ownership conflict, nesting limit, isolation) override the
+/// baseline: whatever is selected never breaks them.
+fn dispatch(p: &Obj<'_>, ctx: &Context) -> Result<Value, CeError> {
+    let routing = p.get("routing").map(inner).filter(|v| v.is_object());
+    let Some(routing) = routing else {
+        return Err(CeError::new(Code::InvalidRequest, "routing: required object"));
+    };
+    let lineage = p.object("lineage")?;
+    let mut rebuilt = routing.clone();
+    let mut lineage_result = Value::Null;
+    if let Some(l) = &lineage {
+        let current = l.get("current").filter(|c| c.is_object());
+        let Some(current) = current else {
+            return Err(CeError::new(Code::InvalidRequest, "lineage.current: required object"));
+        };
+        for key in ["role", "sensitivity"] {
+            if let (Some(a), Some(b)) = (routing.get(key), current.get(key))
+                && a != b
+            {
+                return Err(CeError::new(Code::DispatchFactMismatch, format!("{key}: routing and lineage disagree")));
+            }
+        }
+        let eval = lineage::evaluate(l.get("lineage"), current, now_of(l, ctx)?, ctx.warm_lease_minutes)?;
+        let record = l.get("lineage");
+        let hot = eval.state == lineage::State::Hot;
+        if let Some(r) = rebuilt.as_object_mut() {
+            for key in ["role", "sensitivity"] {
+                if let Some(v) = current.get(key).filter(|v| !v.is_null()) {
+                    r.insert(key.to_owned(), v.clone());
+                }
+            }
+            let reviewer = routing.get("independent_reviewer") == Some(&Value::Bool(true))
+                || current.get("independent_reviewer") == Some(&Value::Bool(true));
+            r.insert("independent_reviewer".to_owned(), Value::Bool(reviewer));
+            let mut lin = routing.get("lineage").and_then(Value::as_object).cloned().unwrap_or_default();
+            for key in ["lineage_id", "role"] {
+                lin.insert(key.to_owned(), record.and_then(|x| x.get(key)).cloned().unwrap_or(Value::Null));
+            }
+            lin.insert("compatible".to_owned(), Value::Bool(hot));
+            lin.insert("resumable".to_owned(), Value::Bool(hot));
+            r.insert("lineage".to_owned(), Value::Object(lin));
+        }
+        lineage_result = eval.to_json();
+    }
+    let facts = RouteFacts::from_json(&rebuilt, &ctx.workspace)?;
+    let route = router::route(&facts)?;
+    let Some(rollout_v) = p.get("rollout").map(inner).filter(|v| v.is_object()) else {
+        return Err(CeError::new(Code::InvalidRequest, "rollout: required object"));
+    };
+    let mut rf = rollout::RolloutFacts::from_json(rollout_v)?;
+    rf.recommended_mode = Some(route.mode);
+    let hard_guard = route.reason_codes.iter().any(|r| {
+        matches!(
+            r,
+            Reason::WriterOwnershipConflict
+                | Reason::NestingLimit
+                | Reason::SensitivityIsolation
+                | Reason::ReviewIndependence
+        )
+    });
+    if hard_guard || rf.actual_mode.is_none() {
+        rf.actual_mode = Some(route.mode);
+    }
+    let selection = rollout::select(&rf)?;
+    let result_policy = match p.get("result_policy") {
+        None => Value::Null,
+        Some(v) => policy::resolve(inner(v))?.to_json(),
+    };
+    Ok(json!({
+        "routing": route.to_json(),
+        "rollout": selection.to_json(),
+        "lineage": lineage_result,
+        "result_policy": result_policy,
+    }))
+}
