@@ -3,6 +3,8 @@
 //! * Route decision in process: typed facts read from the request JSON, paths canonicalised,
 //!   the decision made (and, separately, the decision alone on facts already read). Baseline: the naive implementation the issue names, which compiles the
 //!   routing-facts JSON Schema and the role and path regexes on every call before deciding.
+//! * Capsule seal of an ~8 KiB capsule (schema, privacy scan, canonical JSON, hash), against the
+//!   naive pipeline that compiles the schema and every privacy regex per call.
 //! * `strata ce route` as a whole process (spawn, read stdin, decide, one line out), against the
 //!   floor of spawning a process that does nothing (`true`).
 //!
@@ -100,6 +102,86 @@ fn bench_route(c: &mut Criterion) {
     });
 }
 
+/// A draft capsule whose sealed canonical form is a little over 8 KiB.
+fn capsule_8k() -> Value {
+    let mut c: Value =
+        serde_json::from_str(include_str!("../../tests/fixtures/ce/capsule-draft.json")).expect("fixture");
+    c["risks"] = json!(
+        (0..16)
+            .map(|i| format!(
+                "Risk {i}: the currency table for region {i} may lag the ledger by a day; totals must not round twice."
+            ))
+            .collect::<Vec<_>>()
+    );
+    c["constraints"] = json!(
+        (0..16)
+            .map(|i| format!(
+                "Constraint {i}: keep amounts in integer minor units and never widen the public API of module {i}."
+            ))
+            .collect::<Vec<_>>()
+    );
+    c["approved_decisions"] = json!(
+        (0..16)
+            .map(|i| format!(
+                "Decision {i}: rounding is half-even at the last step only, per the approved spec section {i}."
+            ))
+            .collect::<Vec<_>>()
+    );
+    c["evidence"] = json!((0..30).map(|i| json!({"kind": "test", "summary": format!("case {i}: ledger::total({i}) returned the wrong sum for mixed EUR and JPY inputs")})).collect::<Vec<_>>());
+    c
+}
+
+/// The naive pipeline: the schema and every privacy regex compiled per call, each regex run over
+/// each string, then the hash.
+fn naive_seal(c: &Value) -> String {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../schemas/context-capsule.schema.json")).expect("schema");
+    let validator = jsonschema::validator_for(&schema).expect("compiles");
+    let mut draft = c.clone();
+    draft["capsule_hash"] = json!(format!("sha256:{}", "0".repeat(64)));
+    assert!(validator.is_valid(&draft));
+    let regexes: Vec<regex::Regex> =
+        strata_engine::ce::privacy::RULES.iter().map(|r| regex::Regex::new(r.regex).expect("regex")).collect();
+    fn strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    strings(c, &mut all);
+    for s in all {
+        for re in &regexes {
+            std::hint::black_box(re.is_match(s));
+        }
+    }
+    strata_engine::ce::capsule::hash(c)
+}
+
+fn bench_capsule(c: &mut Criterion) {
+    let draft = capsule_8k();
+    let seal = || {
+        strata_engine::ce::capsule::seal(&strata_engine::ce::capsule::SealRequest {
+            capsule: &draft,
+            max_bytes: 12_288,
+            artifact_path: None,
+            artifact_roots: vec![],
+        })
+        .expect("seals")
+    };
+    let sealed = seal();
+    SAMPLES.value("capsule-bytes", sealed.bytes as f64);
+    assert_eq!(sealed.hash, naive_seal(&draft), "the baseline hashes the same");
+    timed_per_call(c, &SAMPLES, "ce-capsule", "strata-capsule-seal", 2, |_| {
+        std::hint::black_box(seal());
+    });
+    timed_per_call(c, &SAMPLES, "ce-capsule", "naive-capsule-seal", 2, |_| {
+        std::hint::black_box(naive_seal(&draft));
+    });
+}
+
 fn bench_process(c: &mut Criterion) {
     let reqs: Vec<String> = requests().iter().map(|r| json!({"input": r}).to_string()).collect();
     let bin = env!("CARGO_BIN_EXE_strata-bench-cli");
@@ -132,6 +214,8 @@ fn summary(_: &mut Criterion) {
         ("route decision, in process (facts read from JSON + decide)", m("strata-route-us"), "≤ 5 µs"),
         ("  of which the decision on typed facts", m("strata-route-typed-us"), "-"),
         ("naive route (schema + regexes compiled per call)", m("naive-route-us"), "-"),
+        ("capsule seal, ~8 KiB (schema, privacy scan, hash)", m("strata-capsule-seal-us"), "≤ 100 µs"),
+        ("naive capsule seal (schema + regexes compiled per call)", m("naive-capsule-seal-us"), "-"),
         ("`strata ce route`, whole process", m("strata-ce-route-process-us"), "≤ 5000 µs"),
         ("spawning `true` (process floor)", m("spawn-true-process-us"), "-"),
     ] {
@@ -150,11 +234,14 @@ fn summary(_: &mut Criterion) {
             ("route decision p50 (µs)", m("strata-route-us"), "µs"),
             ("decision on typed facts p50 (µs)", m("strata-route-typed-us"), "µs"),
             ("naive route p50 (µs)", m("naive-route-us"), "µs"),
+            ("capsule seal p50 (µs)", m("strata-capsule-seal-us"), "µs"),
+            ("naive capsule seal p50 (µs)", m("naive-capsule-seal-us"), "µs"),
+            ("sealed capsule size (bytes)", m("capsule-bytes"), "bytes"),
             ("strata ce route process p50 (µs)", m("strata-ce-route-process-us"), "µs"),
             ("spawn true p50 (µs)", m("spawn-true-process-us"), "µs"),
         ],
     );
 }
 
-criterion_group!(benches, bench_route, bench_process, summary);
+criterion_group!(benches, bench_route, bench_capsule, bench_process, summary);
 criterion_main!(benches);

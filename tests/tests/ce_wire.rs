@@ -37,11 +37,20 @@ fn listing(dir: &Path) -> Vec<String> {
 /// Every input string leaf of `v` (values, not the protocol's own keys).
 fn leaves(v: &Value, out: &mut Vec<String>) {
     match v {
-        Value::String(s) if s.len() >= 3 => out.push(s.clone()),
+        Value::String(s) if s.len() >= 6 => out.push(s.clone()),
         Value::Array(a) => a.iter().for_each(|x| leaves(x, out)),
         Value::Object(o) => o.values().for_each(|x| leaves(x, out)),
         _ => {}
     }
+}
+
+fn draft() -> Value {
+    serde_json::from_str(include_str!("../fixtures/ce/capsule-draft.json")).unwrap()
+}
+
+fn with(mut v: Value, k: &str, x: Value) -> Value {
+    v[k] = x;
+    v
 }
 
 #[test]
@@ -82,6 +91,13 @@ fn bad_input_to_every_operation_gives_its_code_on_one_line_and_writes_nothing() 
         ("dispatch", oversize, "REQUEST_TOO_LARGE"),
         ("dispatch", json!({"routing": {"input": {"owned_files": ["C:/windows-drive"]}}, "rollout": {}}).to_string().into_bytes(), "INVALID_OWNERSHIP_PATH"),
         ("dispatch", json!({"routing": {"input": {}}, "lineage": {"lineage": lineage, "current": {}, "now": "yesterday-noon"}, "rollout": {}}).to_string().into_bytes(), "INVALID_DATE_TIME"),
+        ("capsule", b"[]".to_vec(), "INVALID_REQUEST"),
+        ("capsule", json!({"capsule": draft(), "max_bytes": null}).to_string().into_bytes(), "INVALID_REQUEST"),
+        ("capsule", json!({"capsule": draft(), "max_bytes": "big"}).to_string().into_bytes(), "INVALID_REQUEST"),
+        ("capsule", json!({"capsule": "capsule-as-text"}).to_string().into_bytes(), "CAPSULE_SCHEMA_INVALID"),
+        ("capsule", json!({"capsule": with(draft(), "next_action", json!("use ghp_abcdefghijklmnopqrstuvwxyz0123456789"))}).to_string().into_bytes(), "CAPSULE_PRIVATE_CONTENT"),
+        ("capsule", json!({"capsule": with(draft(), "owned_files", json!(["../outside-the-repo"]))}).to_string().into_bytes(), "CAPSULE_ARTIFACT_REF_INVALID"),
+        ("capsule", json!({"capsule": draft(), "artifact_path": "knowzcode/artifacts/x.json", "artifact_roots": [".git"]}).to_string().into_bytes(), "CAPSULE_ARTIFACT_REF_UNAUTHORIZED"),
         ("no-such-op", b"{}".to_vec(), "UNSUPPORTED_OPERATION"),
         ("no-such-op", b"[]".to_vec(), "INVALID_REQUEST"),
     ];

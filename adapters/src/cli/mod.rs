@@ -136,7 +136,7 @@ enum Command {
     /// opens the journal itself.
     Mcp,
     /// The context-efficiency wire protocol: one JSON request on stdin, one JSON line out.
-    /// Operations: route, lineage, rollout, result-policy, dispatch (capsule, telemetry and
+    /// Operations: route, lineage, capsule, rollout, result-policy, dispatch (telemetry and
     /// vault-delta are not implemented yet). See docs/compat.md.
     Ce {
         /// The operation.

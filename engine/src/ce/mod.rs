@@ -5,15 +5,17 @@
 //! Pure: the current time, the workspace's link facts and the configured limits arrive in a
 //! [`Context`]; nothing here reads a clock, the environment or the filesystem.
 //!
-//! Not here yet: the capsule pipeline and privacy scanner, telemetry, vault deltas, promotion,
-//! and the journal-owned state (leases, ownership map, lineage records as events).
+//! Not here yet: telemetry, vault deltas, promotion, and the journal-owned state (leases,
+//! ownership map, lineage records as events).
 
+pub mod capsule;
 pub mod error;
 pub mod facts;
 pub mod json;
 pub mod lineage;
 pub mod paths;
 pub mod policy;
+pub mod privacy;
 pub mod rollout;
 pub mod router;
 pub mod time;
@@ -70,7 +72,8 @@ pub fn run(op: &str, payload: &Value, ctx: &Context) -> Result<Value, CeError> {
             Ok(policy::resolve(input)?.to_json())
         }
         "dispatch" => dispatch(&p, ctx),
-        "capsule" | "telemetry" | "vault-delta" => {
+        "capsule" => capsule_op(&p),
+        "telemetry" | "vault-delta" => {
             Err(CeError::new(Code::UnsupportedOperation, format!("{op}: not implemented in strata yet")))
         }
         _ => Err(CeError::new(Code::UnsupportedOperation, "the operation is not one of the eight")),
@@ -104,6 +107,25 @@ fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, CeError> {
         }
     }
     Ok(ws)
+}
+
+/// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?}` → the sealed capsule.
+fn capsule_op(p: &Obj<'_>) -> Result<Value, CeError> {
+    let Some(capsule) = p.map().get("capsule") else {
+        return Err(CeError::new(Code::CapsuleSchemaInvalid, "capsule: required"));
+    };
+    let max_bytes = match p.map().get("max_bytes") {
+        None => capsule::MAX_BYTES_DEFAULT,
+        Some(Value::Null) => return Err(CeError::new(Code::InvalidRequest, "max_bytes: null is not a size")),
+        Some(_) => match p.count("max_bytes", Code::InvalidRequest)? {
+            Some(n) if n > 0 => n,
+            _ => return Err(CeError::new(Code::InvalidRequest, "max_bytes: must be a positive integer")),
+        },
+    };
+    let artifact_path = p.string_or("artifact_path", Code::CapsuleArtifactRefInvalid)?;
+    let artifact_roots = p.strings("artifact_roots", Code::CapsuleArtifactRefInvalid)?;
+    let sealed = capsule::seal(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })?;
+    Ok(sealed.capsule)
 }
 
 /// `now` from the request when given (strict RFC 3339), else the context's clock.

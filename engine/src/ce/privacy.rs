@@ -1,0 +1,443 @@
+//! The privacy scanner shared by capsules and telemetry: secret-like values, provider and
+//! session identifiers, raw transcript markers, and (for telemetry) repository-identifying
+//! content such as paths, URLs and emails.
+//!
+//! Rules are data ([`RULES`]): an id, a class, lower-case keywords and a regex. A rule's regex
+//! runs only on text that contains one of its keywords (one Aho–Corasick pass finds them), so
+//! ordinary prose costs one linear scan. Rules are written to catch the shape of real tokens
+//! (fixed prefixes, lengths, a digit in an identifier, a value that is not a placeholder) so that
+//! engineering prose passes: "run-the-full-suite before merge", "thread-safety review pending",
+//! "Store secret: none", "Use sk-learn-compatible estimators".
+
+use std::sync::LazyLock;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use regex::Regex;
+
+/// What a rule detects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// A credential, key or token.
+    Secret,
+    /// A provider, session, thread, agent or run identifier.
+    ProviderId,
+    /// Raw transcript, prompt or log content.
+    Transcript,
+    /// Repository-identifying or personal content (telemetry only): paths, URLs, emails.
+    Identifying,
+}
+
+/// One rule.
+pub struct RuleDef {
+    /// Stable id (reported, never the matched text).
+    pub id: &'static str,
+    /// Class.
+    pub class: Class,
+    /// Lower-case keywords; the regex runs only if one occurs (case-insensitively).
+    pub keywords: &'static [&'static str],
+    /// The pattern (Rust `regex` syntax).
+    pub regex: &'static str,
+    /// For assignment rules: capture group 1 is the value, which must not be a placeholder.
+    pub value_group: bool,
+}
+
+/// The rule set.
+pub const RULES: &[RuleDef] = &[
+    // Authorization headers and bearer tokens.
+    RuleDef {
+        id: "bearer-token",
+        class: Class::Secret,
+        keywords: &["bearer"],
+        regex: r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{8,})",
+        value_group: true,
+    },
+    RuleDef {
+        id: "basic-auth-header",
+        class: Class::Secret,
+        keywords: &["basic"],
+        regex: r"(?i)authorization\s*[:=]\s*basic\s+[A-Za-z0-9+/=]{2,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "token-auth-header",
+        class: Class::Secret,
+        keywords: &["token", "apikey"],
+        regex: r"(?i)authorization\s*[:=]\s*(?:token|apikey)\s+(\S{8,})",
+        value_group: true,
+    },
+    // Package registries and forges.
+    RuleDef {
+        id: "npm-token",
+        class: Class::Secret,
+        keywords: &["npm_"],
+        regex: r"\bnpm_[A-Za-z0-9]{20,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "github-token",
+        class: Class::Secret,
+        keywords: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+        regex: r"\bgh[pousr]_[A-Za-z0-9]{12,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "github-fine-grained-token",
+        class: Class::Secret,
+        keywords: &["github_pat_"],
+        regex: r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "gitlab-token",
+        class: Class::Secret,
+        keywords: &["glpat-"],
+        regex: r"\bglpat-[A-Za-z0-9_-]{12,}",
+        value_group: false,
+    },
+    // Chat, payments, clouds.
+    RuleDef {
+        id: "slack-token",
+        class: Class::Secret,
+        keywords: &["xox", "xapp-"],
+        regex: r"\b(?:xox[abposr]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})",
+        value_group: false,
+    },
+    RuleDef {
+        id: "slack-webhook",
+        class: Class::Secret,
+        keywords: &["hooks.slack.com"],
+        regex: r"hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9+/_-]{20,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "stripe-key",
+        class: Class::Secret,
+        keywords: &["_live_", "_test_"],
+        regex: r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "provider-api-key",
+        class: Class::Secret,
+        keywords: &["sk-", "rk-", "pk-"],
+        regex: r"\b(?:sk|rk|pk)-(?:ant-[a-z0-9]+-|proj-|live[_-]|test[_-])?([A-Za-z0-9_-]{16,})",
+        value_group: true,
+    },
+    RuleDef {
+        id: "aws-access-key-id",
+        class: Class::Secret,
+        keywords: &["akia", "asia", "abia", "acca", "a3t"],
+        regex: r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b",
+        value_group: false,
+    },
+    RuleDef {
+        id: "aws-secret-access-key",
+        class: Class::Secret,
+        keywords: &["aws", "secret_access", "secretaccess"],
+        regex: r#"(?i)(?:aws)?_?secret_?access_?key["']?\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b"#,
+        value_group: true,
+    },
+    RuleDef {
+        id: "google-api-key",
+        class: Class::Secret,
+        keywords: &["aiza"],
+        regex: r"\bAIza[0-9A-Za-z_-]{35}",
+        value_group: false,
+    },
+    RuleDef {
+        id: "google-oauth-secret",
+        class: Class::Secret,
+        keywords: &["gocspx-"],
+        regex: r"\bGOCSPX-[A-Za-z0-9_-]{28}",
+        value_group: false,
+    },
+    // Keys and signed tokens.
+    RuleDef {
+        id: "private-key",
+        class: Class::Secret,
+        keywords: &["private key"],
+        regex: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY( BLOCK)?-----",
+        value_group: false,
+    },
+    RuleDef {
+        id: "jwt",
+        class: Class::Secret,
+        keywords: &["eyj"],
+        regex: r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        value_group: false,
+    },
+    // Credentials in URLs and connection strings.
+    RuleDef {
+        id: "credential-url",
+        class: Class::Secret,
+        keywords: &["://"],
+        regex: r"(?i)\b[a-z][a-z0-9+.-]*://[^\s/:@]+:[^\s/@]+@[^\s/]+",
+        value_group: false,
+    },
+    RuleDef {
+        id: "jdbc-password",
+        class: Class::Secret,
+        keywords: &["jdbc:"],
+        regex: r"(?i)\bjdbc:[^\s]*?(?:password|passwd)=[^\s;&]+",
+        value_group: false,
+    },
+    // Assignments of a secret-named key to a value that is not a placeholder.
+    RuleDef {
+        id: "secret-assignment",
+        class: Class::Secret,
+        keywords: &[
+            "password",
+            "passwd",
+            "api_key",
+            "api-key",
+            "apikey",
+            "access_token",
+            "access-token",
+            "refresh_token",
+            "refresh-token",
+            "auth_token",
+            "secret",
+        ],
+        regex: r#"(?i)(?:password|passwd|api[_-]?key|access[_-]token|refresh[_-]token|auth[_-]token|client[_-]secret|secret[_-]key|secret)["']?\s*[:=]\s*["']?([^\s"',;]{4,})"#,
+        value_group: true,
+    },
+    // Provider, session, thread, agent and run identifiers (the value must look like an id).
+    RuleDef {
+        id: "provider-session-id",
+        class: Class::ProviderId,
+        keywords: &["claude", "codex", "provider"],
+        regex: r"(?i)\b(?:claude|codex|provider)[ _-]?(?:session|thread|agent|run)(?:[ _-]?id)?\s*[:=#]?\s*([A-Za-z0-9_-]{6,})",
+        value_group: true,
+    },
+    RuleDef {
+        id: "labelled-session-id",
+        class: Class::ProviderId,
+        keywords: &["session", "thread", "agent", "run"],
+        regex: r"(?i)\b(?:session|thread|agent|run)(?:[ _-]?id)?\s*[:=#]\s*([A-Za-z0-9_-]{6,})",
+        value_group: true,
+    },
+    RuleDef {
+        id: "prefixed-session-id",
+        class: Class::ProviderId,
+        keywords: &["sess", "thread", "agent", "run"],
+        regex: r"(?i)\b(?:sess|session|thread|agent|run)[_-]([A-Za-z0-9_-]{8,})",
+        value_group: true,
+    },
+    // Raw transcripts: a marker that introduces content, or a dialogue of role lines.
+    RuleDef {
+        id: "transcript-marker",
+        class: Class::Transcript,
+        keywords: &["raw", "verbatim", "full"],
+        regex: r"(?i)\b(?:(?:raw|verbatim)[ _-]+(?:transcripts?|chats?|conversations?|prompts?|logs?|tool[ _-]output|ambient[ _-]output)\b|full[ _-]+(?:transcripts?|chats?|conversations?|prompts?|logs?|tool[ _-]output|ambient[ _-]output)\s*[:\n])",
+        value_group: false,
+    },
+    RuleDef {
+        id: "dialogue-transcript",
+        class: Class::Transcript,
+        keywords: &["user", "assistant", "human"],
+        regex: r"(?im)^\s*(?:user|human)\s*:.*\n(?:.*\n)*?\s*assistant\s*:",
+        value_group: false,
+    },
+    // Repository-identifying content, for telemetry.
+    RuleDef {
+        id: "url",
+        class: Class::Identifying,
+        keywords: &["http://", "https://"],
+        regex: r"(?i)\bhttps?://\S+",
+        value_group: false,
+    },
+    RuleDef {
+        id: "home-path",
+        class: Class::Identifying,
+        keywords: &["/users/", "/home/", ":\\", "./"],
+        regex: r#"(?i)(?:/Users/|/home/|\b[A-Z]:\\|(?:^|[\s"'(])\.\.?/)"#,
+        value_group: false,
+    },
+    RuleDef {
+        id: "email",
+        class: Class::Identifying,
+        keywords: &["@"],
+        regex: r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b",
+        value_group: false,
+    },
+    RuleDef {
+        id: "repository-label",
+        class: Class::Identifying,
+        keywords: &["repo", "project"],
+        regex: r"(?i)\b(?:repo|repository|project)[_-][A-Za-z0-9][A-Za-z0-9_.-]{2,}",
+        value_group: false,
+    },
+];
+
+/// Values that name no secret (`Store secret: none`).
+fn is_placeholder(v: &str) -> bool {
+    const WORDS: [&str; 18] = [
+        "none",
+        "null",
+        "nil",
+        "n/a",
+        "na",
+        "empty",
+        "redacted",
+        "hidden",
+        "masked",
+        "true",
+        "false",
+        "required",
+        "optional",
+        "unset",
+        "todo",
+        "tbd",
+        "example",
+        "placeholder",
+    ];
+    let lower = v.to_ascii_lowercase();
+    let trimmed = lower.trim_matches(|c: char| !c.is_alphanumeric() && c != '/');
+    WORDS.contains(&trimmed)
+        || (v.starts_with('<') && v.ends_with('>'))
+        || v.starts_with("${")
+        || v.starts_with("{{")
+        || v.starts_with('$')
+        || v.chars().all(|c| c == v.chars().next().unwrap_or('*'))
+}
+
+/// An identifier-like value: has a digit (ids are hex, uuids, counters), or is long and mixed.
+fn looks_like_id(v: &str) -> bool {
+    v.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// A token-like value: a digit or an upper-case letter among lower-case ones, not a word list.
+fn looks_like_token(v: &str) -> bool {
+    let digit = v.bytes().any(|b| b.is_ascii_digit());
+    let upper = v.bytes().any(|b| b.is_ascii_uppercase());
+    let lower = v.bytes().any(|b| b.is_ascii_lowercase());
+    digit || (upper && lower)
+}
+
+struct Compiled {
+    keywords: AhoCorasick,
+    /// Keyword pattern index → rule indexes.
+    rules_of: Vec<Vec<usize>>,
+    regexes: Vec<Regex>,
+}
+
+static COMPILED: LazyLock<Result<Compiled, String>> = LazyLock::new(|| {
+    let mut words: Vec<&str> = Vec::new();
+    let mut rules_of: Vec<Vec<usize>> = Vec::new();
+    for (i, r) in RULES.iter().enumerate() {
+        for k in r.keywords {
+            match words.iter().position(|w| w == k) {
+                Some(p) => rules_of[p].push(i),
+                None => {
+                    words.push(k);
+                    rules_of.push(vec![i]);
+                }
+            }
+        }
+    }
+    let keywords = AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .match_kind(MatchKind::Standard)
+        .build(&words)
+        .map_err(|e| format!("privacy keywords do not build: {e}"))?;
+    let regexes = RULES
+        .iter()
+        .map(|r| Regex::new(r.regex).map_err(|e| format!("privacy rule {} does not compile: {e}", r.id)))
+        .collect::<Result<_, _>>()?;
+    Ok(Compiled { keywords, rules_of, regexes })
+});
+
+/// The rules compile (a test checks this, so a broken rule cannot ship).
+pub fn rules_compile() -> Result<(), String> {
+    COMPILED.as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+/// The first rule of a class in `classes` that matches `text`, by rule order.
+pub fn scan(text: &str, classes: &[Class]) -> Option<&'static RuleDef> {
+    let Ok(c) = &*COMPILED else {
+        // Fail closed: a scanner that cannot run finds everything private.
+        return RULES.first();
+    };
+    let mut hit = [false; 64];
+    let mut any = false;
+    for m in c.keywords.find_overlapping_iter(text) {
+        for &r in &c.rules_of[m.pattern().as_usize()] {
+            if r < hit.len() && classes.contains(&RULES[r].class) {
+                hit[r] = true;
+                any = true;
+            }
+        }
+    }
+    if !any {
+        return None;
+    }
+    RULES.iter().enumerate().filter(|(i, _)| hit[*i]).find_map(|(i, rule)| {
+        let re = &c.regexes[i];
+        let found = if rule.value_group {
+            re.captures_iter(text).any(|cap| cap.get(1).is_some_and(|v| value_ok(rule, v.as_str())))
+        } else {
+            re.is_match(text)
+        };
+        found.then_some(rule)
+    })
+}
+
+fn value_ok(rule: &RuleDef, v: &str) -> bool {
+    match rule.class {
+        Class::ProviderId => looks_like_id(v),
+        _ if rule.id == "provider-api-key" => looks_like_token(v),
+        _ if rule.id == "bearer-token" => looks_like_token(v) && !is_placeholder(v),
+        _ => !is_placeholder(v),
+    }
+}
+
+/// Credential key names, refused in capsules and telemetry alike.
+const CREDENTIAL_KEYS: &[&str] =
+    &["credential", "credentials", "password", "passwd", "api_key", "access_token", "refresh_token", "auth_token"];
+
+/// Further capsule key names: raw content and provider handles.
+#[rustfmt::skip]
+const CAPSULE_KEYS: &[&str] = &[
+    "transcript", "prompt", "chat", "conversation", "log", "logs", "tool_output", "ambient_output", "session",
+    "session_id", "thread_id", "agent_id", "run_id", "platform_handle", "provider_handle",
+];
+
+/// Further telemetry key names: bodies, handles, and repository or account identifiers
+/// (`prompt_bytes` is exempt).
+#[rustfmt::skip]
+const TELEMETRY_KEYS: &[&str] = &[
+    "prompt", "prompt_body", "raw_prompt", "source_body", "source_code", "log", "log_body", "secret",
+    "platform_handle", "provider_handle", "provider_session_id", "session_id", "thread_id", "agent_id", "repository",
+    "repository_path", "repo", "file_path", "email", "account_id", "account_email", "user_id", "org_id",
+    "organization_id", "tenant_id", "subscription_id",
+];
+
+/// Whether `key` names private content: equal to a forbidden name, or containing it as a run of
+/// `_`-delimited tokens (so `raw_transcript` and `provider_session_id` match).
+fn key_matches(key: &str, forbidden: &[&str]) -> bool {
+    // Most keys are short snake_case words: compare without allocating.
+    let lower_eq =
+        |a: &str, b: &str| a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x.to_ascii_lowercase() == y);
+    forbidden.iter().any(|f| {
+        // `f` must start at a token start and end at a token end.
+        key.char_indices().filter(|(i, _)| *i == 0 || key.as_bytes()[i - 1] == b'_').any(|(i, _)| {
+            let end = i + f.len();
+            key.get(i..end).is_some_and(|s| lower_eq(s, f)) && (end == key.len() || key.as_bytes()[end] == b'_')
+        })
+    })
+}
+
+/// A capsule key that must not appear.
+pub fn capsule_key_forbidden(key: &str) -> bool {
+    key_matches(key, CREDENTIAL_KEYS) || key_matches(key, CAPSULE_KEYS)
+}
+
+/// A telemetry key that must not appear.
+pub fn telemetry_key_forbidden(key: &str) -> bool {
+    key != "prompt_bytes" && (key_matches(key, CREDENTIAL_KEYS) || key_matches(key, TELEMETRY_KEYS))
+}
+
+/// The classes a capsule is scanned for.
+pub const CAPSULE_CLASSES: &[Class] = &[Class::Secret, Class::ProviderId, Class::Transcript];
+/// The classes telemetry is scanned for: every class.
+pub const TELEMETRY_CLASSES: &[Class] = &[Class::Secret, Class::ProviderId, Class::Transcript, Class::Identifying];
