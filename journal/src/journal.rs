@@ -378,12 +378,19 @@ impl Journal {
         });
         let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
         let recovery = Recovery { index_snapshot_seq: snapshot_seq, replayed_events: since_snapshot };
+        let (wake, woken) = std::sync::mpsc::channel();
+        let (flush_store, flush_shared) = (store.clone(), shared.clone());
+        let flusher = std::thread::Builder::new()
+            .name("strata-journal-flusher".into())
+            .spawn(move || run_flusher(flush_store, flush_shared, woken))
+            .map_err(|e| JournalError::io(&loc, e))?;
         let writer = Writer {
             store: store.clone(),
             shared: shared.clone(),
             origin: origin.clone(),
             since_snapshot,
             snapshot_seq,
+            flusher: Some((wake, flusher)),
         };
         let handle = std::thread::Builder::new()
             .name("strata-journal-writer".into())
@@ -921,6 +928,19 @@ struct Writer {
     since_snapshot: u64,
     /// Head of the last index snapshot written or loaded.
     snapshot_seq: u64,
+    /// Wakes the flusher thread, which syncs batches of asynchronous-commit appends so that
+    /// the writer does not wait for them.
+    flusher: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+}
+
+/// Syncs the store whenever woken, until its channel closes; a failure poisons the journal.
+fn run_flusher(store: Arc<dyn Store>, shared: Arc<Shared>, wake: std::sync::mpsc::Receiver<()>) {
+    while wake.recv().is_ok() {
+        while wake.try_recv().is_ok() {}
+        if let Err(e) = store.sync() {
+            *shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+        }
+    }
 }
 
 impl Writer {
@@ -970,7 +990,13 @@ impl Writer {
             self.commit(std::mem::take(&mut group));
         }
         self.commit(std::mem::take(&mut group));
-        let result = self.snapshot_index();
+        // Asynchronously committed appends are made durable before the journal closes.
+        if let Some((wake, flusher)) = self.flusher.take() {
+            drop(wake);
+            let _ = flusher.join();
+        }
+        let synced = if self.poisoned().is_none() { self.store.sync() } else { Ok(()) };
+        let result = synced.and_then(|()| self.snapshot_index());
         self.shared.close();
         if let Some(reply) = shutdown_reply {
             let _ = reply.send(result);
@@ -1151,7 +1177,16 @@ impl Writer {
                     }
                 }
             }
-            let durable = written.and_then(|()| self.store.sync());
+            // A batch of asynchronous-commit appends only is synced by the flusher thread; any
+            // durable append in the batch syncs here, which covers everything before it too.
+            let async_only = group.iter().all(|(_, sink)| matches!(sink, Sink::Written(_)));
+            let durable = written.and_then(|()| match (&self.flusher, async_only) {
+                (Some((wake, _)), true) => {
+                    let _ = wake.send(());
+                    Ok(())
+                }
+                _ => self.store.sync(),
+            });
             if let Err(e) = durable {
                 let cause = e.to_string();
                 *self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());

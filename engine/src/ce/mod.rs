@@ -5,7 +5,7 @@
 //! Pure: the current time, the workspace's link facts and the configured limits arrive in a
 //! [`Context`]; nothing here reads a clock, the environment or the filesystem.
 //!
-//! Not here yet: telemetry, vault deltas, promotion, and the journal-owned state (leases,
+//! Not here yet: promotion (the telemetry issue), and the journal-owned state (leases,
 //! ownership map, lineage records as events).
 
 pub mod capsule;
@@ -18,7 +18,9 @@ pub mod policy;
 pub mod privacy;
 pub mod rollout;
 pub mod router;
+pub mod telemetry;
 pub mod time;
+pub mod vault;
 
 use serde_json::{Value, json};
 
@@ -73,8 +75,14 @@ pub fn run(op: &str, payload: &Value, ctx: &Context) -> Result<Value, CeError> {
         }
         "dispatch" => dispatch(&p, ctx),
         "capsule" => capsule_op(&p),
-        "telemetry" | "vault-delta" => {
-            Err(CeError::new(Code::UnsupportedOperation, format!("{op}: not implemented in strata yet")))
+        "telemetry" => {
+            let event =
+                p.get("event").ok_or_else(|| CeError::new(Code::EfficiencyEventInvalid, "event: required object"))?;
+            telemetry::normalise(event)
+        }
+        "vault-delta" => {
+            let input = p.get("input").ok_or_else(|| CeError::new(Code::InvalidRequest, "input: required object"))?;
+            Ok(vault::decide(input)?.to_json())
         }
         _ => Err(CeError::new(Code::UnsupportedOperation, "the operation is not one of the eight")),
     }
