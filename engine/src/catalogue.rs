@@ -32,6 +32,11 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("learning.logged", &[1]),
     ("decision.logged", &[1]),
     ("outcome.logged", &[1]),
+    // Context-efficient dispatch: routing decisions and the writer-ownership map.
+    ("ce.route-decided", &[1]),
+    ("ce.ownership-claimed", &[1]),
+    ("ce.ownership-conflict", &[1]),
+    ("ce.ownership-released", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

@@ -136,8 +136,8 @@ enum Command {
     /// opens the journal itself.
     Mcp,
     /// The context-efficiency wire protocol: one JSON request on stdin, one JSON line out.
-    /// Operations: route, lineage, capsule, rollout, result-policy, dispatch (telemetry and
-    /// vault-delta are not implemented yet). See docs/compat.md.
+    /// Operations: route, lineage, capsule, telemetry, rollout, result-policy, vault-delta,
+    /// dispatch (stateless). See docs/compat.md.
     Ce {
         /// The operation.
         operation: Option<String>,

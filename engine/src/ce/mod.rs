@@ -5,14 +5,15 @@
 //! Pure: the current time, the workspace's link facts and the configured limits arrive in a
 //! [`Context`]; nothing here reads a clock, the environment or the filesystem.
 //!
-//! Not here yet: promotion (the telemetry issue), and the journal-owned state (leases,
-//! ownership map, lineage records as events).
+//! The writer-ownership map is journal-owned ([`ownership`]); leases and lineage records as
+//! events, and `strata ce --journal`, are not here yet.
 
 pub mod capsule;
 pub mod error;
 pub mod facts;
 pub mod json;
 pub mod lineage;
+pub mod ownership;
 pub mod paths;
 pub mod policy;
 pub mod privacy;
