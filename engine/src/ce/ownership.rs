@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use strata_journal::{EventData, ExpectedVersion, Hash, Record, StreamAppend};
+use strata_journal::{EventData, ExpectedVersion, Record, StreamAppend};
 
 use super::error::{CeError, Code, fail};
 use super::paths;
@@ -136,43 +136,7 @@ impl Ownership {
     }
 }
 
-impl strata_journal::projection::Projection for Ownership {
-    fn name(&self) -> &str {
-        "ownership"
-    }
-
-    fn version(&self) -> u32 {
-        1
-    }
-
-    fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
-        if !ALL.contains(&r.event_type) {
-            return Ok(());
-        }
-        self.fold(r)?;
-        self.kept.push(r);
-        Ok(())
-    }
-
-    fn state_hash(&self) -> Hash {
-        self.kept.state_hash("ownership/1")
-    }
-
-    fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
-        self.kept.encode()
-    }
-
-    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let mut fresh = Ownership::default();
-        let kept = EventLog::restore(bytes, |r| fresh.fold(r))?;
-        *self = Ownership { kept, ..fresh };
-        Ok(())
-    }
-
-    fn reset(&mut self) {
-        *self = Ownership::default();
-    }
-}
+crate::projections::kept::kept_projection!(Ownership, "ownership", 1, ALL);
 
 fn event(ids: &mut dyn Ids, clock: &dyn Clock, t: &str, payload: &impl Serialize) -> Result<EventData, CeError> {
     Ok(EventData {

@@ -6,8 +6,7 @@
 //! The snapshot is that list; restoring re-folds it. Context events are few next to knowledge-base
 //! events (one per registration, publication or assembly), so the list stays small.
 
-use strata_journal::projection::Projection;
-use strata_journal::{Hash, Record};
+use strata_journal::Record;
 
 use super::profile::{self, ProfileIndex};
 use super::prompts::{self, PromptIndex};
@@ -38,41 +37,4 @@ impl ContextState {
     }
 }
 
-impl Projection for ContextState {
-    fn name(&self) -> &str {
-        "context"
-    }
-
-    fn version(&self) -> u32 {
-        2
-    }
-
-    fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
-        if !EVENT_TYPES.contains(&r.event_type) {
-            return Ok(());
-        }
-        self.fold(r)?;
-        self.kept.push(r);
-        Ok(())
-    }
-
-    fn state_hash(&self) -> Hash {
-        self.kept.state_hash("context/2")
-    }
-
-    fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
-        self.kept.encode()
-    }
-
-    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.reset();
-        let mut fresh = ContextState::default();
-        let kept = EventLog::restore(bytes, |r| fresh.fold(r))?;
-        *self = ContextState { kept, ..fresh };
-        Ok(())
-    }
-
-    fn reset(&mut self) {
-        *self = ContextState::default();
-    }
-}
+crate::projections::kept::kept_projection!(ContextState, "context", 2, EVENT_TYPES);

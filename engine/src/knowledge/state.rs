@@ -8,8 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use strata_journal::projection::Projection;
-use strata_journal::{Hash, Record};
+use strata_journal::Record;
 
 use super::events::{self, Declared, Put, Retired, Served, SessionStarted};
 use super::{ANSWER_TOKENS_DEFAULT, CONCERNS_MAX, KnowledgeError, closest};
@@ -416,40 +415,4 @@ impl Knowledge {
     }
 }
 
-impl Projection for Knowledge {
-    fn name(&self) -> &str {
-        "knowledge"
-    }
-
-    fn version(&self) -> u32 {
-        1
-    }
-
-    fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
-        if !events::ALL.contains(&r.event_type) {
-            return Ok(());
-        }
-        self.fold(r)?;
-        self.kept.push(r);
-        Ok(())
-    }
-
-    fn state_hash(&self) -> Hash {
-        self.kept.state_hash("knowledge/1")
-    }
-
-    fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
-        self.kept.encode()
-    }
-
-    fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let mut fresh = Knowledge::default();
-        let kept = EventLog::restore(bytes, |r| fresh.fold(r))?;
-        *self = Knowledge { kept, ..fresh };
-        Ok(())
-    }
-
-    fn reset(&mut self) {
-        *self = Knowledge::default();
-    }
-}
+crate::projections::kept::kept_projection!(Knowledge, "knowledge", 1, events::ALL);

@@ -95,3 +95,49 @@ impl EventLog {
         Ok(EventLog { kept: snap.kept })
     }
 }
+
+/// Implements [`strata_journal::projection::Projection`] for a state that folds the event types
+/// `$types` with its own `fn fold(&mut self, &Record) -> Result<(), String>` and keeps them in a
+/// field `kept: EventLog`; snapshots are that log, re-folded on restore.
+macro_rules! kept_projection {
+    ($ty:ty, $name:literal, $version:literal, $types:expr) => {
+        impl strata_journal::projection::Projection for $ty {
+            fn name(&self) -> &str {
+                $name
+            }
+
+            fn version(&self) -> u32 {
+                $version
+            }
+
+            fn apply(&mut self, r: &strata_journal::Record<'_>) -> Result<(), String> {
+                if !$types.contains(&r.event_type) {
+                    return Ok(());
+                }
+                self.fold(r)?;
+                self.kept.push(r);
+                Ok(())
+            }
+
+            fn state_hash(&self) -> strata_journal::Hash {
+                self.kept.state_hash(concat!($name, "/", $version))
+            }
+
+            fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
+                self.kept.encode()
+            }
+
+            fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
+                let mut fresh = <$ty>::default();
+                let kept = $crate::projections::kept::EventLog::restore(bytes, |r| fresh.fold(r))?;
+                *self = Self { kept, ..fresh };
+                Ok(())
+            }
+
+            fn reset(&mut self) {
+                *self = <$ty>::default();
+            }
+        }
+    };
+}
+pub(crate) use kept_projection;
