@@ -184,3 +184,75 @@ fn ceo_19_billed_figures_need_an_authoritative_accounting_source() {
     let none = telemetry(event(json!({"billed": {}}))).unwrap();
     assert_eq!(none["billed"]["accounting_source"], "unknown");
 }
+
+#[test]
+fn ceo_10_targeted_checks_in_fix_loops_consolidated_before_gate3_and_after_production_fixes() {
+    use strata_engine::ce::plan::{Tier, verification_plan};
+    assert_eq!(
+        verification_plan(Tier::Tdd, false),
+        json!({"checks": ["targeted"], "consolidated": false, "artifact_logs": true})
+    );
+    assert_eq!(verification_plan(Tier::Microtask, false)["checks"], json!(["affected-surface"]));
+    let gate = verification_plan(Tier::Gate3, false);
+    assert_eq!(gate["checks"], json!(["full-tests", "static-analysis", "build", "package", "install-smoke"]));
+    assert_eq!(gate["consolidated"], true);
+    assert_eq!(verification_plan(Tier::AuditFix, false)["checks"], json!(["targeted"]));
+    let after = verification_plan(Tier::AuditFix, true);
+    assert_eq!(after["checks"].as_array().unwrap().len(), 6);
+    assert_eq!(after["consolidated"], true);
+    assert_eq!(Tier::parse("nightly").map_err(|e| e.code), Err(Code::InvalidFact));
+}
+
+#[test]
+fn ceo_11_mcp_health_is_reused_only_while_healthy_and_fresh() {
+    use strata_engine::ce::plan::health_reusable;
+    let min = 60_000_000_000i128;
+    assert!(health_reusable(true, 0, 14 * min, 15));
+    assert!(!health_reusable(true, 0, 15 * min, 15), "the TTL is exclusive");
+    assert!(!health_reusable(false, 0, min, 15), "a failure is retried, not reused");
+    assert!(!health_reusable(true, 10 * min, 0, 15), "a check from the future is not trusted");
+}
+
+#[test]
+fn budget_levels_preserve_mandatory_gates() {
+    use strata_engine::ce::plan::{BudgetLevel, budget};
+    assert_eq!(budget(5.0, None).unwrap().level, BudgetLevel::Unbounded);
+    for (used, level) in [
+        (69.0, BudgetLevel::Normal),
+        (70.0, BudgetLevel::Soft),
+        (90.0, BudgetLevel::Checkpoint),
+        (100.0, BudgetLevel::Hard),
+    ] {
+        let b = budget(used, Some(100.0)).unwrap();
+        assert_eq!(b.level, level, "{used}");
+        assert_eq!(b.to_json()["mandatory_gates_preserved"], true);
+    }
+    assert_eq!(budget(-1.0, Some(100.0)).map(|_| ()).map_err(|e| e.code), Err(Code::InvalidFact));
+    assert_eq!(budget(1.0, Some(0.0)).map(|_| ()).map_err(|e| e.code), Err(Code::InvalidFact));
+}
+
+#[test]
+fn ceo_14_documentation_makes_no_token_removal_claim_for_cache_reads() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut docs = vec![root.join("README.md"), root.join("ARCHITECTURE.md"), root.join("BENCHMARKS.md")];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(p);
+        }
+    }
+    let claim = regex::Regex::new(
+        r"(?i)cach\w*[^.\n]{0,60}\b(remov|eliminat|free|sav)\w*[^.\n]{0,30}\b(context|logical)[^.\n]{0,20}tokens",
+    )
+    .unwrap();
+    assert!(claim.is_match("Prompt caching removes most logical context tokens"), "the check can see a claim");
+    let mut described = false;
+    for d in &docs {
+        let text = std::fs::read_to_string(d).unwrap();
+        if let Some(m) = claim.find(&text) {
+            panic!("{}: claims cached input removes context tokens: {:?}", d.display(), m.as_str());
+        }
+        described |= text.contains("Cache reads are billing and context-reuse behaviour");
+    }
+    assert!(described, "some document describes cache reads as billing and context-reuse behaviour");
+}

@@ -15,6 +15,7 @@ pub mod json;
 pub mod lineage;
 pub mod ownership;
 pub mod paths;
+pub mod plan;
 pub mod policy;
 pub mod privacy;
 pub mod rollout;

@@ -358,11 +358,11 @@ pub fn scan(text: &str, classes: &[Class]) -> Option<&'static RuleDef> {
         // Fail closed: a scanner that cannot run finds everything private.
         return RULES.first();
     };
-    let mut hit = [false; 64];
+    let mut hit = [false; RULES.len()];
     let mut any = false;
     for m in c.keywords.find_overlapping_iter(text) {
         for &r in &c.rules_of[m.pattern().as_usize()] {
-            if r < hit.len() && classes.contains(&RULES[r].class) {
+            if classes.contains(&RULES[r].class) {
                 hit[r] = true;
                 any = true;
             }
