@@ -193,6 +193,7 @@ fn privacy_detects_modern_tokens_and_passes_engineering_prose() {
         "run-the-full-suite before merge",
         "thread-safety review pending",
         "thread-safety-review pending",
+        "thread-safety-v2-review pending",
         "Before each run: execute targeted tests",
         "Keep the full log on disk",
         "Provide full prompt context to reviewers",

@@ -301,9 +301,10 @@ fn is_placeholder(v: &str) -> bool {
         || v.chars().all(|c| c == v.chars().next().unwrap_or('*'))
 }
 
-/// An identifier-like value: has a digit (ids are hex, uuids, counters), or is long and mixed.
+/// An identifier-like value: at least two digits (ids are hex, uuids, counters), so a name such
+/// as `thread-safety-v2-review` is not taken for one.
 fn looks_like_id(v: &str) -> bool {
-    v.bytes().any(|b| b.is_ascii_digit())
+    v.bytes().filter(u8::is_ascii_digit).count() >= 2
 }
 
 /// A token-like value: a digit or an upper-case letter among lower-case ones, not a word list.
