@@ -419,9 +419,13 @@ fn sigterm_acknowledges_every_append_in_flight() {
     let d = Daemon::start(&ws, &[]);
     let pid = d.child.id();
     let (acked, refused_after) = rt().block_on(async {
+        // The signal goes out once every client has had an append acknowledged, so all twelve
+        // are mid-stream when it lands.
+        let started = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..CLIENTS {
             let ws = ws.clone();
+            let started = started.clone();
             tasks.spawn(async move {
                 let c = client(&ws).await;
                 let s = ok(&c, "start_session", serde_json::json!({})).await;
@@ -438,6 +442,9 @@ fn sigterm_acknowledges_every_append_in_flight() {
                     match c.call_tool(params).await {
                         Ok(r) if r.is_error == Some(false) => {
                             acked.push((r.structured_content.unwrap()["seq"].as_u64().unwrap(), format!("{i}/{n}")));
+                            if n == 0 {
+                                started.add_permits(1);
+                            }
                         }
                         Ok(r) => {
                             let text = r.content[0].as_text().unwrap().text.clone();
@@ -451,7 +458,7 @@ fn sigterm_acknowledges_every_append_in_flight() {
                 (acked, refused)
             });
         }
-        tokio::time::sleep(Duration::from_millis(800)).await;
+        let _all = started.acquire_many(CLIENTS as u32).await.unwrap();
         let status = Command::new("kill").arg("-TERM").arg(pid.to_string()).status().unwrap();
         assert!(status.success());
         let mut acked = Vec::new();
