@@ -18,7 +18,6 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -224,7 +223,7 @@ async fn run(
         }
     }
 
-    let commands = Arc::new(AtomicUsize::new(0));
+    let commands = Arc::new(crate::inflight::InFlight::default());
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -252,9 +251,14 @@ async fn run(
     errln!("strata serve: shutting down");
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     harness.stop_writes();
-    while (harness.in_flight() > 0 || commands.load(Ordering::SeqCst) > 0) && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let drained = async {
+        // Appends can no longer start; a command still running may start more, so look again.
+        while harness.in_flight().count() > 0 || commands.count() > 0 {
+            harness.in_flight().idle().await;
+            commands.idle().await;
+        }
+    };
+    let _ = tokio::time::timeout_at(deadline, drained).await;
     if let Some(task) = http_task {
         task.stop().await;
     }
@@ -337,7 +341,7 @@ struct Conn {
     harness: Arc<Harness>,
     journal: strata_journal::Journal,
     root: PathBuf,
-    commands: Arc<AtomicUsize>,
+    commands: Arc<crate::inflight::InFlight>,
 }
 
 impl Conn {
@@ -399,17 +403,16 @@ impl Conn {
                 ),
             };
         }
-        self.commands.fetch_add(1, Ordering::SeqCst);
+        let counted = self.commands.enter();
         let journal = self.journal.clone();
         let root = self.root.clone();
-        let commands = self.commands.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         // A plain thread: commands block on the journal and may run their own small runtime.
         let spawned = std::thread::Builder::new().name("strata-cli".into()).spawn(move || {
             let (code, captured) = crate::output::capture(|| {
                 crate::workspace::serving(&journal, &cwd, || crate::cli::run_served(argv, root))
             });
-            commands.fetch_sub(1, Ordering::SeqCst);
+            drop(counted);
             let _ = tx.send(CliReply {
                 code,
                 stdout: String::from_utf8_lossy(&captured.stdout).into_owned(),
@@ -417,7 +420,6 @@ impl Conn {
             });
         });
         if let Err(e) = spawned {
-            self.commands.fetch_sub(1, Ordering::SeqCst);
             return CliReply { code: 1, stdout: String::new(), stderr: format!("error: cannot start a thread: {e}\n") };
         }
         rx.await.unwrap_or(CliReply {

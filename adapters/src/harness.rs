@@ -5,7 +5,7 @@
 //! decides with the engine's pure deciders, then appends outside the lock. Concurrent callers
 //! therefore never block each other on disk; the journal's group commit batches their appends.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use schemars::JsonSchema;
@@ -16,6 +16,8 @@ use strata_engine::knowledge::events::SessionStarted;
 use strata_engine::knowledge::state::{Knowledge, Request};
 use strata_journal::projection::{Projection, catch_up_one};
 use strata_journal::{Journal, StreamAppend};
+
+use crate::inflight::InFlight;
 
 use crate::system::{SystemClock, V7Ids};
 
@@ -214,7 +216,7 @@ struct Cached {
 pub struct Harness {
     journal: Journal,
     state: Mutex<Cached>,
-    in_flight: AtomicUsize,
+    in_flight: Arc<InFlight>,
     closing: AtomicBool,
 }
 
@@ -227,7 +229,7 @@ impl Harness {
         Ok(Arc::new(Harness {
             journal,
             state: Mutex::new(Cached { k, seq }),
-            in_flight: AtomicUsize::new(0),
+            in_flight: Arc::new(InFlight::default()),
             closing: AtomicBool::new(false),
         }))
     }
@@ -236,12 +238,12 @@ impl Harness {
     /// finish and are acknowledged. Returns how many were under way.
     pub fn stop_writes(&self) -> usize {
         self.closing.store(true, Ordering::SeqCst);
-        self.in_flight.load(Ordering::SeqCst)
+        self.in_flight.count()
     }
 
     /// Appends under way.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.load(Ordering::SeqCst)
+    pub fn in_flight(&self) -> &InFlight {
+        &self.in_flight
     }
 
     /// The journal.
@@ -275,14 +277,7 @@ impl Harness {
         // Count first, then look at the flag: `stop_writes` sets the flag, then reads the count,
         // so an append either sees the flag or is counted (both orders are sequentially consistent).
         // A guard, so a call dropped mid-append (its client went away) is still uncounted.
-        struct Counted<'a>(&'a AtomicUsize);
-        impl Drop for Counted<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        let _counted = Counted(&self.in_flight);
+        let _counted = self.in_flight.enter();
         if self.closing.load(Ordering::SeqCst) {
             return Err(HarnessError::Closing);
         }

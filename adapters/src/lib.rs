@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod harness;
+pub mod inflight;
 pub mod mcp;
 pub mod measure;
 pub mod system;
