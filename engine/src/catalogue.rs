@@ -33,10 +33,19 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("decision.logged", &[1]),
     ("outcome.logged", &[1]),
     // Context-efficient dispatch: routing decisions and the writer-ownership map.
+    ("ce.workspace-facts", &[1]),
+    ("ce.measurement-run-consumed", &[1]),
     ("ce.route-decided", &[1]),
     ("ce.ownership-claimed", &[1]),
     ("ce.ownership-conflict", &[1]),
     ("ce.ownership-released", &[1]),
+    ("ce.lineage-recorded", &[1]),
+    ("ce.lineage-invalidated", &[1]),
+    ("ce.lease-granted", &[1]),
+    ("ce.lease-renewed", &[1]),
+    ("ce.lease-expired", &[1]),
+    ("ce.capsule-sealed", &[1]),
+    ("ce.vault-delta-applied", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

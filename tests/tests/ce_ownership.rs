@@ -6,7 +6,8 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::json;
 use strata_engine::ce::Code;
-use strata_engine::ce::ownership::{self, Ownership};
+use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::ownership;
 use strata_engine::ce::paths::{Workspace, overlaps};
 use strata_engine::ce::router::{Mode, Reason, Route, RouteFacts};
 use strata_engine::ports::{CountingIds, FixedClock};
@@ -15,7 +16,7 @@ use strata_journal::{Durability, Journal, StreamAppend};
 use strata_tests::create_journal;
 
 /// Catches `state` up to the journal head.
-fn catch_up(j: &Journal, state: &mut Ownership, at: &mut u64) {
+fn catch_up(j: &Journal, state: &mut Ledger, at: &mut u64) {
     let head = j.head().seq;
     if head > *at {
         j.scan(*at + 1, head, |r, _| state.apply(r).map(|()| true)).unwrap().unwrap();
@@ -26,9 +27,9 @@ fn catch_up(j: &Journal, state: &mut Ownership, at: &mut u64) {
 /// Decides and appends until the append lands on the version it was decided at.
 fn decide_and_append(
     j: &Journal,
-    state: &mut Ownership,
+    state: &mut Ledger,
     at: &mut u64,
-    mut step: impl FnMut(&Ownership) -> Option<(Option<Route>, StreamAppend)>,
+    mut step: impl FnMut(&Ledger) -> Option<(Option<Route>, StreamAppend)>,
 ) -> Option<Route> {
     loop {
         catch_up(j, state, at);
@@ -56,7 +57,7 @@ fn ceo_06_twelve_concurrent_writers_never_share_a_path_and_losers_run_local() {
                     _ => vec![format!("docs/{i}.md")],
                 };
                 let mut ids = CountingIds::new((i + 1) << 64);
-                let (mut state, mut at) = (Ownership::default(), 0u64);
+                let (mut state, mut at) = (Ledger::default(), 0u64);
                 let mut outcomes = Vec::new();
                 barrier.wait();
                 for round in 0..6 {
@@ -98,23 +99,23 @@ fn ceo_06_twelve_concurrent_writers_never_share_a_path_and_losers_run_local() {
     assert!(won > 0 && lost > 0, "contention happened: {won} won, {lost} lost");
     // Replay the journal: after every event, no two lineages own overlapping paths, every
     // conflict names a real holder, and every claim and conflict has its routing decision.
-    let mut state = Ownership::default();
+    let mut state = Ledger::default();
     let mut decided: BTreeMap<String, usize> = BTreeMap::new();
     j.scan(1, j.head().seq, |rec, _| {
-        if rec.event_type == ownership::CONFLICT {
-            let c: ownership::Conflicted = serde_json::from_slice(rec.payload).unwrap();
+        if rec.event_type == ledger::CONFLICT {
+            let c: ledger::Conflicted = serde_json::from_slice(rec.payload).unwrap();
             let held = state
                 .owners()
                 .get(&c.holder)
                 .unwrap_or_else(|| panic!("seq {}: holder {} owns nothing", rec.seq, c.holder));
-            assert!(held.contains(&c.held) && overlaps(&c.held, &c.asked), "seq {}", rec.seq);
+            assert!(held.paths.contains(&c.held) && overlaps(&c.held, &c.asked), "seq {}", rec.seq);
         }
-        if rec.event_type == ownership::ROUTE_DECIDED {
-            let d: ownership::RouteDecided = serde_json::from_slice(rec.payload).unwrap();
+        if rec.event_type == ledger::ROUTE_DECIDED {
+            let d: ledger::RouteDecided = serde_json::from_slice(rec.payload).unwrap();
             *decided.entry(d.lineage_id).or_default() += 1;
         }
         state.apply(rec)?;
-        let owners: Vec<(&String, &Vec<String>)> = state.owners().iter().collect();
+        let owners: Vec<(&String, &Vec<String>)> = state.owners().iter().map(|(l, o)| (l, &o.paths)).collect();
         for (a, (la, pa)) in owners.iter().enumerate() {
             for (lb, pb) in &owners[a + 1..] {
                 assert!(
@@ -134,8 +135,8 @@ fn ceo_06_twelve_concurrent_writers_never_share_a_path_and_losers_run_local() {
 }
 
 #[test]
-fn a_lineage_cannot_claim_twice_and_the_caller_cannot_hide_an_owner() {
-    let mut state = Ownership::default();
+fn a_lineage_reclaiming_replaces_its_claim_and_the_caller_cannot_hide_an_owner() {
+    let mut state = Ledger::default();
     let mut ids = CountingIds::new(1);
     let facts = |owned: &[&str], active: serde_json::Value| {
         RouteFacts::from_json(&json!({"owned_files": owned, "active_writers": active}), &Workspace::default()).unwrap()
@@ -146,7 +147,8 @@ fn a_lineage_cannot_claim_twice_and_the_caller_cannot_hide_an_owner() {
     let j = Journal::in_memory("strata.test/own").unwrap();
     j.append_multi_blocking(vec![append]).unwrap().unwrap();
     j.scan(1, j.head().seq, |r, _| state.apply(r).map(|()| true)).unwrap().unwrap();
-    assert_eq!(state.owners()["L-1"], vec!["src".to_owned()]);
+    assert_eq!(state.owners()["L-1"].paths, vec!["src".to_owned()]);
+    assert_eq!(state.owners()["L-1"].mode.as_deref(), Some("fresh-capsule"));
     // The caller's (empty) list of active writers is replaced by the journal's.
     let (route, _) =
         ownership::decide(&state, "L-2", facts(&["src/a.rs"], json!([])), &mut ids, &FixedClock(0)).unwrap();
@@ -154,7 +156,19 @@ fn a_lineage_cannot_claim_twice_and_the_caller_cannot_hide_an_owner() {
         (route.mode, route.reason_codes.iter().copied().collect::<Vec<_>>()),
         (Mode::Local, vec![Reason::WriterOwnershipConflict])
     );
-    let again = ownership::decide(&state, "L-1", facts(&["docs"], json!([])), &mut ids, &FixedClock(0));
-    assert_eq!(again.map(|_| ()).map_err(|e| e.code), Err(Code::InvalidFact));
+    // A lineage never conflicts with its own claim; claiming again replaces it, and the same
+    // claim again records only the decision.
+    let (route, again) =
+        ownership::decide(&state, "L-1", facts(&["src/lib.rs"], json!([])), &mut ids, &FixedClock(0)).unwrap();
+    assert_eq!(route.mode, Mode::FreshCapsule);
+    j.append_multi_blocking(vec![again]).unwrap().unwrap();
+    state = Ledger::default();
+    j.scan(1, j.head().seq, |r, _| state.apply(r).map(|()| true)).unwrap().unwrap();
+    assert_eq!(state.owners()["L-1"].paths, vec!["src/lib.rs".to_owned()]);
+    let (_, same) =
+        ownership::decide(&state, "L-1", facts(&["src/lib.rs"], json!([])), &mut ids, &FixedClock(0)).unwrap();
+    assert_eq!(same.events.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), [ledger::ROUTE_DECIDED]);
+    let bad = ownership::decide(&state, "", facts(&["docs"], json!([])), &mut ids, &FixedClock(0));
+    assert_eq!(bad.map(|_| ()).map_err(|e| e.code), Err(Code::InvalidFact));
     assert!(ownership::release(&state, "L-9", &mut ids, &FixedClock(0)).unwrap().is_none());
 }

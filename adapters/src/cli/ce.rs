@@ -2,17 +2,36 @@
 //! object in (at most 1 MiB, enforced while reading), exactly one JSON line out, exit 0 on
 //! success and 1 on a rejection. A rejection carries a code and its fixed message, never input
 //! content; `--explain` adds the field and rule on stderr (which may quote input).
+//!
+//! With `--journal DIR` the operation is decided against the journal's dispatch ledger and its
+//! events are appended before the answer is printed; a rejection appends nothing.
 
 use std::io::Read as _;
+use std::path::Path;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use strata_engine::ce::journaled::{self, LEDGER_OPERATIONS};
+use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
+use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::{ExpectedVersion, Journal, JournalError, StreamAppend};
+
+use crate::system::{SystemClock, V7Ids};
+
+/// How long `--journal` waits for another process to let go of the journal.
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+/// Decisions retried when another writer moved the ledger between reading and appending.
+const LEDGER_RETRIES: usize = 16;
 
 /// Runs one operation on standard input.
-pub fn run(operation: Option<&str>, explain: bool) -> ExitCode {
+pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
     let stdin = std::io::stdin();
-    let result = respond(operation, &mut stdin.lock(), now_ns());
+    let result = match journal {
+        None => respond(operation, &mut stdin.lock(), now_ns()),
+        Some(dir) => respond_journaled(operation, &mut stdin.lock(), dir),
+    };
     let (line, ok) = match result {
         Ok(result) => (success_line(operation.unwrap_or_default(), &result), true),
         Err(e) => {
@@ -36,8 +55,12 @@ pub fn failure_line(code: Code) -> String {
     format!(r#"{{"ok":false,"code":"{}","message":{}}}"#, code.as_str(), Value::from(code.message()))
 }
 
-/// The whole exchange, minus the output: the operation's result or the rejection.
-pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i128) -> Result<Value, CeError> {
+/// Reads and checks the request: the payload object and the operation.
+fn request<'a>(
+    operation: Option<&'a str>,
+    input: &mut dyn std::io::Read,
+    journaled: bool,
+) -> Result<(&'a str, Value), CeError> {
     let Some(op) = operation else {
         return Err(CeError::new(Code::UnsupportedOperation, "no operation given"));
     };
@@ -54,15 +77,104 @@ pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i
     if !payload.is_object() {
         return Err(CeError::new(Code::InvalidRequest, "stdin: the request must be a JSON object"));
     }
-    if !ce::OPERATIONS.contains(&op) {
-        return Err(CeError::new(Code::UnsupportedOperation, "not one of the eight operations"));
+    let known = ce::OPERATIONS.contains(&op) || (journaled && LEDGER_OPERATIONS.contains(&op));
+    if !known {
+        let why =
+            if LEDGER_OPERATIONS.contains(&op) { "release needs --journal" } else { "not one of the eight operations" };
+        return Err(CeError::new(Code::UnsupportedOperation, why));
     }
-    let ctx = Context {
+    Ok((op, payload))
+}
+
+fn context(now_ns: i128) -> Context {
+    Context {
         now_ns,
         workspace: ce::paths::Workspace::default(),
         warm_lease_minutes: ce::lineage::WARM_LEASE_MINUTES_DEFAULT,
-    };
-    ce::run(op, &payload, &ctx)
+    }
+}
+
+/// The whole exchange, minus the output: the operation's result or the rejection.
+pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i128) -> Result<Value, CeError> {
+    let (op, payload) = request(operation, input, false)?;
+    ce::run(op, &payload, &context(now_ns))
+}
+
+/// [`respond`] against the journal in `dir`: decided on the ledger, recorded, then answered.
+pub fn respond_journaled(operation: Option<&str>, input: &mut dyn std::io::Read, dir: &Path) -> Result<Value, CeError> {
+    let (op, payload) = request(operation, input, true)?;
+    let journal = open_journal(dir)?;
+    let result = decide_and_record(&journal, op, &payload);
+    let closed = journal.close_blocking().map_err(unavailable);
+    let value = result?;
+    closed?;
+    Ok(value)
+}
+
+fn unavailable(e: impl std::fmt::Display) -> CeError {
+    CeError::new(Code::JournalUnavailable, e.to_string())
+}
+
+/// Opens the journal at `dir` (or a workspace's, when `dir` holds `.strata/journal`), creating
+/// one in a missing or empty directory, waiting up to [`LOCK_WAIT`] for another holder.
+fn open_journal(dir: &Path) -> Result<Journal, CeError> {
+    let workspace = dir.join(".strata").join("journal");
+    let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
+    let options = super::journal::demo_options("ce");
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match Journal::open(dir, &options) {
+            Ok(j) => return Ok(j),
+            Err(JournalError::NotAJournal { .. }) if is_missing_or_empty(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
+                return Journal::create(dir, "ce", &options).map_err(unavailable);
+            }
+            // A lock file has no wake-up to wait on; back off, bounded.
+            Err(e @ JournalError::Locked { .. }) => {
+                if started.elapsed() >= LOCK_WAIT {
+                    return Err(unavailable(e));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => return Err(unavailable(e)),
+        }
+    }
+}
+
+fn is_missing_or_empty(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Catches the ledger up, decides, appends expecting the ledger version read; decides again
+/// on the newer ledger if another writer moved it in between.
+fn decide_and_record(journal: &Journal, op: &str, payload: &Value) -> Result<Value, CeError> {
+    let mut state = Ledger::default();
+    for _ in 0..LEDGER_RETRIES {
+        catch_up_one(&mut state, journal).map_err(unavailable)?;
+        let decided = journaled::run(op, payload, &context(0), &state, &mut V7Ids, &SystemClock)?;
+        if decided.events.is_empty() {
+            return Ok(decided.result);
+        }
+        let append = StreamAppend {
+            stream: ledger::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(state.version()),
+            events: decided.events,
+        };
+        match journal.append_multi_blocking(vec![append]).map_err(unavailable)? {
+            Ok(_) => {
+                catch_up_one(&mut state, journal).map_err(unavailable)?;
+                save_one(&state, journal, journal.head().seq).map_err(unavailable)?;
+                return Ok(decided.result);
+            }
+            Err(_conflict) => continue,
+        }
+    }
+    Err(unavailable("the ledger kept moving under this decision; run it again"))
 }
 
 fn now_ns() -> i128 {

@@ -137,10 +137,15 @@ enum Command {
     Mcp,
     /// The context-efficiency wire protocol: one JSON request on stdin, one JSON line out.
     /// Operations: route, lineage, capsule, telemetry, rollout, result-policy, vault-delta,
-    /// dispatch (stateless). See docs/compat.md.
+    /// dispatch; stateless unless --journal. See docs/compat.md.
     Ce {
-        /// The operation.
+        /// The operation (with --journal also `release`).
         operation: Option<String>,
+        /// Decide against this journal's dispatch ledger (writers, leases, lineages, vault
+        /// deltas) and record the decision there. A journal directory or a workspace root; a
+        /// missing or empty directory gets a new journal.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        journal: Option<PathBuf>,
         /// On a rejection, also print which field and rule on stderr (may quote input).
         #[arg(long)]
         explain: bool,
@@ -279,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
         Command::Mcp => mcp_stdio(&ws),
-        Command::Ce { operation, explain } => Ok(ce::run(operation.as_deref(), explain)),
+        Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
     }
 }
 

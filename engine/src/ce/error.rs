@@ -48,6 +48,8 @@ codes! {
     CapsuleStringTooLong = "CAPSULE_STRING_TOO_LONG", "Capsule contains an overlong string.";
     /// Routing and lineage facts disagree on role or sensitivity.
     DispatchFactMismatch = "DISPATCH_FACT_MISMATCH", "Dispatch routing facts conflict with evaluated lineage facts.";
+    /// `--journal`: the journal could not be opened, read or appended to (strata).
+    JournalUnavailable = "JOURNAL_UNAVAILABLE", "The journal could not be opened, read or written.";
     /// The efficiency event fails its schema or allowlists.
     EfficiencyEventInvalid = "EFFICIENCY_EVENT_INVALID", "Efficiency event does not satisfy its schema or allowlists.";
     /// A time that is not strict RFC 3339.
@@ -58,6 +60,8 @@ codes! {
     InvalidNesting = "INVALID_NESTING", "Nesting depth must be a non-negative integer and the limit a positive integer.";
     /// Inherited-writer count or cap is not a valid count (strata).
     InvalidWriterCount = "INVALID_WRITER_COUNT", "Active inherited writers must be a non-negative integer and the cap a positive integer.";
+    /// A measurement run used before (strata: the journal records every consumption).
+    MeasurementRunReplayed = "MEASUREMENT_RUN_REPLAYED", "Measurement run was already consumed.";
     /// A writer path that is malformed, absolute or escapes the workspace.
     InvalidOwnershipPath = "INVALID_OWNERSHIP_PATH", "Writer ownership paths are malformed.";
     /// The request is not one JSON object of the operation's shape.

@@ -211,6 +211,11 @@ pub fn evaluate(
     Ok(Evaluation { state, invalidations: BTreeSet::new(), lease_ends_ns })
 }
 
+/// Whether `v` is a lineage record a ledger can keep: schema-valid, with strict times.
+pub fn record_usable(v: &Value) -> bool {
+    schema_valid(v) && lineage_times(v).is_some()
+}
+
 fn schema_valid(v: &Value) -> bool {
     matches!(&*SCHEMA, Ok(s) if s.is_valid(v))
 }

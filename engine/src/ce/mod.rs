@@ -5,13 +5,15 @@
 //! Pure: the current time, the workspace's link facts and the configured limits arrive in a
 //! [`Context`]; nothing here reads a clock, the environment or the filesystem.
 //!
-//! The writer-ownership map is journal-owned ([`ownership`]); leases and lineage records as
-//! events, and `strata ce --journal`, are not here yet.
+//! Stateless like the reference by default; [`journaled`] answers the same operations against
+//! the journal's [`ledger`], which owns writers, leases, lineage records and vault deltas.
 
 pub mod capsule;
 pub mod error;
 pub mod facts;
+pub mod journaled;
 pub mod json;
+pub mod ledger;
 pub mod lineage;
 pub mod ownership;
 pub mod paths;
@@ -92,7 +94,7 @@ pub fn run(op: &str, payload: &Value, ctx: &Context) -> Result<Value, CeError> {
 
 /// The request's `workspace` facts (a strata extension): `case_sensitive` and `links` (link
 /// path → target path, or null for a link out of the workspace), added to `base`.
-fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, CeError> {
+pub(crate) fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, CeError> {
     let mut ws = base.clone();
     if let Some(cs) = w.flag("case_sensitive")? {
         ws.case_sensitive = cs;
@@ -121,6 +123,11 @@ fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, CeError> {
 
 /// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?}` → the sealed capsule.
 fn capsule_op(p: &Obj<'_>) -> Result<Value, CeError> {
+    Ok(seal_request(p)?.capsule)
+}
+
+/// Reads a `capsule` request and runs the pipeline on it.
+pub(crate) fn seal_request(p: &Obj<'_>) -> Result<capsule::Sealed, CeError> {
     let Some(capsule) = p.map().get("capsule") else {
         return Err(CeError::new(Code::CapsuleSchemaInvalid, "capsule: required"));
     };
@@ -134,8 +141,7 @@ fn capsule_op(p: &Obj<'_>) -> Result<Value, CeError> {
     };
     let artifact_path = p.string_or("artifact_path", Code::CapsuleArtifactRefInvalid)?;
     let artifact_roots = p.strings("artifact_roots", Code::CapsuleArtifactRefInvalid)?;
-    let sealed = capsule::seal(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })?;
-    Ok(sealed.capsule)
+    capsule::seal(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })
 }
 
 /// `now` from the request when given (strict RFC 3339), else the context's clock.
@@ -160,24 +166,24 @@ fn inner(v: &Value) -> &Value {
 
 /// Combined dispatch: lineage evaluated first (only HOT allows resume), routing rebuilt from
 /// it, rollout selected from the router's result, result policy resolved.
-///
-/// Unlike the reference, shadow and canary can compare: the caller's `actual_mode` (what would
-/// run without the optimiser) is kept as the baseline, and the router's mode is always the
-/// recommendation. Hard guards (ownership conflict, nesting limit, isolation) override the
-/// baseline: whatever is selected never breaks them.
 fn dispatch(p: &Obj<'_>, ctx: &Context) -> Result<Value, CeError> {
-    let routing = p.get("routing").map(inner).filter(|v| v.is_object());
-    let Some(routing) = routing else {
-        return Err(CeError::new(Code::InvalidRequest, "routing: required object"));
+    let eval = match dispatch_lineage(p)? {
+        None => None,
+        Some((l, current)) => {
+            Some(lineage::evaluate(l.get("lineage"), current, now_of(&l, ctx)?, ctx.warm_lease_minutes)?)
+        }
     };
-    let lineage = p.object("lineage")?;
-    let mut rebuilt = routing.clone();
-    let mut lineage_result = Value::Null;
-    if let Some(l) = &lineage {
-        let current = l.get("current").filter(|c| c.is_object());
-        let Some(current) = current else {
-            return Err(CeError::new(Code::InvalidRequest, "lineage.current: required object"));
-        };
+    Ok(dispatch_plan(p, ctx, eval.as_ref(), |_| Ok(()))?.to_json())
+}
+
+/// A dispatch request's `lineage` and its `current`, with role and sensitivity checked to agree
+/// with the routing facts (a conflict is refused, never resolved by weakening isolation).
+pub(crate) fn dispatch_lineage<'a>(p: &Obj<'a>) -> Result<Option<(Obj<'a>, &'a Value)>, CeError> {
+    let Some(l) = p.object("lineage")? else { return Ok(None) };
+    let Some(current) = l.get("current").filter(|c| c.is_object()) else {
+        return Err(CeError::new(Code::InvalidRequest, "lineage.current: required object"));
+    };
+    if let Some(routing) = p.get("routing").map(inner).filter(|v| v.is_object()) {
         for key in ["role", "sensitivity"] {
             if let (Some(a), Some(b)) = (routing.get(key), current.get(key))
                 && a != b
@@ -185,7 +191,53 @@ fn dispatch(p: &Obj<'_>, ctx: &Context) -> Result<Value, CeError> {
                 return Err(CeError::new(Code::DispatchFactMismatch, format!("{key}: routing and lineage disagree")));
             }
         }
-        let eval = lineage::evaluate(l.get("lineage"), current, now_of(l, ctx)?, ctx.warm_lease_minutes)?;
+    }
+    Ok(Some((l, current)))
+}
+
+/// What combined dispatch decided.
+pub(crate) struct DispatchPlan {
+    /// The routing facts as routed (lineage folded in, `adjust` applied).
+    pub facts: RouteFacts,
+    /// The route.
+    pub route: router::Route,
+    /// The rollout selection.
+    pub selection: rollout::Selection,
+    lineage: Value,
+    result_policy: Value,
+}
+
+impl DispatchPlan {
+    fn to_json(&self) -> Value {
+        json!({
+            "routing": self.route.to_json(),
+            "rollout": self.selection.to_json(),
+            "lineage": self.lineage,
+            "result_policy": self.result_policy,
+        })
+    }
+}
+
+/// Dispatch given the lineage evaluation (`None` without `lineage`): the routing facts are
+/// rebuilt from it, `adjust` may replace state in them, then route, rollout and result policy.
+///
+/// Unlike the reference, shadow and canary can compare: the caller's `actual_mode` (what would
+/// run without the optimiser) is kept as the baseline, and the router's mode is always the
+/// recommendation. Hard guards (ownership conflict, nesting limit, isolation) override the
+/// baseline: whatever is selected never breaks them.
+pub(crate) fn dispatch_plan(
+    p: &Obj<'_>,
+    ctx: &Context,
+    eval: Option<&lineage::Evaluation>,
+    adjust: impl FnOnce(&mut RouteFacts) -> Result<(), CeError>,
+) -> Result<DispatchPlan, CeError> {
+    let routing = p.get("routing").map(inner).filter(|v| v.is_object());
+    let Some(routing) = routing else {
+        return Err(CeError::new(Code::InvalidRequest, "routing: required object"));
+    };
+    let mut rebuilt = routing.clone();
+    let mut lineage_result = Value::Null;
+    if let (Some((l, current)), Some(eval)) = (dispatch_lineage(p)?, eval) {
         let record = l.get("lineage");
         let hot = eval.state == lineage::State::Hot;
         if let Some(r) = rebuilt.as_object_mut() {
@@ -207,7 +259,8 @@ fn dispatch(p: &Obj<'_>, ctx: &Context) -> Result<Value, CeError> {
         }
         lineage_result = eval.to_json();
     }
-    let facts = RouteFacts::from_json(&rebuilt, &ctx.workspace)?;
+    let mut facts = RouteFacts::from_json(&rebuilt, &ctx.workspace)?;
+    adjust(&mut facts)?;
     let route = router::route(&facts)?;
     let Some(rollout_v) = p.get("rollout").map(inner).filter(|v| v.is_object()) else {
         return Err(CeError::new(Code::InvalidRequest, "rollout: required object"));
@@ -231,10 +284,5 @@ fn dispatch(p: &Obj<'_>, ctx: &Context) -> Result<Value, CeError> {
         None => Value::Null,
         Some(v) => policy::resolve(inner(v))?.to_json(),
     };
-    Ok(json!({
-        "routing": route.to_json(),
-        "rollout": selection.to_json(),
-        "lineage": lineage_result,
-        "result_policy": result_policy,
-    }))
+    Ok(DispatchPlan { facts, route, selection, lineage: lineage_result, result_policy })
 }

@@ -4,6 +4,11 @@
 
 use super::error::{CeError, Code};
 
+/// `ns` since the epoch as strict RFC 3339 UTC with nine fractional digits.
+pub fn format_rfc3339(ns: i64) -> String {
+    strata_journal::export::format_time(ns)
+}
+
 /// Nanoseconds since the Unix epoch of a strict RFC 3339 string; `field` names it in errors.
 pub fn parse_rfc3339(s: &str, field: &str) -> Result<i128, CeError> {
     let bad = |why: &str| CeError::new(Code::InvalidDateTime, format!("{field}: {why}"));

@@ -120,24 +120,43 @@ fn stable_id(v: &Value) -> Result<Option<String>, CeError> {
 /// Decides on `input` of `vault-delta`.
 pub fn decide(input: &Value) -> Result<Decision, CeError> {
     let o = Obj::of(input, "input", Code::InvalidRequest)?;
-    let severity = match o.get("severity") {
-        None => None,
-        Some(Value::String(s)) => match s.trim().to_uppercase().as_str() {
-            l @ ("LOW" | "MEDIUM" | "HIGH" | "CRITICAL") => Some(l.to_owned()),
-            _ => return fail(Code::InvalidSeverity, "input.severity: LOW, MEDIUM, HIGH or CRITICAL"),
-        },
-        Some(_) => return fail(Code::InvalidSeverity, "input.severity: LOW, MEDIUM, HIGH or CRITICAL"),
-    };
-    let delta = Delta::read(o.get("delta"), "input.delta")?;
+    let severity = severity_of(&o)?;
     let previous_raw = o.array("previous_deltas", Code::InvalidRequest)?;
     let hashes = o.strings("previous_hashes", Code::InvalidRequest)?;
     if previous_raw.len() > PREVIOUS_MAX || hashes.len() > PREVIOUS_MAX {
         return fail(Code::InvalidRequest, "input: more than 10,000 previous deltas or hashes");
     }
-    let previous: Vec<(Delta, &Value)> = previous_raw
-        .iter()
-        .map(|p| Delta::read(Some(p), "input.previous_deltas").map(|d| (d, p)))
-        .collect::<Result<_, _>>()?;
+    decide_against(&o, severity, previous_raw.iter(), &hashes)
+}
+
+/// Decides on `input` of `vault-delta` against previous records given apart from the request
+/// (a ledger's); the request's own `previous_deltas` and `previous_hashes` are not read.
+pub fn decide_with<'a>(input: &Value, previous: impl Iterator<Item = &'a Value>) -> Result<Decision, CeError> {
+    let o = Obj::of(input, "input", Code::InvalidRequest)?;
+    let severity = severity_of(&o)?;
+    decide_against(&o, severity, previous, &[])
+}
+
+fn severity_of(o: &Obj<'_>) -> Result<Option<String>, CeError> {
+    match o.get("severity") {
+        None => Ok(None),
+        Some(Value::String(s)) => match s.trim().to_uppercase().as_str() {
+            l @ ("LOW" | "MEDIUM" | "HIGH" | "CRITICAL") => Ok(Some(l.to_owned())),
+            _ => fail(Code::InvalidSeverity, "input.severity: LOW, MEDIUM, HIGH or CRITICAL"),
+        },
+        Some(_) => fail(Code::InvalidSeverity, "input.severity: LOW, MEDIUM, HIGH or CRITICAL"),
+    }
+}
+
+fn decide_against<'a>(
+    o: &Obj<'_>,
+    severity: Option<String>,
+    previous: impl Iterator<Item = &'a Value>,
+    hashes: &[&str],
+) -> Result<Decision, CeError> {
+    let delta = Delta::read(o.get("delta"), "input.delta")?;
+    let previous: Vec<(Delta, &Value)> =
+        previous.map(|p| Delta::read(Some(p), "input.previous_deltas").map(|d| (d, p))).collect::<Result<_, _>>()?;
     let explicit_save = o.is_true("explicit_save")?;
     let interruption_sensitive = o.is_true("interruption_sensitive")?;
 

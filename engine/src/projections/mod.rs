@@ -24,7 +24,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(crate::kb::graph::Graph::new()),
         Box::new(crate::context::state::ContextState::default()),
         Box::new(crate::knowledge::state::Knowledge::default()),
-        Box::new(crate::ce::ownership::Ownership::default()),
+        Box::new(crate::ce::ledger::Ledger::default()),
     ]
 }
 
