@@ -210,34 +210,40 @@ fn check_schema(v: &Value) -> Result<(), CeError> {
     }
 }
 
-/// Keys, string sizes and values at any depth.
+/// Keys, string sizes and values at any depth: keys and sizes while walking, then every string
+/// value through the privacy scanner at once.
 fn scan(v: &Value) -> Result<(), CeError> {
+    let mut strings = Vec::new();
+    collect(v, &mut strings)?;
+    match privacy::scan_all(&strings, CAPSULE_CLASSES) {
+        None => Ok(()),
+        Some(rule) => fail(Code::CapsulePrivateContent, format!("capsule: a value matches privacy rule {}", rule.id)),
+    }
+}
+
+fn collect<'a>(v: &'a Value, out: &mut Vec<&'a str>) -> Result<(), CeError> {
     match v {
-        Value::String(s) => scan_str(s),
-        Value::Array(items) => items.iter().try_for_each(scan),
-        Value::Object(map) => scan_map(map),
+        Value::String(s) => {
+            if s.len() > STRING_BYTES_MAX {
+                return fail(Code::CapsuleStringTooLong, "capsule: a string is longer than 4096 bytes");
+            }
+            out.push(s);
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(|x| collect(x, out)),
+        Value::Object(map) => collect_map(map, out),
         _ => Ok(()),
     }
 }
 
-fn scan_map(map: &Map<String, Value>) -> Result<(), CeError> {
+fn collect_map<'a>(map: &'a Map<String, Value>, out: &mut Vec<&'a str>) -> Result<(), CeError> {
     for (k, v) in map {
         if privacy::capsule_key_forbidden(k) {
             return fail(Code::CapsulePrivateContent, "capsule: a key names private or raw content");
         }
-        scan(v)?;
+        collect(v, out)?;
     }
     Ok(())
-}
-
-fn scan_str(s: &str) -> Result<(), CeError> {
-    if s.len() > STRING_BYTES_MAX {
-        return fail(Code::CapsuleStringTooLong, "capsule: a string is longer than 4096 bytes");
-    }
-    match privacy::scan(s, CAPSULE_CLASSES) {
-        None => Ok(()),
-        Some(rule) => fail(Code::CapsulePrivateContent, format!("capsule: a value matches privacy rule {}", rule.id)),
-    }
 }
 
 fn check_refs(v: &Value) -> Result<(), CeError> {

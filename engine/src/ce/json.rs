@@ -12,14 +12,14 @@ use sha2::{Digest, Sha256};
 
 /// The canonical encoding of `v`.
 pub fn to_string(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(4096);
     write(v, None, &mut out);
     out
 }
 
 /// The canonical encoding of `v` with every object key `skip` left out, at any depth.
 pub fn to_string_without(v: &Value, skip: &str) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(4096);
     write(v, Some(skip), &mut out);
     out
 }
@@ -62,18 +62,26 @@ fn write(v: &Value, skip: Option<&str>, out: &mut String) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().filter(|k| Some(k.as_str()) != skip).collect();
-            keys.sort_by(|a, b| utf16_cmp(a, b));
+            let entries = map.iter().filter(|(k, _)| Some(k.as_str()) != skip);
+            // The map iterates in code point order, which is UTF-16 order unless a key holds a
+            // character from U+E000 up (a supplementary character sorts below those in UTF-16).
+            let plain = map.keys().all(|k| k.is_ascii() || k.chars().all(|c| c < '\u{E000}'));
             out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
+            let mut first = true;
+            let mut put = |(k, inner): (&String, &Value), out: &mut String| {
+                if !std::mem::take(&mut first) {
                     out.push(',');
                 }
                 write_str(k, out);
                 out.push(':');
-                if let Some(inner) = map.get(k) {
-                    write(inner, skip, out);
-                }
+                write(inner, skip, out);
+            };
+            if plain {
+                entries.for_each(|e| put(e, out));
+            } else {
+                let mut sorted: Vec<(&String, &Value)> = entries.collect();
+                sorted.sort_by(|a, b| utf16_cmp(a.0, b.0));
+                sorted.into_iter().for_each(|e| put(e, out));
             }
             out.push('}');
         }

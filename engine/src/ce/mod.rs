@@ -11,6 +11,7 @@
 pub mod capsule;
 pub mod error;
 pub mod facts;
+pub mod gitleaks;
 pub mod journaled;
 pub mod json;
 pub mod ledger;

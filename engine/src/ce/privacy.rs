@@ -2,16 +2,18 @@
 //! session identifiers, raw transcript markers, and (for telemetry) repository-identifying
 //! content such as paths, URLs and emails.
 //!
-//! Rules are data ([`RULES`]): an id, a class, lower-case keywords and a regex. A rule's regex
+//! Secrets are also checked against the gitleaks default rules ([`super::gitleaks`]), after
+//! strata's own. Rules are data ([`RULES`]): an id, a class, lower-case keywords and a regex. A rule's regex
 //! runs only on text that contains one of its keywords (one Aho–Corasick pass finds them), so
 //! ordinary prose costs one linear scan. Rules are written to catch the shape of real tokens
 //! (fixed prefixes, lengths, a digit in an identifier, a value that is not a placeholder) so that
 //! engineering prose passes: "run-the-full-suite before merge", "thread-safety review pending",
 //! "Store secret: none", "Use sk-learn-compatible estimators".
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
 
 /// What a rule detects.
@@ -269,7 +271,7 @@ pub const RULES: &[RuleDef] = &[
     },
 ];
 
-/// Values that name no secret (`Store secret: none`).
+/// Values that name no secret (`Store secret: none`, `<your key>`, `os.environ[…]`).
 fn is_placeholder(v: &str) -> bool {
     const WORDS: [&str; 18] = [
         "none",
@@ -291,9 +293,13 @@ fn is_placeholder(v: &str) -> bool {
         "example",
         "placeholder",
     ];
+    // An environment lookup names where a secret lives, not the secret.
+    const LOOKUPS: [&str; 5] = ["os.environ", "process.env", "getenv(", "env[", "env."];
     let lower = v.to_ascii_lowercase();
     let trimmed = lower.trim_matches(|c: char| !c.is_alphanumeric() && c != '/');
+    let v = v.trim_end_matches(['`', ')', ']', '}', '.']);
     WORDS.contains(&trimmed)
+        || LOOKUPS.iter().any(|l| lower.starts_with(l))
         || (v.starts_with('<') && v.ends_with('>'))
         || v.starts_with("${")
         || v.starts_with("{{")
@@ -316,70 +322,156 @@ fn looks_like_token(v: &str) -> bool {
 }
 
 struct Compiled {
+    /// strata's keywords and the gitleaks rules' keywords, in one automaton.
     keywords: AhoCorasick,
-    /// Keyword pattern index → rule indexes.
+    /// Keyword pattern index → strata rule indexes.
     rules_of: Vec<Vec<usize>>,
+    /// Keyword pattern index → gitleaks rule indexes.
+    gitleaks_of: Vec<Vec<usize>>,
+    /// Whether the gitleaks rules loaded (if not, every secret scan fails closed).
+    gitleaks: bool,
     regexes: Vec<Regex>,
 }
 
 static COMPILED: LazyLock<Result<Compiled, String>> = LazyLock::new(|| {
     let mut words: Vec<&str> = Vec::new();
     let mut rules_of: Vec<Vec<usize>> = Vec::new();
+    let mut gitleaks_of: Vec<Vec<usize>> = Vec::new();
+    let mut add = |word: &'static str, rule: usize, own: bool| {
+        let p = words.iter().position(|w| *w == word).unwrap_or_else(|| {
+            words.push(word);
+            rules_of.push(Vec::new());
+            gitleaks_of.push(Vec::new());
+            words.len() - 1
+        });
+        if own { rules_of[p].push(rule) } else { gitleaks_of[p].push(rule) }
+    };
     for (i, r) in RULES.iter().enumerate() {
         for k in r.keywords {
-            match words.iter().position(|w| w == k) {
-                Some(p) => rules_of[p].push(i),
-                None => {
-                    words.push(k);
-                    rules_of.push(vec![i]);
-                }
-            }
+            add(k, i, true);
         }
     }
+    let gitleaks = super::gitleaks::keywords();
+    for (i, ks) in gitleaks.iter().flatten().enumerate() {
+        for k in *ks {
+            add(k.as_str(), i, false);
+        }
+    }
+    // A DFA: overlapping search over many short keywords gets little help from a prefilter,
+    // and the DFA is several times faster than the NFA the builder picks by default.
     let keywords = AhoCorasickBuilder::new()
         .ascii_case_insensitive(true)
         .match_kind(MatchKind::Standard)
+        .kind(Some(AhoCorasickKind::DFA))
         .build(&words)
         .map_err(|e| format!("privacy keywords do not build: {e}"))?;
     let regexes = RULES
         .iter()
         .map(|r| Regex::new(r.regex).map_err(|e| format!("privacy rule {} does not compile: {e}", r.id)))
         .collect::<Result<_, _>>()?;
-    Ok(Compiled { keywords, rules_of, regexes })
+    Ok(Compiled { keywords, rules_of, gitleaks_of, gitleaks: gitleaks.is_some(), regexes })
 });
 
-/// The rules compile (a test checks this, so a broken rule cannot ship).
+/// The rules compile, strata's and every gitleaks rule (a test checks this, so a broken rule
+/// cannot ship).
 pub fn rules_compile() -> Result<(), String> {
-    COMPILED.as_ref().map(|_| ()).map_err(Clone::clone)
+    COMPILED.as_ref().map(|_| ()).map_err(Clone::clone)?;
+    super::gitleaks::compile_all().map(|_| ())
 }
 
-/// The first rule of a class in `classes` that matches `text`, by rule order.
-pub fn scan(text: &str, classes: &[Class]) -> Option<&'static RuleDef> {
-    let Ok(c) = &*COMPILED else {
-        // Fail closed: a scanner that cannot run finds everything private.
-        return RULES.first();
-    };
-    let mut hit = [false; RULES.len()];
-    let mut any = false;
-    for m in c.keywords.find_overlapping_iter(text) {
-        for &r in &c.rules_of[m.pattern().as_usize()] {
-            if classes.contains(&RULES[r].class) {
-                hit[r] = true;
-                any = true;
+/// Values joined by `\n`, so one keyword pass covers them all.
+struct Joined<'a> {
+    text: String,
+    /// Byte offset where each value starts in `text`.
+    starts: Vec<usize>,
+    values: &'a [&'a str],
+}
+
+impl<'a> Joined<'a> {
+    fn new(values: &'a [&'a str]) -> Joined<'a> {
+        let mut starts = Vec::with_capacity(values.len());
+        let mut text = String::with_capacity(values.iter().map(|v| v.len() + 1).sum());
+        for v in values {
+            starts.push(text.len());
+            text.push_str(v);
+            text.push('\n');
+        }
+        Joined { text, starts, values }
+    }
+
+    /// Value index → (strata rules, gitleaks rules), each sorted, whose keyword occurs inside
+    /// that value; gitleaks rules only when `gitleaks`.
+    fn keyword_hits(&self, c: &Compiled, gitleaks: bool) -> BTreeMap<usize, (Vec<usize>, Vec<usize>)> {
+        let mut hits: BTreeMap<usize, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        for m in c.keywords.find_overlapping_iter(&self.text) {
+            let i = self.starts.partition_point(|s| *s <= m.start()) - 1;
+            let p = m.pattern().as_usize();
+            let wanted = !c.rules_of[p].is_empty() || (gitleaks && !c.gitleaks_of[p].is_empty());
+            if wanted && m.end() <= self.starts[i] + self.values[i].len() {
+                let (own, gl) = hits.entry(i).or_default();
+                own.extend(&c.rules_of[p]);
+                if gitleaks {
+                    gl.extend(&c.gitleaks_of[p]);
+                }
             }
         }
+        for (own, gl) in hits.values_mut() {
+            own.sort_unstable();
+            own.dedup();
+            gl.sort_unstable();
+            gl.dedup();
+        }
+        hits
     }
-    if !any {
-        return None;
+}
+
+/// A rule that matched (its id is reported, never the matched text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// Rule id: one of [`RULES`], or a gitleaks rule id.
+    pub id: &'static str,
+    /// What it detects.
+    pub class: Class,
+}
+
+/// The first finding of a class in `classes` in `text`: strata's rules in order, then (for
+/// secrets) the gitleaks default rules.
+pub fn scan(text: &str, classes: &[Class]) -> Option<Finding> {
+    scan_all(&[text], classes)
+}
+
+/// The first finding in `texts`: value by value, strata's rules in order, then (for secrets)
+/// the gitleaks default rules. One keyword pass over all values decides which rule runs on
+/// which value, so a value with no keyword of a rule never meets its regex.
+pub fn scan_all(texts: &[&str], classes: &[Class]) -> Option<Finding> {
+    let Ok(c) = &*COMPILED else {
+        // Fail closed: a scanner that cannot run finds everything private.
+        return RULES.first().map(|r| Finding { id: r.id, class: r.class });
+    };
+    let secrets = classes.contains(&Class::Secret);
+    if secrets && !c.gitleaks {
+        return Some(Finding { id: "gitleaks", class: Class::Secret });
     }
-    RULES.iter().enumerate().filter(|(i, _)| hit[*i]).find_map(|(i, rule)| {
-        let re = &c.regexes[i];
-        let found = if rule.value_group {
-            re.captures_iter(text).any(|cap| cap.get(1).is_some_and(|v| value_ok(rule, v.as_str())))
-        } else {
-            re.is_match(text)
-        };
-        found.then_some(rule)
+    let joined = Joined::new(texts);
+    joined.keyword_hits(c, secrets).into_iter().find_map(|(i, (own, gitleaks))| {
+        let text = texts[i];
+        let found = own.iter().find_map(|&r| {
+            let rule = &RULES[r];
+            let re = &c.regexes[r];
+            let hit = classes.contains(&rule.class)
+                && if rule.value_group {
+                    re.captures_iter(text).any(|cap| cap.get(1).is_some_and(|v| value_ok(rule, v.as_str())))
+                } else {
+                    re.is_match(text)
+                };
+            hit.then_some(Finding { id: rule.id, class: rule.class })
+        });
+        found.or_else(|| {
+            gitleaks
+                .iter()
+                .find_map(|r| super::gitleaks::check(*r, text))
+                .map(|id| Finding { id, class: Class::Secret })
+        })
     })
 }
 
