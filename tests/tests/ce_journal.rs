@@ -181,6 +181,13 @@ fn ceo_04_journal_records_each_invalid_lineage_with_its_codes() {
         b.last(ledger::LINEAGE_INVALIDATED),
         json!({"lineage_id": "lin-1", "codes": ["SPEC_MISMATCH", "MODEL_MISMATCH"]})
     );
+    // A future-dated record is unknown provenance and is not kept.
+    let mut future = record("lin-2", "builder", "2026-11-30T12:10:00Z");
+    future["created_at"] = json!("2026-11-30T13:00:00Z");
+    future["last_used_at"] = json!("2026-11-30T13:00:00Z");
+    let (out, types) = b.run("lineage", json!({"lineage": future, "current": current_for(&future)})).unwrap();
+    assert_eq!(state_of(&out), ("INVALID", vec!["UNKNOWN_PROVENANCE"]));
+    assert!(types.is_empty() && !b.ledger.lineages().contains_key("lin-2"), "{types:?}");
     // An unknown lineage has no record to invalidate: unknown provenance, nothing recorded.
     let (out, types) = b.run("lineage", json!({"lineage_id": "lin-9", "current": cur})).unwrap();
     assert_eq!(state_of(&out), ("INVALID", vec!["UNKNOWN_PROVENANCE"]));

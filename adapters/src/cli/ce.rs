@@ -121,8 +121,7 @@ fn open_journal(dir: &Path) -> Result<Journal, CeError> {
     let workspace = dir.join(".strata").join("journal");
     let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
     let options = super::journal::demo_options("ce");
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(2);
+    let deadline = Instant::now() + LOCK_WAIT;
     loop {
         match Journal::open(dir, &options) {
             Ok(j) => return Ok(j),
@@ -130,17 +129,28 @@ fn open_journal(dir: &Path) -> Result<Journal, CeError> {
                 std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
                 return Journal::create(dir, "ce", &options).map_err(unavailable);
             }
-            // A lock file has no wake-up to wait on; back off, bounded.
             Err(e @ JournalError::Locked { .. }) => {
-                if started.elapsed() >= LOCK_WAIT {
+                if !lock_released(&dir.join("LOCK"), deadline) {
                     return Err(unavailable(e));
                 }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(100));
             }
             Err(e) => return Err(unavailable(e)),
         }
     }
+}
+
+/// Waits, until `deadline`, for the holder of `lock` to let go: a helper thread blocks on the
+/// lock (the kernel wakes it on release) and lets go at once; then the open is tried again.
+/// False on timeout (the helper stays blocked until the process exits).
+fn lock_released(lock: &Path, deadline: Instant) -> bool {
+    let Ok(file) = std::fs::File::open(lock) else { return true };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let got = file.lock().is_ok();
+        drop(file); // releases it for the real opener before anyone is told
+        let _ = tx.send(got);
+    });
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_ok()
 }
 
 fn is_missing_or_empty(dir: &Path) -> bool {

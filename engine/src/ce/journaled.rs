@@ -192,8 +192,15 @@ impl Decider<'_> {
         given: Option<&Value>,
         current: &Value,
     ) -> Result<(lineage::Evaluation, Option<String>), CeError> {
-        let (record, known) = self.resolve(id, given)?;
+        let before = self.events.len();
+        let (record, mut known) = self.resolve(id, given)?;
         let eval = lineage::evaluate(record.as_ref(), current, i128::from(self.now), self.warm_minutes)?;
+        let registered = self.events.len() > before;
+        if registered && eval.invalidations.contains(&lineage::Invalidation::UnknownProvenance) {
+            // A record nobody can vouch for (future-dated, out of order) is not kept.
+            self.events.truncate(before);
+            known = false;
+        }
         if let (lineage::State::Invalid, true, Some(id)) = (eval.state, known, id) {
             let codes = eval.invalidations.iter().map(|c| c.as_str().to_owned()).collect();
             self.push(ledger::LINEAGE_INVALIDATED, &LineageInvalidated { lineage_id: id.to_owned(), codes })?;
