@@ -27,6 +27,7 @@ pub mod kb;
 pub mod knowledge;
 pub mod ports;
 pub mod projections;
+pub mod promotion;
 pub mod tokens;
 
 pub use catalogue::{EVENT_TYPES, is_known_event};
