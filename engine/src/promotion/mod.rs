@@ -1,4 +1,6 @@
-//! Promotion of a routing policy: the statistics behind the gates ([`stats`]). The gates, the
-//! evaluator and the signed measurement envelope build on it.
+//! Promotion of a routing policy: the statistics behind the gates ([`stats`]) and the gates over
+//! a paired evaluation ([`gates`]). The signed measurement envelope and the command line build
+//! on them.
 
+pub mod gates;
 pub mod stats;
