@@ -3,4 +3,5 @@
 //! on them.
 
 pub mod gates;
+pub mod stages;
 pub mod stats;
