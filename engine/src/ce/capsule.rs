@@ -11,7 +11,7 @@
 
 use std::sync::LazyLock;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::error::{CeError, Code, fail};
 use super::json as cj;
@@ -213,37 +213,24 @@ fn check_schema(v: &Value) -> Result<(), CeError> {
 /// Keys, string sizes and values at any depth: keys and sizes while walking, then every string
 /// value through the privacy scanner at once.
 fn scan(v: &Value) -> Result<(), CeError> {
+    let key = |k: &str| {
+        if privacy::capsule_key_forbidden(k) {
+            return fail(Code::CapsulePrivateContent, "capsule: a key names private or raw content");
+        }
+        Ok(())
+    };
+    let size = |s: &str| {
+        if s.len() > STRING_BYTES_MAX {
+            return fail(Code::CapsuleStringTooLong, "capsule: a string is longer than 4096 bytes");
+        }
+        Ok(())
+    };
     let mut strings = Vec::new();
-    collect(v, &mut strings)?;
+    privacy::strings_of(v, &key, &size, &mut strings)?;
     match privacy::scan_all(&strings, CAPSULE_CLASSES) {
         None => Ok(()),
         Some(rule) => fail(Code::CapsulePrivateContent, format!("capsule: a value matches privacy rule {}", rule.id)),
     }
-}
-
-fn collect<'a>(v: &'a Value, out: &mut Vec<&'a str>) -> Result<(), CeError> {
-    match v {
-        Value::String(s) => {
-            if s.len() > STRING_BYTES_MAX {
-                return fail(Code::CapsuleStringTooLong, "capsule: a string is longer than 4096 bytes");
-            }
-            out.push(s);
-            Ok(())
-        }
-        Value::Array(items) => items.iter().try_for_each(|x| collect(x, out)),
-        Value::Object(map) => collect_map(map, out),
-        _ => Ok(()),
-    }
-}
-
-fn collect_map<'a>(map: &'a Map<String, Value>, out: &mut Vec<&'a str>) -> Result<(), CeError> {
-    for (k, v) in map {
-        if privacy::capsule_key_forbidden(k) {
-            return fail(Code::CapsulePrivateContent, "capsule: a key names private or raw content");
-        }
-        collect(v, out)?;
-    }
-    Ok(())
 }
 
 fn check_refs(v: &Value) -> Result<(), CeError> {

@@ -73,31 +73,17 @@ pub fn schema_compiles() -> Result<(), String> {
 
 /// Keys while walking, then every string value through the privacy scanner at once.
 fn private(v: &Value) -> Result<(), CeError> {
+    let key = |k: &str| {
+        if privacy::telemetry_key_forbidden(k) {
+            return fail(Code::PrivateTelemetry, "event: a key names private or identifying content");
+        }
+        Ok(())
+    };
     let mut strings = Vec::new();
-    collect(v, &mut strings)?;
+    privacy::strings_of(v, &key, &|_: &str| Ok(()), &mut strings)?;
     match privacy::scan_all(&strings, TELEMETRY_CLASSES) {
         None => Ok(()),
         Some(r) => fail(Code::PrivateTelemetry, format!("event: a value matches privacy rule {}", r.id)),
-    }
-}
-
-fn collect<'a>(v: &'a Value, out: &mut Vec<&'a str>) -> Result<(), CeError> {
-    match v {
-        Value::String(s) => {
-            out.push(s);
-            Ok(())
-        }
-        Value::Array(items) => items.iter().try_for_each(|x| collect(x, out)),
-        Value::Object(m) => {
-            for (k, x) in m {
-                if privacy::telemetry_key_forbidden(k) {
-                    return fail(Code::PrivateTelemetry, "event: a key names private or identifying content");
-                }
-                collect(x, out)?;
-            }
-            Ok(())
-        }
-        _ => Ok(()),
     }
 }
 
