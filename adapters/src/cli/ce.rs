@@ -18,6 +18,8 @@ use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
 use strata_journal::projection::{catch_up_one, save_one};
 use strata_journal::{ExpectedVersion, Journal, JournalError, StreamAppend};
 
+use strata_engine::ports::Clock as _;
+
 use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
@@ -29,7 +31,7 @@ const LEDGER_RETRIES: usize = 16;
 pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
     let stdin = std::io::stdin();
     let result = match journal {
-        None => respond(operation, &mut stdin.lock(), now_ns()),
+        None => respond(operation, &mut stdin.lock(), i128::from(SystemClock.now_ns())),
         Some(dir) => respond_journaled(operation, &mut stdin.lock(), dir),
     };
     let (line, ok) = match result {
@@ -185,10 +187,4 @@ fn decide_and_record(journal: &Journal, op: &str, payload: &Value) -> Result<Val
         }
     }
     Err(unavailable("the ledger kept moving under this decision; run it again"))
-}
-
-fn now_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
 }

@@ -78,30 +78,19 @@ pub fn route_events(
 }
 
 /// Routes `facts` for `lineage_id` against the ledger ([`apply_ledger`]) and returns the
-/// decision with the events that record it ([`route_events`], running as the routed mode).
-pub fn decide_events(
+/// decision with one append recording it ([`route_events`], running as the routed mode) that
+/// expects the ledger version the state was read at, so a concurrent decision makes it
+/// conflict and the caller decides again on the newer state.
+pub fn decide(
     state: &Ledger,
     lineage_id: &str,
     mut facts: RouteFacts,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
-) -> Result<(Route, Vec<EventData>), CeError> {
+) -> Result<(Route, StreamAppend), CeError> {
     apply_ledger(state, lineage_id, &mut facts)?;
     let decided = route(&facts)?;
     let events = route_events(state, lineage_id, &facts, &decided, decided.mode, ids, clock)?;
-    Ok((decided, events))
-}
-
-/// [`decide_events`] as one append expecting the ledger version the state was read at, so a
-/// concurrent decision makes it conflict and the caller decides again on the newer state.
-pub fn decide(
-    state: &Ledger,
-    lineage_id: &str,
-    facts: RouteFacts,
-    ids: &mut dyn Ids,
-    clock: &dyn Clock,
-) -> Result<(Route, StreamAppend), CeError> {
-    let (decided, events) = decide_events(state, lineage_id, facts, ids, clock)?;
     Ok((decided, StreamAppend { stream: STREAM.to_owned(), expected: ExpectedVersion::Exact(state.version()), events }))
 }
 
