@@ -201,19 +201,3 @@ fn callers_can_only_tighten_thresholds_and_bad_input_is_named() {
     assert!(evaluate(&pairs, &Thresholds::default(), "e", 10).unwrap_err().to_string().contains("unique"));
     assert!(evaluate(&[], &Thresholds::default(), "e", 10).is_err());
 }
-
-#[test]
-fn every_evaluation_is_valid_against_its_schema() {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../schemas/promotion-evaluation.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let small = scaled(12, 7_000, 8_000);
-    let mut findings = scaled(40, 7_000, 8_000);
-    findings[0].candidate.findings = vec![Finding { fingerprint: "x".into(), severity: "high".into() }];
-    findings[1].candidate.rework = 3;
-    for pairs in [scaled(40, 7_500, 8_500), small, findings] {
-        let e = serde_json::to_value(run(&pairs)).unwrap();
-        let errors: Vec<String> = validator.iter_errors(&e).map(|x| format!("{}: {x}", x.instance_path())).collect();
-        assert!(errors.is_empty(), "{errors:?}\n{e:#}");
-    }
-}

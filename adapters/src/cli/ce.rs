@@ -25,7 +25,7 @@ use crate::system::{SystemClock, V7Ids};
 /// How long `--journal` waits for another process to let go of the journal.
 pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 /// Decisions retried when another writer moved the ledger between reading and appending.
-const LEDGER_RETRIES: usize = 16;
+pub(crate) const LEDGER_RETRIES: usize = 16;
 
 /// Runs one operation on standard input.
 pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
@@ -119,7 +119,7 @@ fn unavailable(e: impl std::fmt::Display) -> CeError {
 
 /// Opens the journal at `dir` (or a workspace's, when `dir` holds `.strata/journal`), creating
 /// one in a missing or empty directory, waiting up to [`LOCK_WAIT`] for another holder.
-fn open_journal(dir: &Path) -> Result<Journal, CeError> {
+pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
     let workspace = dir.join(".strata").join("journal");
     let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
     let options = super::journal::demo_options("ce");

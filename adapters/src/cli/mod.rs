@@ -7,6 +7,7 @@
 mod ce;
 mod context;
 mod demo;
+mod eval;
 mod journal;
 mod kb;
 mod knowledge;
@@ -150,6 +151,9 @@ enum Command {
         #[arg(long)]
         explain: bool,
     },
+    /// The paired evaluation corpus, measurement envelopes and promotion gates.
+    #[command(subcommand)]
+    Eval(eval::EvalCommand),
 }
 
 impl Command {
@@ -165,6 +169,7 @@ impl Command {
                 | Command::Serve { .. }
                 | Command::Mcp
                 | Command::Ce { .. }
+                | Command::Eval(_)
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
         )
     }
@@ -285,6 +290,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
+        Command::Eval(cmd) => eval::run(cmd, cli.json),
     }
 }
 

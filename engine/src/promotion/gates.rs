@@ -70,7 +70,8 @@ pub struct Pair {
 }
 
 /// Thresholds; [`Thresholds::stricter`] only ever tightens the defaults.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Thresholds {
     /// Median cost reduction at least this (bp; default 2500).
     pub median_cost_bp: u32,
@@ -333,7 +334,7 @@ fn median_gate(gate: &'static str, pairs: &[&Pair], of: impl Fn(&Arm) -> u64, bp
         estimate,
         lower_95: lower,
         upper_95: upper,
-        threshold: 1.0 - limit,
+        threshold: f64::from(bp) / 10_000.0,
         n_used: n,
         method: "median of per-task ratios; sign-test order-statistic bounds",
         verdict,
@@ -363,7 +364,7 @@ fn p75_gate(by_stratum: &[Vec<&Pair>], bp: u32, resamples: usize, seed: [u8; 32]
         estimate: finite(1.0 - q),
         lower_95: lower,
         upper_95: upper,
-        threshold: 1.0 - limit,
+        threshold: f64::from(bp) / 10_000.0,
         n_used: all.len(),
         method: "1 - p75 of per-task cost ratios (type 7); stratified paired bootstrap",
         verdict,
@@ -398,7 +399,7 @@ fn p95_gate(by_stratum: &[Vec<&Pair>], bp: u32, resamples: usize, seed: [u8; 32]
         estimate: finite(rho - 1.0),
         lower_95: lower,
         upper_95: upper,
-        threshold: limit - 1.0,
+        threshold: f64::from(bp) / 10_000.0,
         n_used: all.len(),
         method: "Q95(candidate)/Q95(baseline) - 1 (type 7); stratified paired bootstrap",
         verdict,
@@ -468,7 +469,7 @@ fn rework_gate(pairs: &[&Pair], bp: u32) -> Gate {
         estimate: estimate.map(|e| e - 1.0),
         lower_95: if xc + xb == 0 { None } else { finite(lo - 1.0) },
         upper_95: if xc + xb == 0 { None } else { finite(hi - 1.0) },
-        threshold: limit - 1.0,
+        threshold: f64::from(bp) / 10_000.0,
         n_used: pairs.len(),
         method: "ratio of total rework rounds - 1; conditional binomial (Clopper-Pearson) bounds",
         verdict,

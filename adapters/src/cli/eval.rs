@@ -1,0 +1,387 @@
+//! `strata eval`: the paired evaluation corpus, synthetic pairs, measurement keys and signed
+//! envelopes, and the promotion evaluation that records each measurement run it consumes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::Subcommand;
+use serde_json::Value;
+use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::time;
+use strata_engine::ports::Clock as _;
+use strata_engine::promotion::envelope::{self, Claims, Expected, TrustedKeys};
+use strata_engine::promotion::gates::Thresholds;
+use strata_engine::promotion::promote::{self, Options};
+use strata_engine::promotion::stages::Stage;
+use strata_engine::promotion::{corpus, synthetic};
+use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::{ExpectedVersion, StreamAppend};
+
+use super::EXIT_PROBLEMS;
+use crate::system::{SystemClock, V7Ids};
+
+/// The synthetic corpus shipped with strata.
+pub const BUNDLED_CORPUS: &str = include_str!("../../../corpus/synthetic.json");
+/// Largest corpus, pairs or envelope file read.
+const DOC_BYTES_MAX: u64 = 64 << 20;
+/// Largest trusted-keys file (the reference's limit).
+const KEYS_BYTES_MAX: u64 = 65_536;
+
+/// `strata eval …`
+#[derive(Subcommand, Debug)]
+pub enum EvalCommand {
+    /// The evaluation corpus.
+    #[command(subcommand)]
+    Corpus(CorpusCommand),
+    /// Write seeded synthetic pairs for a corpus (marked synthetic: they never promote).
+    Synthesize {
+        /// Corpus file (default: the bundled synthetic corpus).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        corpus: Option<PathBuf>,
+        /// Seed; the same seed gives the same pairs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Generate an Ed25519 measurement key: PKCS #8 PEM at OUT (mode 0600), SPKI PEM at
+    /// OUT.pub, and print the trusted-keys entry.
+    Keygen {
+        /// Key id (`measurement-key-` and 1–64 of a-z 0-9 . _ -).
+        #[arg(long)]
+        key_id: String,
+        /// Private key file to create.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        out: PathBuf,
+    },
+    /// Sign a measurement envelope (v2) over a pairs file; prints the envelope.
+    Sign {
+        /// Pairs file (`strata.paired-results/v1`).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        pairs: PathBuf,
+        /// Private key (PKCS #8 PEM, Ed25519).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        key: PathBuf,
+        /// The key's id.
+        #[arg(long)]
+        key_id: String,
+        /// Candidate policy version measured.
+        #[arg(long)]
+        candidate_version: String,
+        /// Runtime measured (`sha256:…`).
+        #[arg(long)]
+        runtime_digest: String,
+        /// Run id (default: a new random `measurement-<32 hex>`).
+        #[arg(long)]
+        run_id: Option<String>,
+        /// When measured, RFC 3339 (default: now).
+        #[arg(long)]
+        measured_at: Option<String>,
+    },
+    /// Evaluate a candidate: every gate over the pairs, provenance first. Records the
+    /// envelope's run as consumed in the journal. Exit 0 when it promotes, 3 when it does not.
+    Promote {
+        /// Pairs file.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        pairs: PathBuf,
+        /// Corpus file (default: the bundled synthetic corpus).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        corpus: Option<PathBuf>,
+        /// Signed measurement envelope.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        envelope: Option<PathBuf>,
+        /// Trusted keys: JSON object of key id → SPKI PEM.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        trusted_keys: Option<PathBuf>,
+        /// The candidate version being promoted (the envelope must name it).
+        #[arg(long, default_value = "unspecified")]
+        candidate_version: String,
+        /// The runtime it runs on (the envelope must name it).
+        #[arg(long, default_value = "sha256:0000000000000000000000000000000000000000000000000000000000000000")]
+        runtime_digest: String,
+        /// Journal recording consumed runs (a journal directory or a workspace root).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        journal: Option<PathBuf>,
+        /// Rollout stage evaluated for (adds the stage policy's action).
+        #[arg(long)]
+        stage: Option<String>,
+        /// Evaluation id (seeds the bootstrap; default from the corpus and pairs digests).
+        #[arg(long)]
+        evaluation_id: Option<String>,
+        /// Bootstrap resamples.
+        #[arg(long, default_value_t = 10_000)]
+        resamples: usize,
+        /// Stricter thresholds: a JSON file with any of the threshold fields.
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        thresholds: Option<PathBuf>,
+    },
+}
+
+/// `strata eval corpus …`
+#[derive(Subcommand, Debug)]
+pub enum CorpusCommand {
+    /// Validate a corpus and replay every oracle. Exit 3 when problems are found.
+    Check {
+        /// Corpus file (default: the bundled synthetic corpus).
+        #[arg(value_parser = crate::cli::path_arg)]
+        file: Option<PathBuf>,
+    },
+}
+
+fn read_json(path: &Path, what: &str, max: u64) -> anyhow::Result<Value> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("[STRATA-E1401] cannot read {what} {}", path.display()))?;
+    if meta.len() > max {
+        bail!("[STRATA-E1402] {what} {} is {} bytes; at most {max}", path.display(), meta.len());
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("[STRATA-E1401] cannot read {what} {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| {
+        format!("[STRATA-E1403] {what} {} is not JSON; fix the syntax at the position shown", path.display())
+    })
+}
+
+fn corpus_doc(path: Option<&Path>) -> anyhow::Result<Value> {
+    match path {
+        Some(p) => read_json(p, "corpus", DOC_BYTES_MAX),
+        None => Ok(serde_json::from_str(BUNDLED_CORPUS)?),
+    }
+}
+
+fn pretty(v: &impl serde::Serialize) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(v)?)
+}
+
+/// Runs `strata eval …`.
+pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
+    match cmd {
+        EvalCommand::Corpus(CorpusCommand::Check { file }) => corpus_check(file.as_deref(), json),
+        EvalCommand::Synthesize { corpus: path, seed } => {
+            let doc = corpus_doc(path.as_deref())?;
+            let report = corpus::check(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
+            let c = corpus::parse(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
+            outln!("{}", pretty(&synthetic::synthesize(&c, &report.digest, seed))?);
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Keygen { key_id, out } => keygen(&key_id, &out, json),
+        EvalCommand::Sign { pairs, key, key_id, candidate_version, runtime_digest, run_id, measured_at } => {
+            let doc = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
+            let parsed =
+                strata_engine::promotion::pairs::parse(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1405] {e}"))?;
+            let text = std::fs::read_to_string(&key)
+                .with_context(|| format!("[STRATA-E1401] cannot read key {}", key.display()))?;
+            let signing = envelope::signing_key_from_pem(&text)
+                .map_err(|e| anyhow::anyhow!("[STRATA-E1406] {}: {e}", key.display()))?;
+            let run_id = match run_id {
+                Some(r) => r,
+                None => {
+                    let seed = crate::system::random_seed()?;
+                    format!("measurement-{}", seed[..16].iter().map(|b| format!("{b:02x}")).collect::<String>())
+                }
+            };
+            let measured_at = measured_at.unwrap_or_else(|| time::format_rfc3339(SystemClock.now_ns()));
+            let claims = Claims {
+                candidate_version,
+                corpus_version: parsed.corpus.version.clone(),
+                runtime_digest,
+                measured_at,
+                measurement_run_id: run_id,
+                signer_key_id: key_id,
+                promotion_authorized: parsed.pairs.iter().all(|p| p.provenance.promotes()),
+            };
+            let env =
+                envelope::sign(&claims, &doc["pairs"], &signing).map_err(|e| anyhow::anyhow!("[STRATA-E1406] {e}"))?;
+            if !claims.promotion_authorized {
+                errln!(
+                    "note: some pairs are not measured and authorised; the envelope says promotion_authorized: false"
+                );
+            }
+            outln!("{}", pretty(&env)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        EvalCommand::Promote {
+            pairs,
+            corpus: corpus_path,
+            envelope: envelope_path,
+            trusted_keys,
+            candidate_version,
+            runtime_digest,
+            journal,
+            stage,
+            evaluation_id,
+            resamples,
+            thresholds,
+        } => {
+            let corpus_value = corpus_doc(corpus_path.as_deref())?;
+            let pairs_value = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
+            let envelope_value = envelope_path.map(|p| read_json(&p, "envelope", DOC_BYTES_MAX)).transpose()?;
+            let keys = match trusted_keys {
+                None => TrustedKeys::default(),
+                Some(p) => TrustedKeys::from_json(&read_json(&p, "trusted keys", KEYS_BYTES_MAX)?)
+                    .map_err(|e| anyhow::anyhow!("[STRATA-E1406] {e}"))?,
+            };
+            let thresholds = match thresholds {
+                None => Thresholds::default(),
+                Some(p) => serde_json::from_value(read_json(&p, "thresholds", KEYS_BYTES_MAX)?).map_err(|e| {
+                    anyhow::anyhow!(
+                        "[STRATA-E1407] thresholds: {e}; fields are those of `thresholds` in the evaluation"
+                    )
+                })?,
+            };
+            let stage = stage
+                .map(|s| {
+                    Stage::parse(&s).ok_or_else(|| {
+                        anyhow::anyhow!("[STRATA-E1407] --stage {s:?}: one of off, observe, shadow, canary-10, canary-25, canary-50, on")
+                    })
+                })
+                .transpose()?;
+            if !(1..=100_000).contains(&resamples) {
+                bail!("[STRATA-E1407] --resamples {resamples}: 1 to 100000");
+            }
+            let opts = Options {
+                thresholds,
+                resamples,
+                evaluation_id: evaluation_id.as_deref(),
+                stage,
+                expected: Expected {
+                    now_ns: i128::from(SystemClock.now_ns()),
+                    candidate_version: &candidate_version,
+                    corpus_version: "", // the corpus's own version; set by the evaluation
+                    runtime_digest: &runtime_digest,
+                    keys: &keys,
+                },
+                engine_version: env!("CARGO_PKG_VERSION"),
+                recordable: journal.is_some(),
+            };
+            let doc = promote_recorded(&corpus_value, &pairs_value, envelope_value.as_ref(), opts, journal.as_deref())?;
+            if json {
+                outln!("{}", pretty(&doc)?);
+            } else {
+                print_evaluation(&doc);
+            }
+            Ok(if doc.evaluation.promote { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
+        }
+    }
+}
+
+/// Evaluates; with a journal, records the envelope's run as consumed (one append expecting the
+/// ledger's version, decided again if another process moved it).
+fn promote_recorded(
+    corpus_value: &Value,
+    pairs_value: &Value,
+    envelope_value: Option<&Value>,
+    opts: Options<'_>,
+    journal: Option<&Path>,
+) -> anyhow::Result<promote::Document> {
+    let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
+    let Some(dir) = journal else {
+        return promote::evaluate(corpus_value, pairs_value, envelope_value, &opts, &|_| None)
+            .map(|d| d.0)
+            .map_err(fail);
+    };
+    let journal = super::ce::open_journal(dir).map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
+    let mut state = Ledger::default();
+    let mut result = Err(anyhow::anyhow!("[STRATA-E1408] the ledger kept moving under this evaluation; run it again"));
+    for _ in 0..super::ce::LEDGER_RETRIES {
+        catch_up_one(&mut state, &journal)?;
+        let consumed = |id: &str| state.consumed_runs().get(id).copied();
+        let (doc, trusted) = match promote::evaluate(corpus_value, pairs_value, envelope_value, &opts, &consumed) {
+            Ok(x) => x,
+            Err(e) => {
+                result = Err(fail(e));
+                break;
+            }
+        };
+        let Some(t) = trusted else {
+            result = Ok(doc);
+            break;
+        };
+        let event = ledger::consume_run(&state, &t.measurement_run_id, &t.corpus_digest, &mut V7Ids, &SystemClock)
+            .map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
+        let append = StreamAppend {
+            stream: ledger::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(state.version()),
+            events: vec![event],
+        };
+        if journal.append_multi_blocking(vec![append])?.is_ok() {
+            catch_up_one(&mut state, &journal)?;
+            save_one(&state, &journal, journal.head().seq)?;
+            result = Ok(doc);
+            break;
+        }
+    }
+    journal.close_blocking()?;
+    result
+}
+
+fn corpus_check(file: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let doc = corpus_doc(file)?;
+    let report = corpus::check(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
+    if json {
+        outln!("{}", pretty(&report)?);
+    } else {
+        let kind = if report.synthetic { "synthetic" } else { "measured" };
+        outln!("corpus {} {} ({kind}), {}", report.name, report.version, report.digest);
+        let strata: Vec<String> = report.strata.iter().map(|(s, n)| format!("{s} {n}")).collect();
+        outln!("{} tasks: {}", report.n_tasks, strata.join(", "));
+        outln!("oracles agreeing with dispatch: {} of {}", report.oracles_agreeing, report.n_tasks);
+        for p in &report.problems {
+            outln!("problem [{}] {}: {}", p.rule, p.task.as_deref().unwrap_or("corpus"), p.detail);
+        }
+        outln!("{}", if report.ok { "ok" } else { "problems found" });
+    }
+    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
+}
+
+fn keygen(key_id: &str, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    if !envelope::is_key_id(key_id) {
+        bail!("[STRATA-E1406] --key-id {key_id:?}: `measurement-key-` and 1–64 of a-z 0-9 . _ -");
+    }
+    let key = envelope::signing_key_from_seed(crate::system::random_seed()?);
+    let public = envelope::public_key_to_pem(&key.verifying_key());
+    let pub_path = PathBuf::from(format!("{}.pub", out.display()));
+    super::write_new_file(out, envelope::signing_key_to_pem(&key).as_bytes(), 0o600)?;
+    super::write_new_file(&pub_path, public.as_bytes(), 0o644)?;
+    let entry = serde_json::json!({ key_id: public });
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"key_id": key_id, "private_key_file": out.display().to_string(), "public_key_file": pub_path.display().to_string(), "trusted_keys_entry": entry})
+        );
+    } else {
+        outln!("wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
+        outln!("trusted-keys entry: {entry}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_evaluation(doc: &promote::Document) {
+    let e = &doc.evaluation;
+    let kind = if doc.corpus.synthetic { ", synthetic" } else { "" };
+    outln!(
+        "evaluation {} on corpus {} {}{kind}: {} pairs",
+        e.evaluation_id,
+        doc.corpus.name,
+        doc.corpus.version,
+        e.n_tasks
+    );
+    let f = |x: Option<f64>| x.map_or_else(|| "—".to_owned(), |v| format!("{v:.4}"));
+    let mut table =
+        crate::table::Table::new(&["gate", "verdict", "estimate", "lower 95", "upper 95", "threshold", "n", "reason"]);
+    for g in &e.gates {
+        table.row(vec![
+            g.gate.to_owned(),
+            format!("{:?}", g.verdict),
+            f(g.estimate),
+            f(g.lower_95),
+            f(g.upper_95),
+            format!("{}", g.threshold),
+            g.n_used.to_string(),
+            g.reason.clone(),
+        ]);
+    }
+    out!("{}", table.render());
+    if let (Some(stage), Some(action)) = (doc.stage, doc.action) {
+        outln!("stage {}: {:?}", stage.as_str(), action);
+    }
+    outln!("{}", if e.promote { "promote" } else { "does not promote" });
+}
