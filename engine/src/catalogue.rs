@@ -46,6 +46,10 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("ce.lease-expired", &[1]),
     ("ce.capsule-sealed", &[1]),
     ("ce.vault-delta-applied", &[1]),
+    // Rollouts of a candidate routing policy.
+    ("rollout.started", &[1]),
+    ("rollout.stage-changed", &[1]),
+    ("rollout.unit-routed", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

@@ -3,6 +3,8 @@
 //! The tests drive real parts: sled on disk, the real `strata` binary (built from this package as
 //! `strata-e2e`, the same `cli::main`), real child processes killed with SIGKILL.
 
+pub mod eval;
+
 use std::path::Path;
 use std::process::{Command, Output};
 

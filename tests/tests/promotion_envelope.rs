@@ -4,13 +4,12 @@
 //! recorded in the journal so a second use fails from another process, and byte-identical
 //! evaluations.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 use strata_engine::ce::time::{format_rfc3339, parse_rfc3339};
 use strata_engine::promotion::envelope::{self, Claims, Expected, TrustedKeys};
 use strata_engine::promotion::promote::{self, Options};
 use strata_engine::promotion::{corpus, gates::Thresholds};
+use strata_tests::eval::{bundled_corpus, measured_corpus, write_json as write};
 use strata_tests::{strata, strata_bin};
 
 const NOW: &str = "2026-11-30T12:00:00Z";
@@ -19,46 +18,11 @@ const KEY_ID: &str = "measurement-key-lab";
 const RUN: &str = "measurement-0123456789abcdef";
 
 fn bundled() -> Value {
-    serde_json::from_str(include_str!("../../corpus/synthetic.json")).unwrap()
+    bundled_corpus()
 }
 
-/// The bundled tasks as a measured (not synthetic) corpus.
-fn measured_corpus() -> Value {
-    let mut c = bundled();
-    c["name"] = json!("lab-corpus");
-    c["synthetic"] = json!(false);
-    c
-}
-
-/// Measured pairs for every task of `corpus`: the candidate costs 60% and takes 70% of a varied
-/// baseline, quality equal or a point better, no rework, telemetry exact.
 fn pairs_for(corpus: &Value, kind: &str) -> Value {
-    let digest = corpus::digest(corpus);
-    let pairs: Vec<Value> = corpus["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let cost = 100_000 + 37_000 * (i as u64 % 11);
-            let wall = 20_000 + 9_000 * (i as u64 % 7);
-            let q = 80 + i as u64 % 10;
-            let arm = |c: u64, w: u64, q: u64| {
-                json!({"cost_micros": c, "wall_ms": w, "quality": q, "rework": 0, "findings": [], "telemetry_cost_micros": c})
-            };
-            json!({
-                "task_id": t["id"], "stratum": t["stratum"],
-                "provenance": {"kind": kind, "empirical": kind == "measured", "promotion_authorized": kind == "measured"},
-                "baseline": arm(cost, wall, q),
-                "candidate": arm(cost * 6 / 10, wall * 7 / 10, q + i as u64 % 2),
-            })
-        })
-        .collect();
-    json!({
-        "schema": "strata.paired-results/v1",
-        "corpus": {"name": corpus["name"], "version": corpus["version"], "digest": digest},
-        "pairs": pairs,
-    })
+    strata_tests::eval::pairs_for(corpus, kind, 40)
 }
 
 fn key() -> ed25519_dalek::SigningKey {
@@ -272,12 +236,6 @@ fn the_bundled_corpus_checks_and_a_broken_one_lists_every_problem() {
     assert!(rules.contains(&(Some("small-tier2-05"), "stratum")), "{rules:?}");
     assert!(rules.contains(&(None, "size")), "{rules:?}");
     assert!(corpus::check(&json!({"schema": "strata.eval-corpus/v1"})).is_err());
-}
-
-fn write(dir: &Path, name: &str, v: &Value) -> String {
-    let p = dir.join(name);
-    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
-    p.display().to_string()
 }
 
 #[test]

@@ -13,6 +13,7 @@ use strata_engine::ports::Clock as _;
 use strata_engine::promotion::envelope::{self, Claims, Expected, TrustedKeys};
 use strata_engine::promotion::gates::Thresholds;
 use strata_engine::promotion::promote::{self, Options};
+use strata_engine::promotion::rollout::{self, Rollouts};
 use strata_engine::promotion::stages::Stage;
 use strata_engine::promotion::{corpus, synthetic};
 use strata_journal::projection::{catch_up_one, save_one};
@@ -113,6 +114,11 @@ pub enum EvalCommand {
         /// Stricter thresholds: a JSON file with any of the threshold fields.
         #[arg(long, value_parser = crate::cli::path_arg)]
         thresholds: Option<PathBuf>,
+        /// Evaluate for this rollout's current stage and record the stage policy's decision
+        /// (advance, hold or roll back) with the run's consumption, in one append. Needs
+        /// --journal; nothing moves when provenance fails.
+        #[arg(long)]
+        rollout: Option<String>,
     },
 }
 
@@ -210,6 +216,7 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             evaluation_id,
             resamples,
             thresholds,
+            rollout,
         } => {
             let corpus_value = corpus_doc(corpus_path.as_deref())?;
             let pairs_value = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
@@ -252,7 +259,17 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
                 engine_version: env!("CARGO_PKG_VERSION"),
                 recordable: journal.is_some(),
             };
-            let doc = promote_recorded(&corpus_value, &pairs_value, envelope_value.as_ref(), opts, journal.as_deref())?;
+            if rollout.is_some() && journal.is_none() {
+                bail!("[STRATA-E1407] --rollout needs --journal: the rollout lives in a journal");
+            }
+            let doc = promote_recorded(
+                &corpus_value,
+                &pairs_value,
+                envelope_value.as_ref(),
+                opts,
+                journal.as_deref(),
+                rollout.as_deref(),
+            )?;
             if json {
                 outln!("{}", pretty(&doc)?);
             } else {
@@ -264,13 +281,15 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 /// Evaluates; with a journal, records the envelope's run as consumed (one append expecting the
-/// ledger's version, decided again if another process moved it).
+/// ledger's version, decided again if another process moved it), and with a rollout, the stage
+/// policy's decision on the rollout's stream in the same append.
 fn promote_recorded(
     corpus_value: &Value,
     pairs_value: &Value,
     envelope_value: Option<&Value>,
-    opts: Options<'_>,
+    mut opts: Options<'_>,
     journal: Option<&Path>,
+    rollout_name: Option<&str>,
 ) -> anyhow::Result<promote::Document> {
     let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
     let Some(dir) = journal else {
@@ -279,38 +298,74 @@ fn promote_recorded(
             .map_err(fail);
     };
     let journal = super::ce::open_journal(dir).map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
-    let mut state = Ledger::default();
-    let mut result = Err(anyhow::anyhow!("[STRATA-E1408] the ledger kept moving under this evaluation; run it again"));
-    for _ in 0..super::ce::LEDGER_RETRIES {
-        catch_up_one(&mut state, &journal)?;
-        let consumed = |id: &str| state.consumed_runs().get(id).copied();
-        let (doc, trusted) = match promote::evaluate(corpus_value, pairs_value, envelope_value, &opts, &consumed) {
-            Ok(x) => x,
-            Err(e) => {
-                result = Err(fail(e));
-                break;
-            }
-        };
-        let Some(t) = trusted else {
-            result = Ok(doc);
-            break;
-        };
-        let event = ledger::consume_run(&state, &t.measurement_run_id, &t.corpus_digest, &mut V7Ids, &SystemClock)
-            .map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
-        let append = StreamAppend {
-            stream: ledger::STREAM.to_owned(),
-            expected: ExpectedVersion::Exact(state.version()),
-            events: vec![event],
-        };
-        if journal.append_multi_blocking(vec![append])?.is_ok() {
-            catch_up_one(&mut state, &journal)?;
-            save_one(&state, &journal, journal.head().seq)?;
-            result = Ok(doc);
-            break;
-        }
-    }
+    let result = record(&journal, corpus_value, pairs_value, envelope_value, &mut opts, rollout_name);
     journal.close_blocking()?;
     result
+}
+
+fn record(
+    journal: &strata_journal::Journal,
+    corpus_value: &Value,
+    pairs_value: &Value,
+    envelope_value: Option<&Value>,
+    opts: &mut Options<'_>,
+    rollout_name: Option<&str>,
+) -> anyhow::Result<promote::Document> {
+    let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
+    let refused = |e: rollout::RolloutError| anyhow::anyhow!("[STRATA-E1601] {e}");
+    let mut ledger_state = Ledger::default();
+    let mut rollouts = Rollouts::default();
+    for _ in 0..super::ce::LEDGER_RETRIES {
+        catch_up_one(&mut ledger_state, journal)?;
+        catch_up_one(&mut rollouts, journal)?;
+        if let Some(name) = rollout_name {
+            let ro = rollouts.get(name).ok_or_else(|| refused(rollout::RolloutError::Unknown(name.to_owned())))?;
+            if opts.stage.is_some_and(|s| s != ro.stage) {
+                bail!(
+                    "[STRATA-E1407] --stage differs from rollout {name}'s stage {}; leave --stage out",
+                    ro.stage.as_str()
+                );
+            }
+            opts.stage = Some(ro.stage);
+        }
+        let consumed = |id: &str| ledger_state.consumed_runs().get(id).copied();
+        let (doc, trusted) =
+            promote::evaluate(corpus_value, pairs_value, envelope_value, opts, &consumed).map_err(fail)?;
+        let Some(t) = trusted else {
+            if rollout_name.is_some() {
+                errln!("note: provenance failed; the rollout does not move on this evaluation");
+            }
+            return Ok(doc);
+        };
+        let event =
+            ledger::consume_run(&ledger_state, &t.measurement_run_id, &t.corpus_digest, &mut V7Ids, &SystemClock)
+                .map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
+        let mut appends = vec![StreamAppend {
+            stream: ledger::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(ledger_state.version()),
+            events: vec![event],
+        }];
+        if let Some(name) = rollout_name {
+            let digest = strata_engine::ce::json::sha256_tagged(serde_json::to_string(&doc)?.as_bytes());
+            let events = rollout::evaluated(&rollouts, name, &doc, &digest).map_err(refused)?;
+            appends.push(StreamAppend {
+                stream: rollout::stream(name),
+                expected: ExpectedVersion::Exact(rollouts.version(name)),
+                events: rollout::stamp(events, &mut V7Ids, &SystemClock).map_err(refused)?,
+            });
+        }
+        if journal.append_multi_blocking(appends)?.is_ok() {
+            catch_up_one(&mut ledger_state, journal)?;
+            catch_up_one(&mut rollouts, journal)?;
+            save_one(&ledger_state, journal, journal.head().seq)?;
+            save_one(&rollouts, journal, journal.head().seq)?;
+            if let Some(r) = rollout_name.and_then(|n| rollouts.get(n)) {
+                errln!("rollout {}: now at {} ({})", r.name, r.stage.as_str(), r.last_reason.as_deref().unwrap_or(""));
+            }
+            return Ok(doc);
+        }
+    }
+    bail!("[STRATA-E1408] the ledger kept moving under this evaluation; run it again")
 }
 
 fn corpus_check(file: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {

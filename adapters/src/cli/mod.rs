@@ -12,6 +12,7 @@ mod journal;
 mod kb;
 mod knowledge;
 mod replay;
+mod rollout;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -154,6 +155,15 @@ enum Command {
     /// The paired evaluation corpus, measurement envelopes and promotion gates.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
+    Rollout {
+        /// The journal holding the rollouts (a journal directory or a workspace root; default
+        /// the workspace `--dir`).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        journal: Option<PathBuf>,
+        #[command(subcommand)]
+        command: rollout::RolloutCommand,
+    },
 }
 
 impl Command {
@@ -170,6 +180,7 @@ impl Command {
                 | Command::Mcp
                 | Command::Ce { .. }
                 | Command::Eval(_)
+                | Command::Rollout { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
         )
     }
@@ -291,6 +302,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
         Command::Eval(cmd) => eval::run(cmd, cli.json),
+        Command::Rollout { journal, command } => {
+            rollout::run(&rollout::journal_dir(journal, &cli.dir), command, cli.json)
+        }
     }
 }
 

@@ -25,6 +25,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(crate::context::state::ContextState::default()),
         Box::new(crate::knowledge::state::Knowledge::default()),
         Box::new(crate::ce::ledger::Ledger::default()),
+        Box::new(crate::promotion::rollout::Rollouts::default()),
     ]
 }
 

@@ -8,6 +8,7 @@ pub mod envelope;
 pub mod gates;
 pub mod pairs;
 pub mod promote;
+pub mod rollout;
 pub mod stages;
 pub mod stats;
 pub mod synthetic;

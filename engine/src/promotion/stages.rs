@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::gates::{Evaluation, Verdict};
 
 /// A stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stage {
     /// The candidate policy is not consulted.
@@ -21,10 +21,13 @@ pub enum Stage {
     /// Both policies decide every unit; only the baseline's decision runs.
     Shadow,
     /// The candidate runs for 10% of units.
+    #[serde(rename = "canary-10")]
     Canary10,
     /// 25%.
+    #[serde(rename = "canary-25")]
     Canary25,
     /// 50%.
+    #[serde(rename = "canary-50")]
     Canary50,
     /// The candidate runs for every unit.
     On,
@@ -66,7 +69,7 @@ impl Stage {
 }
 
 /// What an operator or the policy asks of a rollout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
     /// To the next stage.

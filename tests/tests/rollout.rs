@@ -1,0 +1,375 @@
+//! Rollouts as events: the stage machine moved by operators and by evaluations, extension and
+//! error limits, shadow decisions recorded under both policies, canary exposure by bucket, and
+//! `strata eval promote --rollout` recording the consumed run and the stage change in one append.
+
+use serde_json::{Value, json};
+use strata_engine::ce::json::sha256_tagged;
+use strata_engine::ce::time::format_rfc3339;
+use strata_engine::ports::{CountingIds, FixedClock};
+use strata_engine::promotion::envelope::{Expected, TrustedKeys};
+use strata_engine::promotion::gates::{Thresholds, Verdict};
+use strata_engine::promotion::promote::{self, Document, Options};
+use strata_engine::promotion::rollout::{self, RolloutError, Rollouts, UNIT_ROUTED};
+use strata_engine::promotion::stages::{self, Action, Stage};
+use strata_journal::projection::{Projection as _, catch_up_one};
+use strata_journal::{ExpectedVersion, Journal, StreamAppend};
+use strata_tests::eval::{measured_corpus, pairs_for, write_json as write};
+use strata_tests::{strata, strata_bin};
+
+/// An in-memory journal and the rollouts folded from it.
+struct Bench {
+    journal: Journal,
+    state: Rollouts,
+    ids: CountingIds,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        Bench {
+            journal: Journal::in_memory("strata.test/rollout").unwrap(),
+            state: Rollouts::default(),
+            ids: CountingIds::new(1),
+        }
+    }
+
+    /// Appends `events` on rollout `name`'s stream expecting the folded version, then folds.
+    fn apply(&mut self, name: &str, events: Result<rollout::Decided, RolloutError>) -> Result<(), RolloutError> {
+        let events = events?;
+        let before = self.journal.head().seq;
+        if !events.is_empty() {
+            let stamped = rollout::stamp(events, &mut self.ids, &FixedClock(1)).unwrap();
+            let append = StreamAppend {
+                stream: rollout::stream(name),
+                expected: ExpectedVersion::Exact(self.state.version(name)),
+                events: stamped,
+            };
+            self.journal.append_multi_blocking(vec![append]).unwrap().unwrap();
+        }
+        catch_up_one(&mut self.state, &self.journal).unwrap();
+        assert!(self.journal.head().seq >= before);
+        Ok(())
+    }
+
+    fn stage(&self, name: &str) -> Stage {
+        self.state.get(name).unwrap().stage
+    }
+
+    /// Runs a command that must be refused, and checks that nothing was appended.
+    fn refused(&mut self, name: &str, events: Result<rollout::Decided, RolloutError>) -> RolloutError {
+        let before = self.journal.head().seq;
+        let e = self.apply(name, events).unwrap_err();
+        assert_eq!(self.journal.head().seq, before, "a refused command appends nothing");
+        e
+    }
+}
+
+fn start(b: &mut Bench, name: &str) {
+    let candidate = rollout::policy(&json!({"max_nesting_depth": 3})).unwrap();
+    let s = b.state.clone();
+    b.apply(name, rollout::start(&s, name, name, Default::default(), candidate)).unwrap();
+}
+
+fn operate(b: &mut Bench, name: &str, action: Action) -> Result<(), RolloutError> {
+    let s = b.state.clone();
+    b.apply(name, rollout::operate(&s, name, action, "test"))
+}
+
+/// An evaluation document for `stage` whose gates are all `verdict` (provenance passes).
+fn document(stage: Stage, verdict: Verdict) -> Document {
+    let corpus = measured_corpus();
+    let pairs = pairs_for(&corpus, "measured", 40);
+    let keys = TrustedKeys::default();
+    let opts = Options {
+        thresholds: Thresholds::default(),
+        resamples: 200,
+        evaluation_id: Some("eval-test"),
+        stage: Some(stage),
+        expected: Expected { now_ns: 0, candidate_version: "c", corpus_version: "", runtime_digest: "", keys: &keys },
+        engine_version: "test",
+        recordable: true,
+    };
+    let (mut doc, _) = promote::evaluate(&corpus, &pairs, None, &opts, &|_| None).unwrap();
+    for g in &mut doc.evaluation.gates {
+        g.verdict = verdict;
+    }
+    doc.evaluation.promote = verdict == Verdict::Pass;
+    doc
+}
+
+fn evaluate(b: &mut Bench, name: &str, verdict: Verdict) -> Result<(), RolloutError> {
+    let doc = document(b.stage(name), verdict);
+    let s = b.state.clone();
+    b.apply(name, rollout::evaluated(&s, name, &doc, &sha256_tagged(b"doc")))
+}
+
+#[test]
+fn operators_move_a_rollout_up_to_shadow_and_only_evaluations_move_it_further() {
+    let mut b = Bench::new();
+    start(&mut b, "r1");
+    let s = b.state.clone();
+    assert_eq!(
+        b.refused("r1", rollout::start(&s, "r1", "r1", Default::default(), Default::default())),
+        RolloutError::Exists("r1".into())
+    );
+    assert!(matches!(b.refused("r2", rollout::operate(&s, "r2", Action::Advance, "x")), RolloutError::Unknown(_)));
+    assert!(matches!(
+        b.refused("bad name", rollout::start(&s, "Bad Name", "s", Default::default(), Default::default())),
+        RolloutError::Invalid(_)
+    ));
+    assert!(rollout::policy(&json!({"max_writers": 1})).unwrap_err().to_string().contains("unknown"));
+    assert_eq!(b.stage("r1"), Stage::Off);
+    assert!(
+        matches!(b.refused("r1", rollout::operate(&s, "r1", Action::Rollback, "x")), RolloutError::Transition(_)),
+        "off has no rollback"
+    );
+    operate(&mut b, "r1", Action::Advance).unwrap();
+    operate(&mut b, "r1", Action::Advance).unwrap();
+    assert_eq!(b.stage("r1"), Stage::Shadow);
+    let s = b.state.clone();
+    let e = b.refused("r1", rollout::operate(&s, "r1", Action::Advance, "x"));
+    assert!(e.to_string().contains("needs an evaluation"), "{e}");
+    // An evaluation made for another stage is refused.
+    let doc = document(Stage::Canary10, Verdict::Pass);
+    assert!(b.refused("r1", rollout::evaluated(&s, "r1", &doc, "d")).to_string().contains("made for stage canary-10"));
+    // Evaluations walk it to on; every change is an event the projection folds.
+    for want in [Stage::Canary10, Stage::Canary25, Stage::Canary50, Stage::On] {
+        evaluate(&mut b, "r1", Verdict::Pass).unwrap();
+        assert_eq!(b.stage("r1"), want);
+    }
+    let s = b.state.clone();
+    assert!(
+        b.refused("r1", rollout::evaluated(&s, "r1", &document(Stage::On, Verdict::Pass), "d"))
+            .to_string()
+            .contains("from shadow to canary-50")
+    );
+    operate(&mut b, "r1", Action::Rollback).unwrap();
+    assert_eq!(b.stage("r1"), Stage::Off);
+    assert_eq!(b.state.get("r1").unwrap().changes, 7);
+}
+
+#[test]
+fn inconclusive_holds_for_two_extensions_then_rolls_back_and_a_fail_rolls_back_at_once() {
+    let mut b = Bench::new();
+    start(&mut b, "r");
+    operate(&mut b, "r", Action::Advance).unwrap();
+    operate(&mut b, "r", Action::Advance).unwrap();
+    for _ in 0..3 {
+        evaluate(&mut b, "r", Verdict::Pass).unwrap();
+    }
+    assert_eq!(b.stage("r"), Stage::Canary50);
+    evaluate(&mut b, "r", Verdict::Inconclusive).unwrap();
+    evaluate(&mut b, "r", Verdict::Inconclusive).unwrap();
+    let r = b.state.get("r").unwrap();
+    assert_eq!((r.stage, r.extensions), (Stage::Canary50, 2), "Inconclusive never promotes; it holds");
+    // An operator's hold buys no extension.
+    operate(&mut b, "r", Action::Hold).unwrap();
+    assert_eq!(b.state.get("r").unwrap().extensions, 2);
+    evaluate(&mut b, "r", Verdict::Inconclusive).unwrap();
+    let r = b.state.get("r").unwrap();
+    assert_eq!(r.stage, Stage::Off);
+    assert!(r.last_reason.as_deref().unwrap().contains("after 2 extensions"), "{:?}", r.last_reason);
+
+    let mut b = Bench::new();
+    start(&mut b, "f");
+    operate(&mut b, "f", Action::Advance).unwrap();
+    operate(&mut b, "f", Action::Advance).unwrap();
+    evaluate(&mut b, "f", Verdict::Pass).unwrap();
+    evaluate(&mut b, "f", Verdict::Fail).unwrap();
+    assert_eq!(b.stage("f"), Stage::Off);
+}
+
+#[test]
+fn four_evaluations_in_error_in_a_row_roll_back_and_a_good_one_resets_the_count() {
+    let mut b = Bench::new();
+    start(&mut b, "e");
+    operate(&mut b, "e", Action::Advance).unwrap();
+    operate(&mut b, "e", Action::Advance).unwrap();
+    evaluate(&mut b, "e", Verdict::Error).unwrap();
+    assert_eq!(b.state.get("e").unwrap().consecutive_errors, 1);
+    evaluate(&mut b, "e", Verdict::Pass).unwrap();
+    assert_eq!((b.stage("e"), b.state.get("e").unwrap().consecutive_errors), (Stage::Canary10, 0));
+    // Errors hold without spending extensions; an Inconclusive in between resets the run.
+    evaluate(&mut b, "e", Verdict::Error).unwrap();
+    evaluate(&mut b, "e", Verdict::Inconclusive).unwrap();
+    let r = b.state.get("e").unwrap();
+    assert_eq!(
+        (r.stage, r.consecutive_errors, r.extensions),
+        (Stage::Canary25, 0, 0),
+        "Inconclusive advances below 50%"
+    );
+    for n in 1..=3 {
+        evaluate(&mut b, "e", Verdict::Error).unwrap();
+        let r = b.state.get("e").unwrap();
+        assert_eq!((r.stage, r.consecutive_errors, r.extensions), (Stage::Canary25, n, 0));
+    }
+    evaluate(&mut b, "e", Verdict::Error).unwrap();
+    let r = b.state.get("e").unwrap();
+    assert_eq!(r.stage, Stage::Off);
+    assert_eq!(r.last_reason.as_deref(), Some("4 evaluations in error in a row"));
+    assert_eq!(rollout::CONSECUTIVE_ERRORS_MAX, 4);
+}
+
+#[test]
+fn shadow_records_both_decisions_and_canary_exposure_follows_the_bucket() {
+    let mut b = Bench::new();
+    start(&mut b, "s");
+    let facts = json!({"nesting_depth": 2});
+    let route = |b: &mut Bench, unit: &str| {
+        let s = b.state.clone();
+        let (routed, events) = rollout::route(&s, "s", unit, &facts).unwrap();
+        b.apply("s", Ok(events)).unwrap();
+        routed
+    };
+    let before = b.journal.head().seq;
+    let off = route(&mut b, "small-tier2-01");
+    assert_eq!((off.executed.as_str(), off.candidate.is_none()), ("baseline", true));
+    assert_eq!(b.journal.head().seq, before, "off records nothing");
+    operate(&mut b, "s", Action::Advance).unwrap();
+    let observed = route(&mut b, "small-tier2-01");
+    assert!(observed.candidate.is_none(), "observe decides the baseline only");
+    operate(&mut b, "s", Action::Advance).unwrap();
+    let shadow = route(&mut b, "small-tier2-01");
+    assert_eq!(shadow.executed, "baseline");
+    assert_eq!(
+        (shadow.baseline.mode.as_str(), shadow.baseline.reason_codes.as_slice()),
+        ("local", &["NESTING_LIMIT".to_owned()][..])
+    );
+    let cand = shadow.candidate.unwrap();
+    assert_eq!(cand.mode, "fresh-capsule", "the candidate allows depth 3");
+    let r = b.state.get("s").unwrap();
+    assert_eq!((r.units_routed, r.disagreements), (2, 1));
+    let kept: Vec<String> = b
+        .journal
+        .read_range(1, 1000)
+        .unwrap()
+        .iter()
+        .filter(|e| e.event_type == UNIT_ROUTED)
+        .map(|e| String::from_utf8(e.payload.clone()).unwrap())
+        .collect();
+    assert_eq!(kept.len(), 2);
+    assert!(kept[1].contains("\"candidate\":{\"mode\":\"fresh-capsule\""), "{}", kept[1]);
+
+    evaluate(&mut b, "s", Verdict::Pass).unwrap();
+    assert_eq!(b.stage("s"), Stage::Canary10);
+    let mut exposed = 0;
+    for i in 0..200 {
+        let unit = format!("anon-{i:016x}");
+        let routed = route(&mut b, &unit);
+        let want = stages::bucket_bps("s", &unit) < 1_000;
+        assert_eq!(routed.executed == "candidate", want, "{unit}");
+        exposed += usize::from(want);
+    }
+    assert!(exposed > 0 && exposed < 200);
+}
+
+#[test]
+fn replay_of_the_journal_folds_the_same_rollouts() {
+    let mut b = Bench::new();
+    start(&mut b, "a");
+    operate(&mut b, "a", Action::Advance).unwrap();
+    let mut again = Rollouts::default();
+    catch_up_one(&mut again, &b.journal).unwrap();
+    assert_eq!(again, b.state);
+    assert_eq!(again.state_hash(), b.state.state_hash());
+}
+
+#[test]
+fn eval_promote_with_a_rollout_records_the_run_and_the_stage_change_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let bin = strata_bin!();
+    let run = |args: &[&str]| {
+        let out = strata(bin, dir, args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let journal = dir.join("j").display().to_string();
+    let key = dir.join("k.pem").display().to_string();
+    assert_eq!(run(&["eval", "keygen", "--key-id", "measurement-key-lab", "--out", &key]).0, Some(0));
+    let keys = write(
+        dir,
+        "keys.json",
+        &json!({"measurement-key-lab": std::fs::read_to_string(format!("{key}.pub")).unwrap()}),
+    );
+    let corpus = measured_corpus();
+    let corpus_file = write(dir, "corpus.json", &corpus);
+    let pairs_file = write(dir, "pairs.json", &pairs_for(&corpus, "measured", 40));
+    let now = format_rfc3339(
+        i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()).unwrap(),
+    );
+    let digest = format!("sha256:{}", "b".repeat(64));
+    let (code, env, err) = run(&[
+        "eval",
+        "sign",
+        "--pairs",
+        &pairs_file,
+        "--key",
+        &key,
+        "--key-id",
+        "measurement-key-lab",
+        "--candidate-version",
+        "c1",
+        "--runtime-digest",
+        &digest,
+        "--measured-at",
+        &now,
+        "--run-id",
+        "measurement-00000000000000ff",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let env_file = write(dir, "env.json", &serde_json::from_str(&env).unwrap());
+    for args in [
+        vec!["rollout", "--journal", &journal, "start", "p1", "--candidate", "{\"max_nesting_depth\": 3}"],
+        vec!["rollout", "--journal", &journal, "advance", "p1"],
+        vec!["rollout", "--journal", &journal, "advance", "p1"],
+    ] {
+        let (code, _, err) = run(&args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+    }
+    let promote = || {
+        run(&[
+            "--json",
+            "eval",
+            "promote",
+            "--corpus",
+            &corpus_file,
+            "--pairs",
+            &pairs_file,
+            "--envelope",
+            &env_file,
+            "--trusted-keys",
+            &keys,
+            "--candidate-version",
+            "c1",
+            "--runtime-digest",
+            &digest,
+            "--journal",
+            &journal,
+            "--rollout",
+            "p1",
+            "--resamples",
+            "500",
+        ])
+    };
+    let (code, out, err) = promote();
+    assert_eq!(code, Some(0), "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((doc["stage"].as_str(), doc["action"].as_str()), (Some("shadow"), Some("advance")));
+    let status = || -> Value {
+        let out = strata(bin, dir, &["--json", "rollout", "--journal", &journal, "status", "p1"]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let s = status();
+    assert_eq!(s[0]["stage"], "canary-10");
+    assert_eq!(s[0]["runs"], json!(["measurement-00000000000000ff"]));
+    // The same envelope again: provenance fails and the rollout does not move.
+    let (code, out, err) = promote();
+    assert_eq!(code, Some(3));
+    assert!(err.contains("the rollout does not move"), "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert!(doc["gates"][0]["reason"].as_str().unwrap().contains("already consumed"));
+    assert_eq!(status()[0]["stage"], "canary-10");
+}
