@@ -235,7 +235,7 @@ fn derive_delta(s: Option<&Session>, session: &str, cur: &Counters) -> Result<Co
 pub fn usd_to_micros(usd: f64) -> Result<u64, TelemetryError> {
     let bad =
         || TelemetryError::BadValue { field: "total_cost_usd", rule: "a finite number ≥ 0 below 10^12".to_owned() };
-    if !usd.is_finite() || usd < 0.0 || usd >= 1e12 {
+    if !(0.0..1e12).contains(&usd) {
         return Err(bad());
     }
     let text = format!("{usd}");
