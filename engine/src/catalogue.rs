@@ -50,6 +50,10 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("rollout.started", &[1]),
     ("rollout.stage-changed", &[1]),
     ("rollout.unit-routed", &[1]),
+    // Telemetry: efficiency events, strata's own usage per invocation, provider session totals.
+    ("telemetry.efficiency-recorded", &[1]),
+    ("telemetry.usage-reported", &[1]),
+    ("telemetry.session-reported", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

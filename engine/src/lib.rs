@@ -28,6 +28,7 @@ pub mod knowledge;
 pub mod ports;
 pub mod projections;
 pub mod promotion;
+pub mod telemetry;
 pub mod tokens;
 
 pub use catalogue::{EVENT_TYPES, is_known_event};

@@ -13,6 +13,7 @@ mod kb;
 mod knowledge;
 mod replay;
 mod rollout;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -125,6 +126,10 @@ enum Command {
     /// The Knowledge API: chunks, get/list, sessions, learnings, decisions, outcomes, insights.
     #[command(subcommand)]
     Knowledge(knowledge::KnowledgeCommand),
+    /// Telemetry: record efficiency events, usage and provider session totals (one JSON request
+    /// on stdin); report rollups and reconciliation.
+    #[command(subcommand)]
+    Telemetry(telemetry::TelemetryCommand),
     /// The daemon: own the journal and serve the CLI, hooks and `strata mcp` over
     /// `.strata/daemon.sock` (and MCP over HTTP with --http) until SIGTERM.
     Serve {
@@ -182,6 +187,7 @@ impl Command {
                 | Command::Eval(_)
                 | Command::Rollout { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
+                | Command::Telemetry(telemetry::TelemetryCommand::Record)
         )
     }
 }
@@ -298,6 +304,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json),
         Command::Context(cmd) => context::context_cmd(cmd, cli.json),
         Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
+        Command::Telemetry(cmd) => telemetry::run(&ws, cmd, cli.json),
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),

@@ -71,8 +71,9 @@ pub fn schema_compiles() -> Result<(), String> {
     SCHEMA.as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
-/// Keys while walking, then every string value through the privacy scanner at once.
-fn private(v: &Value) -> Result<(), CeError> {
+/// Keys while walking, then every string value through the privacy scanner at once (also
+/// applied to whole `strata telemetry` requests by [`crate::telemetry`]).
+pub(crate) fn private(v: &Value) -> Result<(), CeError> {
     let key = |k: &str| {
         if privacy::telemetry_key_forbidden(k) {
             return fail(Code::PrivateTelemetry, "event: a key names private or identifying content");

@@ -7,7 +7,9 @@
 //!
 //! * [`crate::kb::graph::Graph`]: the spec graph of the knowledge base.
 //!
-//! Further domain projections (lineage, ownership, telemetry) join this list with their issues.
+//! * [`crate::telemetry::state::Telemetry`]: telemetry sessions and rollup groups.
+//!
+//! Further domain projections join this list with their issues.
 
 pub mod event_types;
 pub mod kept;
@@ -26,6 +28,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(crate::knowledge::state::Knowledge::default()),
         Box::new(crate::ce::ledger::Ledger::default()),
         Box::new(crate::promotion::rollout::Rollouts::default()),
+        Box::new(crate::telemetry::state::Telemetry::default()),
     ]
 }
 

@@ -1,0 +1,188 @@
+//! `strata telemetry …`: record efficiency events, strata's own usage and the provider's session
+//! totals in the workspace journal, and report rollups and reconciliation.
+//!
+//! `record` reads one JSON request on stdin (at most 1 MiB, enforced while reading; shapes in
+//! `strata_engine::telemetry::decide`), decides it against the `telemetry` projection and appends
+//! the event to the session's stream expecting the version it decided against; when another
+//! writer moved that stream in between it decides again. A rejection appends nothing. It reads
+//! stdin, so it is not forwarded to a running daemon.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+use strata_engine::telemetry::decide::{self, REQUEST_BYTES_MAX, Request};
+use strata_engine::telemetry::report;
+use strata_engine::telemetry::state::Telemetry;
+use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::{ExpectedVersion, StreamAppend};
+
+use crate::system::{SystemClock, V7Ids};
+use crate::table::Table;
+use crate::workspace::Workspace;
+
+/// Decisions retried when another writer moved the session's stream in between.
+const RECORD_RETRIES: usize = 16;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum TelemetryCommand {
+    /// Record one request from stdin: {"kind":"efficiency","session":S,"event":{…}},
+    /// {"kind":"usage","session":S,"provider":P,"accounting_source":C,"cumulative":{…}, …} or
+    /// {"kind":"session","session":S,"provider":P,"totals":{…}}. Counters: input_tokens,
+    /// cache_creation_tokens, cache_read_tokens, output_tokens, cost_micros, wall_ms (null or
+    /// left out: unknown).
+    Record,
+    /// Rollups per provider, model, profile, mode and stratum, and reconciliation with the
+    /// provider's totals per session, per arm and overall.
+    Report,
+}
+
+pub(crate) fn run(ws: &Workspace, cmd: TelemetryCommand, json: bool) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TelemetryCommand::Record => record(ws, &mut std::io::stdin().lock(), json),
+        TelemetryCommand::Report => report_cmd(ws, json),
+    }
+}
+
+fn read_request(input: &mut dyn std::io::Read) -> anyhow::Result<Request> {
+    let mut bytes = Vec::new();
+    input
+        .take(REQUEST_BYTES_MAX as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"))?;
+    if bytes.len() > REQUEST_BYTES_MAX {
+        anyhow::bail!("[STRATA-E1508] stdin holds more than {REQUEST_BYTES_MAX} bytes; send one request at a time");
+    }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        anyhow::anyhow!("[STRATA-E1501] stdin is not one JSON document (line {}, column {})", e.line(), e.column())
+    })?;
+    Ok(Request::parse(&v)?)
+}
+
+fn record(ws: &Workspace, input: &mut dyn std::io::Read, json: bool) -> anyhow::Result<ExitCode> {
+    let req = read_request(input)?;
+    let journal = ws.open_journal("telemetry record")?;
+    let mut state = Telemetry::default();
+    let mut recorded = None;
+    for _ in 0..RECORD_RETRIES {
+        catch_up_one(&mut state, &journal)?;
+        let d = decide::decide(&state, &req, &mut V7Ids, &SystemClock)?;
+        let payload: Value = serde_json::from_slice(&d.event.payload)?;
+        let event_type = d.event.event_type.clone();
+        let append = StreamAppend {
+            stream: d.stream.clone(),
+            expected: ExpectedVersion::Exact(d.expected_version),
+            events: vec![d.event],
+        };
+        if let Ok(a) = journal.append_multi_blocking(vec![append])? {
+            let seq = a.positions.last().map_or(0, |p| p.seq);
+            recorded = Some((event_type, d.stream, seq, payload));
+            break;
+        }
+    }
+    let Some((event_type, stream, seq, payload)) = recorded else {
+        anyhow::bail!("[STRATA-E1509] the session's stream kept moving under this decision; run it again");
+    };
+    catch_up_one(&mut state, &journal)?;
+    save_one(&state, &journal, journal.head().seq)?;
+    crate::workspace::finish(&journal)?;
+    if json {
+        outln!("{}", json!({"ok": true, "type": event_type, "stream": stream, "seq": seq, "payload": payload}));
+    } else {
+        outln!("recorded {event_type} on {stream} at seq {seq}");
+        if let Some(delta) = payload.get("delta").and_then(Value::as_object) {
+            let cells: Vec<String> = delta.iter().map(|(k, v)| format!("{k}={}", unknown_dash(v))).collect();
+            outln!("delta: {}", cells.join(" "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn unknown_dash(v: &Value) -> String {
+    if v.is_null() { "-".to_owned() } else { v.to_string() }
+}
+
+fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
+    let journal = ws.open_journal("telemetry report")?;
+    let mut state = Telemetry::default();
+    catch_up_one(&mut state, &journal)?;
+    crate::workspace::finish(&journal)?;
+    let r = report::report(&state);
+    if json {
+        outln!("{r}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(&[
+        "PROVIDER",
+        "MODEL",
+        "PROFILE",
+        "MODE",
+        "STRATUM",
+        "CALLS",
+        "COST",
+        "P50",
+        "P95",
+        "TOKENS P50",
+        "WALL P50",
+        "EST. COST",
+    ]);
+    for g in r["rollups"].as_array().into_iter().flatten() {
+        let cost = &g["billed"]["cost_micros"];
+        let (sum, p50, p95) = per_currency(cost, &["sum", "p50", "p95"]);
+        let (est, _, _) = per_currency(&g["estimated"]["cost_micros"], &["sum", "p50", "p95"]);
+        t.row(vec![
+            text(&g["provider"]),
+            text(&g["model"]),
+            text(&g["profile"]),
+            text(&g["mode"]),
+            text(&g["stratum"]),
+            g["invocations"].to_string(),
+            sum,
+            p50,
+            p95,
+            unknown_dash(&g["billed"]["tokens"]["p50"]),
+            unknown_dash(&g["wall_ms"]["p50"]),
+            est,
+        ]);
+    }
+    outln!("{}", t.render().trim_end());
+    let rec = &r["reconciliation"];
+    let mut t = Table::new(&["SCOPE", "CURRENCY", "VERDICT", "COST EVENTS", "COST REPORTED", "DIFFERENCE"]);
+    let mut row = |name: String, s: &Value| {
+        let c = &s["counters"]["cost_micros"];
+        t.row(vec![
+            name,
+            text(&s["currency"]),
+            text(&s["verdict"]),
+            unknown_dash(&c["events"]),
+            unknown_dash(&c["reported"]),
+            unknown_dash(&c["difference"]),
+        ]);
+    };
+    for (name, s) in rec["sessions"].as_object().into_iter().flatten() {
+        row(format!("session {name}"), s);
+    }
+    for (name, s) in rec["arms"].as_object().into_iter().flatten() {
+        row(format!("arm {name}"), s);
+    }
+    row("overall".to_owned(), &rec["overall"]);
+    outln!();
+    outln!("reconciliation (within {}%; costs in micros):", rec["tolerance_percent"]);
+    outln!("{}", t.render().trim_end());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| unknown_dash(v), str::to_owned)
+}
+
+/// `sum`, `p50`, `p95` of a per-currency cost map as `N CUR` cells (`;` between currencies).
+fn per_currency(costs: &Value, keys: &[&str; 3]) -> (String, String, String) {
+    let cell = |k: &str| {
+        let parts: Vec<String> =
+            costs.as_object().into_iter().flatten().map(|(cur, f)| format!("{} {cur}", unknown_dash(&f[k]))).collect();
+        if parts.is_empty() { "-".to_owned() } else { parts.join("; ") }
+    };
+    (cell(keys[0]), cell(keys[1]), cell(keys[2]))
+}
