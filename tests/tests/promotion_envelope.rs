@@ -57,7 +57,7 @@ fn ns(s: &str) -> i128 {
 }
 
 #[test]
-fn freshness_holds_at_exactly_thirty_days_and_five_minutes_and_not_a_nanosecond_beyond() {
+fn ceo_19_freshness_holds_at_exactly_thirty_days_and_five_minutes_and_not_a_nanosecond_beyond() {
     let pairs = pairs_for(&measured_corpus(), "measured")["pairs"].clone();
     let measured = "2026-10-31T12:00:00Z"; // 30 days before NOW
     let env = envelope::sign(&claims(measured), &pairs, &key()).unwrap();
@@ -72,7 +72,7 @@ fn freshness_holds_at_exactly_thirty_days_and_five_minutes_and_not_a_nanosecond_
 }
 
 #[test]
-fn a_tampered_pair_a_wrong_digest_an_unknown_key_and_an_edited_field_each_fail() {
+fn ceo_19_a_tampered_pair_a_wrong_digest_an_unknown_key_and_an_edited_field_each_fail() {
     let pairs = pairs_for(&measured_corpus(), "measured")["pairs"].clone();
     let env = envelope::sign(&claims(NOW), &pairs, &key()).unwrap();
     assert!(verify_at(&env, &pairs, now_ns()).is_ok());
@@ -166,7 +166,7 @@ fn opts(keys: &TrustedKeys) -> Options<'_> {
 }
 
 #[test]
-fn measured_pairs_under_a_trusted_envelope_promote_and_synthetic_ones_never_do() {
+fn ceo_13_synthetic_pairs_never_promote_and_measured_ones_under_a_trusted_envelope_do() {
     let keys = TrustedKeys::single(KEY_ID, key().verifying_key());
     let schema: Value = serde_json::from_str(include_str!("../../schemas/promotion-evaluation.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
@@ -208,13 +208,19 @@ fn measured_pairs_under_a_trusted_envelope_promote_and_synthetic_ones_never_do()
     let v = serde_json::to_value(&eval).unwrap();
     assert!(validator.is_valid(&v));
 
+    // Each task is measured once.
+    let mut twice = pairs_for(&corpus, "measured");
+    let first = twice["pairs"][0].clone();
+    twice["pairs"].as_array_mut().unwrap().push(first);
+    let err = promote::evaluate(&corpus, &twice, None, &opts(&keys), &|_| None).unwrap_err();
+    assert!(err.to_string().contains("measured twice"), "{err}");
     // Pairs measured on another corpus are refused outright.
     let err = promote::evaluate(&corpus, &on_synthetic, Some(&env), &opts(&keys), &|_| None).unwrap_err();
     assert!(err.to_string().contains("not on the corpus given"), "{err}");
 }
 
 #[test]
-fn the_bundled_corpus_checks_and_a_broken_one_lists_every_problem() {
+fn ceo_13_the_bundled_corpus_checks_and_a_broken_one_lists_every_problem() {
     let report = corpus::check(&bundled()).unwrap();
     assert!(report.ok, "{:?}", report.problems);
     assert!(report.synthetic);
@@ -239,7 +245,7 @@ fn the_bundled_corpus_checks_and_a_broken_one_lists_every_problem() {
 }
 
 #[test]
-fn promote_records_each_run_once_in_the_journal_and_a_second_process_is_refused() {
+fn ceo_19_promote_records_each_run_once_in_the_journal_and_a_second_process_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let bin = strata_bin!();
