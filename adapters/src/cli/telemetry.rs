@@ -122,6 +122,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
         "CALLS",
         "COST",
         "P50",
+        "P75",
         "P95",
         "TOKENS P50",
         "WALL P50",
@@ -129,8 +130,8 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
     ]);
     for g in r["rollups"].as_array().into_iter().flatten() {
         let cost = &g["billed"]["cost_micros"];
-        let (sum, p50, p95) = per_currency(cost, &["sum", "p50", "p95"]);
-        let (est, _, _) = per_currency(&g["estimated"]["cost_micros"], &["sum", "p50", "p95"]);
+        let [sum, p50, p75, p95] = per_currency(cost, ["sum", "p50", "p75", "p95"]);
+        let [est] = per_currency(&g["estimated"]["cost_micros"], ["sum"]);
         t.row(vec![
             text(&g["provider"]),
             text(&g["model"]),
@@ -140,6 +141,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
             g["invocations"].to_string(),
             sum,
             p50,
+            p75,
             p95,
             unknown_dash(&g["billed"]["tokens"]["p50"]),
             unknown_dash(&g["wall_ms"]["p50"]),
@@ -178,11 +180,10 @@ fn text(v: &Value) -> String {
 }
 
 /// `sum`, `p50`, `p95` of a per-currency cost map as `N CUR` cells (`;` between currencies).
-fn per_currency(costs: &Value, keys: &[&str; 3]) -> (String, String, String) {
-    let cell = |k: &str| {
+fn per_currency<const N: usize>(costs: &Value, keys: [&str; N]) -> [String; N] {
+    keys.map(|k| {
         let parts: Vec<String> =
             costs.as_object().into_iter().flatten().map(|(cur, f)| format!("{} {cur}", unknown_dash(&f[k]))).collect();
         if parts.is_empty() { "-".to_owned() } else { parts.join("; ") }
-    };
-    (cell(keys[0]), cell(keys[1]), cell(keys[2]))
+    })
 }
