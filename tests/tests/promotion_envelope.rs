@@ -327,6 +327,12 @@ fn ceo_19_promote_records_each_run_once_in_the_journal_and_a_second_process_is_r
     let (code, v, _) = promote(&env, Some(&journal));
     assert_eq!(code, Some(0), "{v:#}");
     assert_eq!(v["promote"], true);
+    let schema: Value = serde_json::from_str(include_str!("../../schemas/promotion-evaluation.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(
+        validator.is_valid(&v) && validator.is_valid(&first),
+        "what `eval promote --json` writes matches its schema"
+    );
     assert_eq!(v["measurement_run_id"], RUN);
     // A second process, same envelope: the journal remembers the run.
     let (code, v, _) = promote(&env, Some(&journal));

@@ -112,3 +112,25 @@ fn artifact_examples_pass_or_fail_at_the_expected_pointer() {
     }
     assert_eq!(checked, 20);
 }
+
+#[test]
+fn the_bundled_corpus_and_the_pairs_strata_writes_match_their_schemas() {
+    use strata_engine::promotion::{corpus, synthetic};
+    let corpus_schema = validator("eval-corpus.schema.json");
+    let pairs_schema = validator("paired-results.schema.json");
+    let doc = strata_tests::eval::bundled_corpus();
+    let errors: Vec<String> = corpus_schema.iter_errors(&doc).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let parsed = corpus::parse(&doc).unwrap();
+    let pairs = serde_json::to_value(synthetic::synthesize(&parsed, &corpus::digest(&doc), 7)).unwrap();
+    let errors: Vec<String> = pairs_schema.iter_errors(&pairs).map(|e| format!("{}: {e}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(pairs_schema.is_valid(&strata_tests::eval::pairs_for(&doc, "measured", 40)));
+    // Wrong instances are refused.
+    let mut bad = doc.clone();
+    bad["tasks"][0]["oracle"]["mode"] = serde_json::json!("teleport");
+    assert!(!corpus_schema.is_valid(&bad));
+    let mut bad = pairs;
+    bad["pairs"][0]["baseline"]["cost_micros"] = serde_json::json!(0);
+    assert!(!pairs_schema.is_valid(&bad));
+}

@@ -94,10 +94,10 @@ pub enum EvalCommand {
         #[arg(long, value_parser = crate::cli::path_arg)]
         trusted_keys: Option<PathBuf>,
         /// The candidate version being promoted (the envelope must name it).
-        #[arg(long, default_value = "unspecified")]
+        #[arg(long)]
         candidate_version: String,
-        /// The runtime it runs on (the envelope must name it).
-        #[arg(long, default_value = "sha256:0000000000000000000000000000000000000000000000000000000000000000")]
+        /// The runtime it runs on, `sha256:…` (the envelope must name it).
+        #[arg(long)]
         runtime_digest: String,
         /// Journal recording consumed runs (a journal directory or a workspace root).
         #[arg(long, value_parser = crate::cli::path_arg)]
