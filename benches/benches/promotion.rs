@@ -118,7 +118,7 @@ fn full_inputs() -> (Value, Value, Value, strata_engine::promotion::envelope::Tr
     let key = envelope::signing_key_from_seed([3; 32]);
     let claims = envelope::Claims {
         candidate_version: "bench".into(),
-        corpus_version: "1.0.0".into(),
+        corpus_version: corpus::envelope_version("1.0.0", &digest),
         runtime_digest: format!("sha256:{}", "a".repeat(64)),
         measured_at: "2026-11-30T00:00:00Z".into(),
         measurement_run_id: "measurement-00000000000000bb".into(),

@@ -54,3 +54,31 @@ pub fn write_json(dir: &std::path::Path, name: &str, v: &Value) -> String {
     std::fs::write(&p, serde_json::to_vec_pretty(v).expect("JSON")).expect("write a test file");
     p.display().to_string()
 }
+
+/// `eval promote` with these files and the expected candidate version and runtime digest; add
+/// `--journal`, `--rollout` or `--json` after (or before) as needed.
+pub fn promote_args<'a>(
+    corpus: &'a str,
+    pairs: &'a str,
+    envelope: &'a str,
+    keys: &'a str,
+    candidate: &'a str,
+    runtime: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "eval",
+        "promote",
+        "--corpus",
+        corpus,
+        "--pairs",
+        pairs,
+        "--envelope",
+        envelope,
+        "--trusted-keys",
+        keys,
+        "--candidate-version",
+        candidate,
+        "--runtime-digest",
+        runtime,
+    ]
+}

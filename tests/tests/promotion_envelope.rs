@@ -9,7 +9,7 @@ use strata_engine::ce::time::{format_rfc3339, parse_rfc3339};
 use strata_engine::promotion::envelope::{self, Claims, Expected, TrustedKeys};
 use strata_engine::promotion::promote::{self, Options};
 use strata_engine::promotion::{corpus, gates::Thresholds};
-use strata_tests::eval::{bundled_corpus, measured_corpus, write_json as write};
+use strata_tests::eval::{bundled_corpus, measured_corpus, promote_args, write_json as write};
 use strata_tests::{strata, strata_bin};
 
 const NOW: &str = "2026-11-30T12:00:00Z";
@@ -165,6 +165,13 @@ fn opts(keys: &TrustedKeys) -> Options<'_> {
     }
 }
 
+/// Claims for pairs measured on `corpus`: its version bound to its digest.
+fn claims_on(corpus: &Value) -> Claims {
+    let mut c = claims(NOW);
+    c.corpus_version = corpus::envelope_version("1.0.0", &corpus::digest(corpus));
+    c
+}
+
 #[test]
 fn ceo_13_synthetic_pairs_never_promote_and_measured_ones_under_a_trusted_envelope_do() {
     let keys = TrustedKeys::single(KEY_ID, key().verifying_key());
@@ -172,7 +179,7 @@ fn ceo_13_synthetic_pairs_never_promote_and_measured_ones_under_a_trusted_envelo
     let validator = jsonschema::validator_for(&schema).unwrap();
     let corpus = measured_corpus();
     let doc = pairs_for(&corpus, "measured");
-    let env = envelope::sign(&claims(NOW), &doc["pairs"], &key()).unwrap();
+    let env = envelope::sign(&claims_on(&corpus), &doc["pairs"], &key()).unwrap();
     let (eval, trusted) = promote::evaluate(&corpus, &doc, Some(&env), &opts(&keys), &|_| None).unwrap();
     let bad: Vec<String> = eval
         .evaluation
@@ -189,7 +196,7 @@ fn ceo_13_synthetic_pairs_never_promote_and_measured_ones_under_a_trusted_envelo
 
     // The same numbers, marked synthetic: every statistical gate still passes, provenance fails.
     let synthetic = pairs_for(&corpus, "synthetic");
-    let env = envelope::sign(&claims(NOW), &synthetic["pairs"], &key()).unwrap();
+    let env = envelope::sign(&claims_on(&corpus), &synthetic["pairs"], &key()).unwrap();
     let (eval, trusted) = promote::evaluate(&corpus, &synthetic, Some(&env), &opts(&keys), &|_| None).unwrap();
     assert!(!eval.evaluation.promote && trusted.is_none());
     assert!(eval.evaluation.gates[1..].iter().all(|g| g.verdict == strata_engine::promotion::gates::Verdict::Pass));
@@ -201,12 +208,24 @@ fn ceo_13_synthetic_pairs_never_promote_and_measured_ones_under_a_trusted_envelo
 
     // Measured pairs on the bundled synthetic corpus never promote either.
     let on_synthetic = pairs_for(&bundled(), "measured");
-    let env = envelope::sign(&claims(NOW), &on_synthetic["pairs"], &key()).unwrap();
+    let env = envelope::sign(&claims_on(&bundled()), &on_synthetic["pairs"], &key()).unwrap();
     let (eval, _) = promote::evaluate(&bundled(), &on_synthetic, Some(&env), &opts(&keys), &|_| None).unwrap();
     assert!(!eval.evaluation.promote);
-    assert!(eval.evaluation.gates[0].reason.contains("the corpus is synthetic"));
+    assert_eq!(eval.evaluation.gates[0].reason, "the corpus is synthetic; synthetic pairs never promote");
     let v = serde_json::to_value(&eval).unwrap();
     assert!(validator.is_valid(&v));
+    // Flipping the corpus's flag (and the digest the pairs name) breaks the signed binding.
+    let mut flipped = bundled();
+    flipped["synthetic"] = json!(false);
+    let mut relabelled = on_synthetic.clone();
+    relabelled["corpus"]["digest"] = json!(corpus::digest(&flipped));
+    let (eval, trusted) = promote::evaluate(&flipped, &relabelled, Some(&env), &opts(&keys), &|_| None).unwrap();
+    assert!(!eval.evaluation.promote && trusted.is_none());
+    assert!(
+        eval.evaluation.gates[0].reason.starts_with("corpus_version: \"1.0.0+"),
+        "{}",
+        eval.evaluation.gates[0].reason
+    );
 
     // Each task is measured once.
     let mut twice = pairs_for(&corpus, "measured");
@@ -288,27 +307,20 @@ fn ceo_19_promote_records_each_run_once_in_the_journal_and_a_second_process_is_r
         i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()).unwrap(),
     );
     let env = sign(&now, RUN);
-    let journal = dir.join("journal").display().to_string();
+    // The journal must exist: a run consumed in a journal made up on the spot protects nothing.
+    let missing = dir.join("nowhere").display().to_string();
+    let mut args = promote_args(&corpus_file, &pairs_file, &env, &keys, "cand-2", RUNTIME);
+    args.extend(["--journal", &missing]);
+    let out = strata(bin, dir, &args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("create it with `strata init`"));
+    let ws = dir.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    assert!(strata(bin, &ws, &["init", "--durability", "process"]).status.success());
+    let journal = ws.display().to_string();
     let promote = |env: &str, journal: Option<&str>| {
-        let mut args = vec![
-            "--json",
-            "eval",
-            "promote",
-            "--corpus",
-            &corpus_file,
-            "--pairs",
-            &pairs_file,
-            "--envelope",
-            env,
-            "--trusted-keys",
-            &keys,
-            "--candidate-version",
-            "cand-2",
-            "--runtime-digest",
-            RUNTIME,
-            "--resamples",
-            "2000",
-        ];
+        let mut args = vec!["--json"];
+        args.extend(promote_args(&corpus_file, &pairs_file, env, &keys, "cand-2", RUNTIME));
         if let Some(j) = journal {
             args.extend(["--journal", j]);
         }

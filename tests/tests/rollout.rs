@@ -13,7 +13,7 @@ use strata_engine::promotion::rollout::{self, RolloutError, Rollouts, UNIT_ROUTE
 use strata_engine::promotion::stages::{self, Action, Stage};
 use strata_journal::projection::{Projection as _, catch_up_one};
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
-use strata_tests::eval::{measured_corpus, pairs_for, write_json as write};
+use strata_tests::eval::{measured_corpus, pairs_for, promote_args, write_json as write};
 use strata_tests::{strata, strata_bin};
 
 /// An in-memory journal and the rollouts folded from it.
@@ -21,6 +21,7 @@ struct Bench {
     journal: Journal,
     state: Rollouts,
     ids: CountingIds,
+    units: u64,
 }
 
 impl Bench {
@@ -29,6 +30,7 @@ impl Bench {
             journal: Journal::in_memory("strata.test/rollout").unwrap(),
             state: Rollouts::default(),
             ids: CountingIds::new(1),
+            units: 0,
         }
     }
 
@@ -63,10 +65,34 @@ impl Bench {
     }
 }
 
+fn started(name: &str) -> rollout::Started {
+    rollout::Started {
+        rollout: name.to_owned(),
+        salt: name.to_owned(),
+        baseline: Default::default(),
+        candidate: rollout::policy(&json!({"max_nesting_depth": 3})).unwrap(),
+        candidate_version: "cand-1".to_owned(),
+        runtime_digest: format!("sha256:{}", "c".repeat(64)),
+    }
+}
+
 fn start(b: &mut Bench, name: &str) {
-    let candidate = rollout::policy(&json!({"max_nesting_depth": 3})).unwrap();
     let s = b.state.clone();
-    b.apply(name, rollout::start(&s, name, name, Default::default(), candidate)).unwrap();
+    b.apply(name, rollout::start(&s, started(name))).unwrap();
+}
+
+/// At a canary stage, routes fresh units until each arm has run at least the minimum there.
+fn expose(b: &mut Bench, name: &str) {
+    if !matches!(b.stage(name), Stage::Canary10 | Stage::Canary25 | Stage::Canary50) {
+        return;
+    }
+    let ran = |b: &Bench, arm: &str| b.state.get(name).unwrap().at_stage.get(arm).copied().unwrap_or(0);
+    while ran(b, "candidate") < rollout::EXPOSED_MIN || ran(b, "baseline") < rollout::EXPOSED_MIN {
+        b.units += 1;
+        let s = b.state.clone();
+        let (_, events) = rollout::route(&s, name, &format!("anon-{:016x}", b.units), &json!({})).unwrap();
+        b.apply(name, Ok(events)).unwrap();
+    }
 }
 
 fn operate(b: &mut Bench, name: &str, action: Action) -> Result<(), RolloutError> {
@@ -93,13 +119,26 @@ fn document(stage: Stage, verdict: Verdict) -> Document {
         g.verdict = verdict;
     }
     doc.evaluation.promote = verdict == Verdict::Pass;
+    doc.measurement_run_id = Some("measurement-00000000000000aa".to_owned());
     doc
 }
 
 fn evaluate(b: &mut Bench, name: &str, verdict: Verdict) -> Result<(), RolloutError> {
     let doc = document(b.stage(name), verdict);
     let s = b.state.clone();
-    b.apply(name, rollout::evaluated(&s, name, &doc, &sha256_tagged(b"doc")))
+    let change = rollout::evaluated(&s, name, &doc).map(|mut c| {
+        if let Some(e) = c.evaluation.as_mut() {
+            e.digest = sha256_tagged(b"doc");
+        }
+        rollout::changed_event(&c)
+    });
+    b.apply(name, change)
+}
+
+/// Exposes enough units at a canary stage, then passes an evaluation.
+fn pass(b: &mut Bench, name: &str) {
+    expose(b, name);
+    evaluate(b, name, Verdict::Pass).unwrap();
 }
 
 #[test]
@@ -107,15 +146,9 @@ fn operators_move_a_rollout_up_to_shadow_and_only_evaluations_move_it_further() 
     let mut b = Bench::new();
     start(&mut b, "r1");
     let s = b.state.clone();
-    assert_eq!(
-        b.refused("r1", rollout::start(&s, "r1", "r1", Default::default(), Default::default())),
-        RolloutError::Exists("r1".into())
-    );
+    assert_eq!(b.refused("r1", rollout::start(&s, started("r1"))), RolloutError::Exists("r1".into()));
     assert!(matches!(b.refused("r2", rollout::operate(&s, "r2", Action::Advance, "x")), RolloutError::Unknown(_)));
-    assert!(matches!(
-        b.refused("bad name", rollout::start(&s, "Bad Name", "s", Default::default(), Default::default())),
-        RolloutError::Invalid(_)
-    ));
+    assert!(matches!(b.refused("bad name", rollout::start(&s, started("Bad Name"))), RolloutError::Invalid(_)));
     assert!(rollout::policy(&json!({"max_writers": 1})).unwrap_err().to_string().contains("unknown"));
     assert_eq!(b.stage("r1"), Stage::Off);
     assert!(
@@ -130,15 +163,19 @@ fn operators_move_a_rollout_up_to_shadow_and_only_evaluations_move_it_further() 
     assert!(e.to_string().contains("needs an evaluation"), "{e}");
     // An evaluation made for another stage is refused.
     let doc = document(Stage::Canary10, Verdict::Pass);
-    assert!(b.refused("r1", rollout::evaluated(&s, "r1", &doc, "d")).to_string().contains("made for stage canary-10"));
+    assert!(rollout::evaluated(&s, "r1", &doc).unwrap_err().to_string().contains("made for stage canary-10"));
+    let mut wrong = started("r3");
+    wrong.runtime_digest = "sha256:short".to_owned();
+    assert!(matches!(b.refused("r3", rollout::start(&s, wrong)), RolloutError::Invalid(_)));
     // Evaluations walk it to on; every change is an event the projection folds.
     for want in [Stage::Canary10, Stage::Canary25, Stage::Canary50, Stage::On] {
-        evaluate(&mut b, "r1", Verdict::Pass).unwrap();
+        pass(&mut b, "r1");
         assert_eq!(b.stage("r1"), want);
     }
     let s = b.state.clone();
     assert!(
-        b.refused("r1", rollout::evaluated(&s, "r1", &document(Stage::On, Verdict::Pass), "d"))
+        rollout::evaluated(&s, "r1", &document(Stage::On, Verdict::Pass))
+            .unwrap_err()
             .to_string()
             .contains("from shadow to canary-50")
     );
@@ -154,7 +191,7 @@ fn inconclusive_holds_for_two_extensions_then_rolls_back_and_a_fail_rolls_back_a
     operate(&mut b, "r", Action::Advance).unwrap();
     operate(&mut b, "r", Action::Advance).unwrap();
     for _ in 0..3 {
-        evaluate(&mut b, "r", Verdict::Pass).unwrap();
+        pass(&mut b, "r");
     }
     assert_eq!(b.stage("r"), Stage::Canary50);
     evaluate(&mut b, "r", Verdict::Inconclusive).unwrap();
@@ -173,7 +210,7 @@ fn inconclusive_holds_for_two_extensions_then_rolls_back_and_a_fail_rolls_back_a
     start(&mut b, "f");
     operate(&mut b, "f", Action::Advance).unwrap();
     operate(&mut b, "f", Action::Advance).unwrap();
-    evaluate(&mut b, "f", Verdict::Pass).unwrap();
+    pass(&mut b, "f");
     evaluate(&mut b, "f", Verdict::Fail).unwrap();
     assert_eq!(b.stage("f"), Stage::Off);
 }
@@ -186,10 +223,11 @@ fn four_evaluations_in_error_in_a_row_roll_back_and_a_good_one_resets_the_count(
     operate(&mut b, "e", Action::Advance).unwrap();
     evaluate(&mut b, "e", Verdict::Error).unwrap();
     assert_eq!(b.state.get("e").unwrap().consecutive_errors, 1);
-    evaluate(&mut b, "e", Verdict::Pass).unwrap();
+    pass(&mut b, "e");
     assert_eq!((b.stage("e"), b.state.get("e").unwrap().consecutive_errors), (Stage::Canary10, 0));
     // Errors hold without spending extensions; an Inconclusive in between resets the run.
     evaluate(&mut b, "e", Verdict::Error).unwrap();
+    expose(&mut b, "e");
     evaluate(&mut b, "e", Verdict::Inconclusive).unwrap();
     let r = b.state.get("e").unwrap();
     assert_eq!(
@@ -249,7 +287,7 @@ fn shadow_records_both_decisions_and_canary_exposure_follows_the_bucket() {
     assert_eq!(kept.len(), 2);
     assert!(kept[1].contains("\"candidate\":{\"mode\":\"fresh-capsule\""), "{}", kept[1]);
 
-    evaluate(&mut b, "s", Verdict::Pass).unwrap();
+    pass(&mut b, "s");
     assert_eq!(b.stage("s"), Stage::Canary10);
     let mut exposed = 0;
     for i in 0..200 {
@@ -260,6 +298,76 @@ fn shadow_records_both_decisions_and_canary_exposure_follows_the_bucket() {
         exposed += usize::from(want);
     }
     assert!(exposed > 0 && exposed < 200);
+}
+
+#[test]
+fn a_canary_stage_holds_until_each_arm_ran_fifty_units_and_rolls_back_if_it_never_does() {
+    let mut b = Bench::new();
+    start(&mut b, "x");
+    operate(&mut b, "x", Action::Advance).unwrap();
+    operate(&mut b, "x", Action::Advance).unwrap();
+    pass(&mut b, "x");
+    assert_eq!(b.stage("x"), Stage::Canary10);
+    evaluate(&mut b, "x", Verdict::Pass).unwrap();
+    let r = b.state.get("x").unwrap();
+    assert_eq!((r.stage, r.extensions), (Stage::Canary10, 1), "every gate passed, but nobody ran the candidate");
+    assert!(
+        r.last_reason.as_deref().unwrap().starts_with("too little exposure at canary-10: 0 candidate"),
+        "{:?}",
+        r.last_reason
+    );
+    pass(&mut b, "x");
+    let r = b.state.get("x").unwrap();
+    assert_eq!((r.stage, r.extensions), (Stage::Canary25, 0));
+    assert!(r.at_stage.is_empty(), "counts start afresh at each stage");
+    for _ in 0..2 {
+        evaluate(&mut b, "x", Verdict::Pass).unwrap();
+    }
+    assert_eq!(b.state.get("x").unwrap().extensions, 2);
+    evaluate(&mut b, "x", Verdict::Pass).unwrap();
+    let r = b.state.get("x").unwrap();
+    assert_eq!(r.stage, Stage::Off);
+    assert!(
+        r.last_reason.as_deref().unwrap().contains("after 2 extensions: too little exposure"),
+        "{:?}",
+        r.last_reason
+    );
+}
+
+#[test]
+fn the_projection_refuses_histories_the_deciders_never_write() {
+    let id = |n: u128| uuid::Uuid::from_u128(n);
+    let started_json = |name: &str| serde_json::to_value(started(name)).unwrap();
+    let fold = |events: Vec<(&str, &str, Value)>| -> Result<(), String> {
+        let j = Journal::in_memory("strata.test/rollout-bad").unwrap();
+        for (n, (stream, t, payload)) in events.into_iter().enumerate() {
+            let e = strata_tests::event(id(n as u128 + 1), t, &payload);
+            j.append_blocking(stream, ExpectedVersion::Any, vec![e]).unwrap().unwrap();
+        }
+        let mut state = Rollouts::default();
+        catch_up_one(&mut state, &j).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let start = ("rollout/a", rollout::STARTED, started_json("a"));
+    assert!(fold(vec![start.clone()]).is_ok());
+    let twice = fold(vec![start.clone(), start.clone()]).unwrap_err();
+    assert!(twice.contains("started twice"), "{twice}");
+    let elsewhere = fold(vec![("rollout/b", rollout::STARTED, started_json("a"))]).unwrap_err();
+    assert!(elsewhere.contains("on stream rollout/b"), "{elsewhere}");
+    let change = |from: &str, to: &str, by: &str| {
+        json!({"rollout": "a", "from": from, "to": to, "action": "advance", "reason": "r", "by": by,
+            "evaluation": null, "extensions": 0, "consecutive_errors": 0})
+    };
+    let by_hand = fold(vec![
+        start.clone(),
+        ("rollout/a", rollout::STAGE_CHANGED, change("off", "observe", "operator")),
+        ("rollout/a", rollout::STAGE_CHANGED, change("observe", "shadow", "operator")),
+        ("rollout/a", rollout::STAGE_CHANGED, change("shadow", "canary-10", "operator")),
+    ])
+    .unwrap_err();
+    assert!(by_hand.contains("without a consumed measurement run"), "{by_hand}");
+    let skipped =
+        fold(vec![start, ("rollout/a", rollout::STAGE_CHANGED, change("off", "shadow", "operator"))]).unwrap_err();
+    assert!(skipped.contains("not in the transition table"), "{skipped}");
 }
 
 #[test]
@@ -322,38 +430,49 @@ fn eval_promote_with_a_rollout_records_the_run_and_the_stage_change_together() {
     assert_eq!(code, Some(0), "{err}");
     let env_file = write(dir, "env.json", &serde_json::from_str(&env).unwrap());
     for args in [
-        vec!["rollout", "--journal", &journal, "start", "p1", "--candidate", "{\"max_nesting_depth\": 3}"],
+        vec![
+            "rollout",
+            "--journal",
+            &journal,
+            "start",
+            "p1",
+            "--candidate",
+            "{\"max_nesting_depth\": 3}",
+            "--candidate-version",
+            "c1",
+            "--runtime-digest",
+            &digest,
+        ],
+        vec![
+            "rollout",
+            "--journal",
+            &journal,
+            "start",
+            "p2",
+            "--candidate",
+            "{\"max_nesting_depth\": 3}",
+            "--candidate-version",
+            "c9",
+            "--runtime-digest",
+            &digest,
+        ],
         vec!["rollout", "--journal", &journal, "advance", "p1"],
         vec!["rollout", "--journal", &journal, "advance", "p1"],
     ] {
         let (code, _, err) = run(&args);
         assert_eq!(code, Some(0), "{args:?}: {err}");
     }
-    let promote = || {
-        run(&[
-            "--json",
-            "eval",
-            "promote",
-            "--corpus",
-            &corpus_file,
-            "--pairs",
-            &pairs_file,
-            "--envelope",
-            &env_file,
-            "--trusted-keys",
-            &keys,
-            "--candidate-version",
-            "c1",
-            "--runtime-digest",
-            &digest,
-            "--journal",
-            &journal,
-            "--rollout",
-            "p1",
-            "--resamples",
-            "500",
-        ])
+    let promote_on = |rollout: &str| {
+        let mut args = vec!["--json"];
+        args.extend(promote_args(&corpus_file, &pairs_file, &env_file, &keys, "c1", &digest));
+        args.extend(["--journal", &journal, "--rollout", rollout]);
+        run(&args)
     };
+    let promote = || promote_on("p1");
+    // A rollout of another candidate does not take this candidate's measurements.
+    let (code, _, err) = promote_on("p2");
+    assert_eq!(code, Some(1));
+    assert!(err.contains("rollout p2 is for candidate c9"), "{err}");
     let (code, out, err) = promote();
     assert_eq!(code, Some(0), "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();

@@ -364,3 +364,21 @@ fn the_report_is_byte_identical_across_runs_and_replays() {
     let text2 = strata_ok(BIN, ws, &["telemetry", "report"]);
     assert_eq!(text1, text2);
 }
+
+#[test]
+fn counters_are_bounded_and_an_unknown_source_fixes_no_accounting_class() {
+    let tmp = workspace();
+    let ws = tmp.path();
+    let n = Value::Null;
+    let huge = counters(json!(u64::MAX), n.clone(), n.clone(), n.clone(), n.clone(), n.clone());
+    let e = record_refused(ws, &usage("w-9", "provider-reported", huge), "STRATA-E1502");
+    assert!(e.contains("input_tokens is above 1000000000000000"), "{e}");
+    // Wall time first, with no billing known: `unknown` is no class yet.
+    let wall_only = counters(n.clone(), n.clone(), n.clone(), n.clone(), n.clone(), json!(10));
+    record_ok(ws, &usage("w-9", "unknown", wall_only));
+    let billed = counters(json!(5), n.clone(), n.clone(), n.clone(), n.clone(), json!(20));
+    record_ok(ws, &usage("w-9", "authoritative", billed));
+    // Once billed, estimated figures never join the session.
+    let estimated = counters(json!(9), n.clone(), n.clone(), n.clone(), n.clone(), json!(30));
+    record_refused(ws, &usage("w-9", "estimated", estimated), "STRATA-E1506");
+}

@@ -23,7 +23,7 @@ use strata_engine::ports::Clock as _;
 use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
-pub const LOCK_WAIT: Duration = Duration::from_secs(10);
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Decisions retried when another writer moved the ledger between reading and appending.
 pub(crate) const LEDGER_RETRIES: usize = 16;
 
@@ -120,6 +120,11 @@ fn unavailable(e: impl std::fmt::Display) -> CeError {
 /// Opens the journal at `dir` (or a workspace's, when `dir` holds `.strata/journal`), creating
 /// one in a missing or empty directory, waiting up to [`LOCK_WAIT`] for another holder.
 pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
+    open_journal_at(dir, true)
+}
+
+/// [`open_journal`], creating a journal in a missing or empty directory only when `create`.
+pub(crate) fn open_journal_at(dir: &Path, create: bool) -> Result<Journal, CeError> {
     let workspace = dir.join(".strata").join("journal");
     let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
     let options = super::journal::demo_options("ce");
@@ -127,7 +132,7 @@ pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
     loop {
         match Journal::open(dir, &options) {
             Ok(j) => return Ok(j),
-            Err(JournalError::NotAJournal { .. }) if is_missing_or_empty(dir) => {
+            Err(JournalError::NotAJournal { .. }) if create && is_missing_or_empty(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
                 return Journal::create(dir, "ce", &options).map_err(unavailable);
             }

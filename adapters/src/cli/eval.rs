@@ -24,6 +24,9 @@ use crate::system::{SystemClock, V7Ids};
 
 /// The synthetic corpus shipped with strata.
 pub const BUNDLED_CORPUS: &str = include_str!("../../../corpus/synthetic.json");
+/// Fewest bootstrap resamples for an evaluation that consumes a run (so nobody promotes on a
+/// coarse interval).
+const RECORDED_RESAMPLES_MIN: usize = 10_000;
 /// Largest corpus, pairs or envelope file read.
 const DOC_BYTES_MAX: u64 = 64 << 20;
 /// Largest trusted-keys file (the reference's limit).
@@ -105,9 +108,6 @@ pub enum EvalCommand {
         /// Rollout stage evaluated for (adds the stage policy's action).
         #[arg(long)]
         stage: Option<String>,
-        /// Evaluation id (seeds the bootstrap; default from the corpus and pairs digests).
-        #[arg(long)]
-        evaluation_id: Option<String>,
         /// Bootstrap resamples.
         #[arg(long, default_value_t = 10_000)]
         resamples: usize,
@@ -187,7 +187,7 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             let measured_at = measured_at.unwrap_or_else(|| time::format_rfc3339(SystemClock.now_ns()));
             let claims = Claims {
                 candidate_version,
-                corpus_version: parsed.corpus.version.clone(),
+                corpus_version: corpus::envelope_version(&parsed.corpus.version, &parsed.corpus.digest),
                 runtime_digest,
                 measured_at,
                 measurement_run_id: run_id,
@@ -213,7 +213,6 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             runtime_digest,
             journal,
             stage,
-            evaluation_id,
             resamples,
             thresholds,
             rollout,
@@ -244,10 +243,15 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             if !(1..=100_000).contains(&resamples) {
                 bail!("[STRATA-E1407] --resamples {resamples}: 1 to 100000");
             }
+            if journal.is_some() && resamples < RECORDED_RESAMPLES_MIN {
+                bail!(
+                    "[STRATA-E1407] --resamples {resamples}: an evaluation recorded in a journal takes at least {RECORDED_RESAMPLES_MIN} (fewer only for a trial run without --journal)"
+                );
+            }
             let opts = Options {
                 thresholds,
                 resamples,
-                evaluation_id: evaluation_id.as_deref(),
+                evaluation_id: None,
                 stage,
                 expected: Expected {
                     now_ns: i128::from(SystemClock.now_ns()),
@@ -297,7 +301,13 @@ fn promote_recorded(
             .map(|d| d.0)
             .map_err(fail);
     };
-    let journal = super::ce::open_journal(dir).map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
+    // Never a new journal: a run consumed in a journal nobody keeps protects nothing.
+    let journal = super::ce::open_journal_at(dir, false).map_err(|e| {
+        anyhow::anyhow!(
+            "[STRATA-E1408] {}; --journal names the journal that keeps consumed runs and rollouts (create it with `strata init` or `strata rollout start`)",
+            e.detail
+        )
+    })?;
     let result = record(&journal, corpus_value, pairs_value, envelope_value, &mut opts, rollout_name);
     journal.close_blocking()?;
     result
@@ -315,25 +325,36 @@ fn record(
     let refused = |e: rollout::RolloutError| anyhow::anyhow!("[STRATA-E1601] {e}");
     let mut ledger_state = Ledger::default();
     let mut rollouts = Rollouts::default();
+    let asked_stage = opts.stage;
     for _ in 0..super::ce::LEDGER_RETRIES {
         catch_up_one(&mut ledger_state, journal)?;
         catch_up_one(&mut rollouts, journal)?;
         if let Some(name) = rollout_name {
             let ro = rollouts.get(name).ok_or_else(|| refused(rollout::RolloutError::Unknown(name.to_owned())))?;
-            if opts.stage.is_some_and(|s| s != ro.stage) {
+            if asked_stage.is_some_and(|s| s != ro.stage) {
                 bail!(
                     "[STRATA-E1407] --stage differs from rollout {name}'s stage {}; leave --stage out",
                     ro.stage.as_str()
                 );
             }
+            if opts.expected.candidate_version != ro.candidate_version
+                || opts.expected.runtime_digest != ro.runtime_digest
+            {
+                bail!(
+                    "[STRATA-E1407] rollout {name} is for candidate {} on {}; --candidate-version and --runtime-digest must name them",
+                    ro.candidate_version,
+                    ro.runtime_digest
+                );
+            }
             opts.stage = Some(ro.stage);
         }
         let consumed = |id: &str| ledger_state.consumed_runs().get(id).copied();
-        let (doc, trusted) =
+        let (mut doc, trusted) =
             promote::evaluate(corpus_value, pairs_value, envelope_value, opts, &consumed).map_err(fail)?;
         let Some(t) = trusted else {
             if rollout_name.is_some() {
                 errln!("note: provenance failed; the rollout does not move on this evaluation");
+                doc.action = None;
             }
             return Ok(doc);
         };
@@ -346,12 +367,17 @@ fn record(
             events: vec![event],
         }];
         if let Some(name) = rollout_name {
-            let digest = strata_engine::ce::json::sha256_tagged(serde_json::to_string(&doc)?.as_bytes());
-            let events = rollout::evaluated(&rollouts, name, &doc, &digest).map_err(refused)?;
+            // The document reports what is recorded (limits may turn a hold into a rollback),
+            // and the event carries the digest of exactly that document.
+            let mut change = rollout::evaluated(&rollouts, name, &doc).map_err(refused)?;
+            doc.action = Some(change.action);
+            if let Some(e) = change.evaluation.as_mut() {
+                e.digest = strata_engine::ce::json::sha256_tagged(serde_json::to_string(&doc)?.as_bytes());
+            }
             appends.push(StreamAppend {
                 stream: rollout::stream(name),
                 expected: ExpectedVersion::Exact(rollouts.version(name)),
-                events: rollout::stamp(events, &mut V7Ids, &SystemClock).map_err(refused)?,
+                events: rollout::stamp(rollout::changed_event(&change), &mut V7Ids, &SystemClock).map_err(refused)?,
             });
         }
         if journal.append_multi_blocking(appends)?.is_ok() {

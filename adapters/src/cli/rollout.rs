@@ -35,6 +35,12 @@ pub enum RolloutCommand {
         /// Candidate policy, same keys.
         #[arg(long)]
         candidate: String,
+        /// The candidate's version: only measurements signed for it move the rollout.
+        #[arg(long)]
+        candidate_version: String,
+        /// The runtime the candidate runs on (`sha256:…`): only measurements signed for it count.
+        #[arg(long)]
+        runtime_digest: String,
     },
     /// Show one rollout or all of them.
     Status {
@@ -123,7 +129,7 @@ pub fn run(dir: &Path, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCo
 fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCode> {
     let mut state = Rollouts::default();
     match cmd {
-        RolloutCommand::Start { name, salt, baseline, candidate } => {
+        RolloutCommand::Start { name, salt, baseline, candidate, candidate_version, runtime_digest } => {
             let parse = |which: &str, text: &str| -> anyhow::Result<_> {
                 let v: Value = serde_json::from_str(text).with_context(|| {
                     format!("[STRATA-E1601] --{which}: not JSON; e.g. '{{\"max_nesting_depth\": 3}}'")
@@ -132,9 +138,15 @@ fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<
             };
             let (b, c) = (parse("baseline", &baseline)?, parse("candidate", &candidate)?);
             let salt = salt.unwrap_or_else(|| name.clone());
-            decide_and_append(journal, &mut state, &name, |s| {
-                Ok(((), rollout::start(s, &name, &salt, b.clone(), c.clone())?))
-            })?;
+            let started = rollout::Started {
+                rollout: name.clone(),
+                salt,
+                baseline: b,
+                candidate: c,
+                candidate_version,
+                runtime_digest,
+            };
+            decide_and_append(journal, &mut state, &name, |s| Ok(((), rollout::start(s, started.clone())?)))?;
             show(&state, Some(&name), json)
         }
         RolloutCommand::Status { name } => {

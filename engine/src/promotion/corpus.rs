@@ -142,6 +142,14 @@ pub fn is_version(s: &str) -> bool {
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'+' | b'-'))
 }
 
+/// The `corpus_version` a measurement envelope carries for a corpus: its version, `+` and the
+/// hex of its digest. Binding the digest into the signed claim ties the signature to the exact
+/// corpus document, its `synthetic` flag and its oracles included, within the reference's version
+/// pattern (so corpus versions used with envelopes are at most 63 characters).
+pub fn envelope_version(version: &str, digest: &str) -> String {
+    format!("{version}+{}", digest.strip_prefix("sha256:").unwrap_or(digest))
+}
+
 /// `sha256:` over the canonical JSON of `doc`.
 pub fn digest(doc: &Value) -> String {
     json::sha256_tagged(json::to_string(doc).as_bytes())

@@ -251,7 +251,7 @@ pub struct Expected<'a> {
     /// The candidate version being promoted.
     pub candidate_version: &'a str,
     /// The corpus version the pairs were measured on ([`super::promote::evaluate`] sets it to
-    /// the corpus document's version).
+    /// [`super::corpus::envelope_version`] of the corpus document).
     pub corpus_version: &'a str,
     /// The runtime the candidate runs on.
     pub runtime_digest: &'a str,

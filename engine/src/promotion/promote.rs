@@ -32,6 +32,9 @@ pub enum PromoteError {
     /// The gates refused the pairs.
     #[error("pairs: {0}")]
     Input(#[from] InputError),
+    /// An evaluation id that is empty, too long or holds control characters.
+    #[error("evaluation id: 1 to 128 bytes, no control characters")]
+    EvaluationId,
 }
 
 /// The corpus as the evaluation names it.
@@ -111,6 +114,9 @@ pub fn evaluate(
     let pairs_value = &pairs_doc["pairs"];
     let pairs_digest = envelope::pairs_digest(pairs_value);
     let evaluation_id = match opts.evaluation_id {
+        Some(id) if id.is_empty() || id.len() > 128 || id.chars().any(char::is_control) => {
+            return Err(PromoteError::EvaluationId);
+        }
         Some(id) => id.to_owned(),
         None => {
             let h = Sha256::digest(format!("{}\u{0}{pairs_digest}", report.digest));
@@ -119,7 +125,8 @@ pub fn evaluate(
     };
     let mut evaluation = gates::evaluate(&pairs::to_pairs(&doc), &opts.thresholds, &evaluation_id, opts.resamples)?;
 
-    let expected = Expected { corpus_version: &corpus.version, ..opts.expected };
+    let bound_version = corpus::envelope_version(&corpus.version, &report.digest);
+    let expected = Expected { corpus_version: &bound_version, ..opts.expected };
     let mut why: Vec<String> = Vec::new();
     if report.synthetic {
         why.push("the corpus is synthetic; synthetic pairs never promote".to_owned());

@@ -14,7 +14,11 @@
 //! [`CONSECUTIVE_ERRORS_MAX`] evaluations in error in a row, which also roll back.
 //!
 //! In shadow and later, [`route`] decides every unit under both policies and records both; which
-//! one runs depends on the stage and the unit's bucket.
+//! one runs depends on the stage and the unit's bucket. A canary stage advances only once each
+//! arm ran at least [`EXPOSED_MIN`] units there; short of that it holds like Inconclusive.
+//!
+//! A rollout is for one candidate: its version and runtime digest are recorded at the start, and
+//! only evaluations of measurements signed for exactly those move it.
 
 use std::collections::BTreeMap;
 
@@ -42,7 +46,7 @@ pub const STAGE_CHANGED: &str = "rollout.stage-changed";
 pub const UNIT_ROUTED: &str = "rollout.unit-routed";
 /// Every type folded here.
 pub const ALL: [&str; 3] = [STARTED, STAGE_CHANGED, UNIT_ROUTED];
-/// Holds on Inconclusive or Error allowed at one stage before the rollout rolls back.
+/// Holds on Inconclusive (or on too little exposure) allowed at one stage; one more rolls back.
 pub const EXTENSIONS_MAX: u32 = 2;
 /// Evaluations in error in a row before the rollout rolls back (Argo's default limit).
 pub const CONSECUTIVE_ERRORS_MAX: u32 = 4;
@@ -50,6 +54,9 @@ pub const CONSECUTIVE_ERRORS_MAX: u32 = 4;
 pub const POLICY_KEYS: [&str; 2] = ["max_nesting_depth", "max_active_inherited"];
 /// Longest rollout name.
 pub const NAME_BYTES_MAX: usize = 64;
+/// Fewest units each arm must have run at a canary stage before it may advance (Spinnaker's
+/// "at least 50 points").
+pub const EXPOSED_MIN: u64 = 50;
 /// Longest unit id or reason.
 pub const TEXT_BYTES_MAX: usize = 512;
 
@@ -91,6 +98,10 @@ pub struct Started {
     pub baseline: BTreeMap<String, u64>,
     /// Candidate policy.
     pub candidate: BTreeMap<String, u64>,
+    /// The candidate version evaluations must be signed for.
+    pub candidate_version: String,
+    /// The runtime digest evaluations must be signed for.
+    pub runtime_digest: String,
 }
 
 /// The evaluation behind a stage change.
@@ -172,6 +183,10 @@ pub struct Rollout {
     pub baseline: BTreeMap<String, u64>,
     /// Candidate policy.
     pub candidate: BTreeMap<String, u64>,
+    /// The candidate version evaluations must be signed for.
+    pub candidate_version: String,
+    /// The runtime digest evaluations must be signed for.
+    pub runtime_digest: String,
     /// Current stage.
     pub stage: Stage,
     /// Extensions used at the current stage.
@@ -182,6 +197,8 @@ pub struct Rollout {
     pub changes: u64,
     /// Units routed.
     pub units_routed: u64,
+    /// Units routed at the current stage, by the arm whose decision ran.
+    pub at_stage: BTreeMap<String, u64>,
     /// Units on which the two policies disagreed (shadow and later).
     pub disagreements: u64,
     /// The last change's reason.
@@ -220,9 +237,20 @@ impl Rollouts {
             serde_json::from_slice(r.payload).map_err(|e| format!("{} at seq {}: {e}", r.event_type, r.seq))
         }
         let missing = |name: &str| format!("seq {}: rollout {name:?} was never started", r.seq);
+        let on_stream = |name: &str| {
+            if r.stream == stream(name) {
+                Ok(())
+            } else {
+                Err(format!("seq {}: an event of rollout {name:?} on stream {}", r.seq, r.stream))
+            }
+        };
         match r.event_type {
             STARTED => {
                 let s: Started = de(r)?;
+                on_stream(&s.rollout)?;
+                if self.by_name.contains_key(&s.rollout) {
+                    return Err(format!("seq {}: rollout {:?} started twice", r.seq, s.rollout));
+                }
                 self.by_name.insert(
                     s.rollout.clone(),
                     Rollout {
@@ -230,11 +258,14 @@ impl Rollouts {
                         salt: s.salt,
                         baseline: s.baseline,
                         candidate: s.candidate,
+                        candidate_version: s.candidate_version,
+                        runtime_digest: s.runtime_digest,
                         stage: Stage::Off,
                         extensions: 0,
                         consecutive_errors: 0,
                         changes: 0,
                         units_routed: 0,
+                        at_stage: BTreeMap::new(),
                         disagreements: 0,
                         last_reason: None,
                         runs: Vec::new(),
@@ -244,12 +275,26 @@ impl Rollouts {
             }
             STAGE_CHANGED => {
                 let c: StageChanged = de(r)?;
+                on_stream(&c.rollout)?;
                 let ro = self.by_name.get_mut(&c.rollout).ok_or_else(|| missing(&c.rollout))?;
                 if ro.stage != c.from || stages::next(c.from, c.action) != Some(c.to) {
                     return Err(format!(
                         "seq {}: {:?} from {:?} is not in the transition table",
                         r.seq, c.action, c.from
                     ));
+                }
+                let evidenced =
+                    c.by == "evaluation" && c.evaluation.as_ref().is_some_and(|e| e.measurement_run_id.is_some());
+                if c.action == Action::Advance && c.to > Stage::Shadow && !evidenced {
+                    return Err(format!(
+                        "seq {}: {} → {} without a consumed measurement run",
+                        r.seq,
+                        c.from.as_str(),
+                        c.to.as_str()
+                    ));
+                }
+                if c.to != ro.stage {
+                    ro.at_stage.clear();
                 }
                 ro.stage = c.to;
                 ro.extensions = c.extensions;
@@ -263,8 +308,10 @@ impl Rollouts {
             }
             UNIT_ROUTED => {
                 let u: UnitRouted = de(r)?;
+                on_stream(&u.rollout)?;
                 let ro = self.by_name.get_mut(&u.rollout).ok_or_else(|| missing(&u.rollout))?;
                 ro.units_routed += 1;
+                *ro.at_stage.entry(u.executed.clone()).or_default() += 1;
                 if u.candidate.as_ref().is_some_and(|c| *c != u.baseline) {
                     ro.disagreements += 1;
                 }
@@ -311,24 +358,24 @@ pub fn policy(v: &Value) -> Result<BTreeMap<String, u64>, RolloutError> {
 }
 
 /// The events starting rollout `name`.
-pub fn start(
-    state: &Rollouts,
-    name: &str,
-    salt: &str,
-    baseline: BTreeMap<String, u64>,
-    candidate: BTreeMap<String, u64>,
-) -> Result<Decided, RolloutError> {
+pub fn start(state: &Rollouts, s: Started) -> Result<Decided, RolloutError> {
+    let name = s.rollout.as_str();
     if !is_name(name) {
         return invalid(format!(
             "rollout {name:?}: 1–{NAME_BYTES_MAX} of a-z 0-9 . _ -, starting with a letter or digit"
         ));
     }
-    check_text("salt", salt, 128)?;
+    check_text("salt", &s.salt, 128)?;
+    if !super::corpus::is_version(&s.candidate_version) {
+        return invalid("candidate version: letters, digits and . _ + -, at most 128");
+    }
+    if !super::envelope::is_sha256(&s.runtime_digest) {
+        return invalid("runtime digest: `sha256:` and 64 lowercase hex digits");
+    }
     if state.get(name).is_some() {
         return Err(RolloutError::Exists(name.to_owned()));
     }
-    let started = Started { rollout: name.to_owned(), salt: salt.to_owned(), baseline, candidate };
-    Ok(vec![(STARTED, json!(started))])
+    Ok(vec![(STARTED, json!(s))])
 }
 
 fn changed(ro: &Rollout, action: Action, by: &str, reason: String) -> StageChanged {
@@ -371,8 +418,9 @@ pub fn operate(state: &Rollouts, name: &str, action: Action, reason: &str) -> Re
 }
 
 /// The stage change an evaluation made for the rollout's current stage leads to, by the stage
-/// policy with extension and error limits. `digest` is the evaluation document's digest.
-pub fn evaluated(state: &Rollouts, name: &str, doc: &Document, digest: &str) -> Result<Decided, RolloutError> {
+/// policy with the exposure minimum and the extension and error limits. The caller records the
+/// evaluation document's digest in `evaluation.digest` and appends [`changed_event`].
+pub fn evaluated(state: &Rollouts, name: &str, doc: &Document) -> Result<StageChanged, RolloutError> {
     let ro = state.get(name).ok_or_else(|| RolloutError::Unknown(name.to_owned()))?;
     if ro.stage < Stage::Shadow || ro.stage == Stage::On {
         return Err(RolloutError::Transition(format!(
@@ -397,19 +445,30 @@ pub fn evaluated(state: &Rollouts, name: &str, doc: &Document, digest: &str) -> 
         Action::Hold => format!("{worst:?}: {}", failing.join(", ")),
         Action::Rollback => format!("a gate failed: {}", failing.join(", ")),
     };
-    // An evaluation in error holds and counts toward the error limit; an Inconclusive one
-    // holds and spends an extension.
+    let ran = |arm: &str| ro.at_stage.get(arm).copied().unwrap_or(0);
+    let canary = matches!(ro.stage, Stage::Canary10 | Stage::Canary25 | Stage::Canary50);
+    if action == Action::Advance && canary && (ran("candidate") < EXPOSED_MIN || ran("baseline") < EXPOSED_MIN) {
+        action = Action::Hold;
+        reason = format!(
+            "too little exposure at {}: {} candidate and {} baseline units ran (at least {EXPOSED_MIN} each)",
+            ro.stage.as_str(),
+            ran("candidate"),
+            ran("baseline")
+        );
+    }
+    // An evaluation in error holds and counts toward the error limit; an Inconclusive one (or
+    // too little exposure) holds and spends an extension.
     let in_error = worst == Verdict::Error;
     if action == Action::Hold && in_error && errors >= CONSECUTIVE_ERRORS_MAX {
         action = Action::Rollback;
         reason = format!("{errors} evaluations in error in a row");
     } else if action == Action::Hold && !in_error && ro.extensions >= EXTENSIONS_MAX {
         action = Action::Rollback;
-        reason = format!("still {worst:?} after {EXTENSIONS_MAX} extensions ({})", failing.join(", "));
+        reason = format!("still holding after {EXTENSIONS_MAX} extensions: {reason}");
     }
     let evaluation = EvaluationRef {
         evaluation_id: e.evaluation_id.clone(),
-        digest: digest.to_owned(),
+        digest: String::new(),
         measurement_run_id: doc.measurement_run_id.clone(),
         worst: format!("{worst:?}"),
     };
@@ -420,7 +479,12 @@ pub fn evaluated(state: &Rollouts, name: &str, doc: &Document, digest: &str) -> 
         Action::Hold => (ro.extensions + 1, 0),
         Action::Advance | Action::Rollback => (0, 0),
     };
-    Ok(vec![(STAGE_CHANGED, json!(c))])
+    Ok(c)
+}
+
+/// The event recording `change`.
+pub fn changed_event(change: &StageChanged) -> Decided {
+    vec![(STAGE_CHANGED, json!(change))]
 }
 
 fn decide_under(facts: &Value, policy: &BTreeMap<String, u64>) -> Result<Decision, crate::ce::CeError> {

@@ -150,13 +150,18 @@ pub fn decide(
             cumulative,
         } => {
             let s = known(state, session)?;
+            bounded("cumulative", cumulative)?;
             check_names(model.as_deref(), profile.as_deref(), mode.as_deref(), stratum.as_deref())?;
             common(s, session, *provider, *arm, currency.as_deref(), cumulative.cost_micros)?;
             if cumulative.any_billing() && *accounting_source == AccountingSource::Unknown {
                 return Err(TelemetryError::AccountingSourceRequired);
             }
+            // `unknown` fixes nothing; billed and estimated never mix within a session.
             let class = Class::of(*accounting_source);
-            fixed(s, session, "accounting_source", s.and_then(|s| s.class).map(Class::as_str), Some(class.as_str()))?;
+            let held = s.and_then(|s| s.class).filter(|c| *c != Class::Unknown);
+            if class != Class::Unknown {
+                fixed(s, session, "accounting_source", held.map(Class::as_str), Some(class.as_str()))?;
+            }
             let delta = derive_delta(s, session, cumulative)?;
             let x = UsageReported {
                 session: session.clone(),
@@ -193,6 +198,7 @@ pub fn decide(
                 totals.cost_micros = Some(usd_to_micros(*usd)?);
                 currency = Some("USD".to_owned());
             }
+            bounded("totals", &totals)?;
             common(s, session, *provider, *arm, currency.as_deref(), totals.cost_micros)?;
             let x = SessionReported { session: session.clone(), provider: *provider, arm: *arm, currency, totals };
             (session, stamp(ids, clock, events::SESSION_REPORTED, &x)?)
@@ -345,6 +351,17 @@ fn check_names(
         return Err(TelemetryError::BadValue { field: "mode", rule: format!("one of {}", all.join(", ")) });
     }
     check_stratum(stratum)
+}
+
+/// Refuses a counter above [`events::COUNTER_MAX`].
+fn bounded(field: &'static str, c: &Counters) -> Result<(), TelemetryError> {
+    match c.too_large() {
+        None => Ok(()),
+        Some(name) => Err(TelemetryError::BadValue {
+            field,
+            rule: format!("{name} is above {}; counters are at most 10^15", events::COUNTER_MAX),
+        }),
+    }
 }
 
 #[cfg(test)]

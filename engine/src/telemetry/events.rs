@@ -44,11 +44,20 @@ pub struct Counters {
     pub wall_ms: Option<u64>,
 }
 
+/// Largest value of any counter (10¹⁵: a quadrillion tokens, micro-units or milliseconds), so
+/// sums over any realistic number of invocations stay exact.
+pub const COUNTER_MAX: u64 = 1_000_000_000_000_000;
+
 /// Counter names, in output order.
 pub const COUNTERS: [&str; 6] =
     ["input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "cost_micros", "wall_ms"];
 
 impl Counters {
+    /// The first counter above [`COUNTER_MAX`], if any.
+    pub fn too_large(&self) -> Option<&'static str> {
+        self.named().into_iter().find(|(_, v)| v.is_some_and(|v| v > COUNTER_MAX)).map(|(n, _)| n)
+    }
+
     /// The counters as `(name, value)`, in [`COUNTERS`] order.
     pub fn named(&self) -> [(&'static str, Option<u64>); 6] {
         [

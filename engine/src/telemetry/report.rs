@@ -61,7 +61,7 @@ pub fn figure(f: &Figure) -> Value {
     json!({
         "known": f.values.len(),
         "unknown": f.unknown,
-        "sum": sum,
+        "sum": exact(i128::try_from(sum).unwrap_or(i128::MAX)),
         "p50": quantile7(&sorted, 0.5),
         "p75": quantile7(&sorted, 0.75),
         "p95": quantile7(&sorted, 0.95),
@@ -147,7 +147,10 @@ fn scope(s: &Sides, sessions: usize) -> Value {
         if s.in_play[i] && worst.is_none_or(|w| rank(v) > rank(w)) {
             worst = Some(v);
         }
-        counters.insert((*name).to_owned(), json!({"events": e, "reported": r, "difference": d, "verdict": v}));
+        counters.insert(
+            (*name).to_owned(),
+            json!({"events": e.map(exact), "reported": r.map(exact), "difference": d.map(exact), "verdict": v}),
+        );
     }
     let currency = if s.mixed { Some("mixed".to_owned()) } else { s.currency.clone() };
     json!({
@@ -190,6 +193,11 @@ fn reconciliation(t: &Telemetry) -> Value {
         "arms": arms,
         "overall": overall,
     })
+}
+
+/// `x` as a JSON number when it fits in an `i64`, else as its decimal string (never rounded).
+fn exact(x: i128) -> Value {
+    i64::try_from(x).map_or_else(|_| Value::String(x.to_string()), Value::from)
 }
 
 #[cfg(test)]

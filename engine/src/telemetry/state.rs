@@ -133,7 +133,7 @@ pub struct Session {
     pub arm: Option<Arm>,
     /// Currency, once given.
     pub currency: Option<String>,
-    /// Accounting class, from its first usage report.
+    /// Accounting class: from its first billed or estimated usage report (`Unknown` until then).
     pub class: Option<Class>,
     /// The last cumulative counters reported (`None`: no usage report yet).
     pub last: Option<Counters>,
@@ -210,7 +210,11 @@ impl Telemetry {
                 s.provider = Some(x.provider);
                 s.arm = s.arm.or(x.arm);
                 s.currency = s.currency.take().or_else(|| x.currency.clone());
-                s.class = s.class.or(Some(Class::of(x.accounting_source)));
+                // `unknown` is no information yet: the first billed or estimated report fixes the class.
+                s.class = match (s.class, Class::of(x.accounting_source)) {
+                    (None | Some(Class::Unknown), c) => Some(c),
+                    (kept, _) => kept,
+                };
                 s.last = Some(x.cumulative);
                 let highest = s.highest.named();
                 let max = |i: usize, v: Option<u64>| match (highest[i].1, v) {
