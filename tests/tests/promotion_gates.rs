@@ -138,6 +138,14 @@ fn reconciliation_holds_at_exactly_two_percent_in_both_arms() {
     let mut missing = off(false, 10_000);
     missing[3].baseline.telemetry_cost_micros = None;
     assert_eq!(verdict(&run(&missing), "reconciliation"), Verdict::Fail);
+    // Offsetting errors reconcile in the sum; the largest single task is still reported.
+    let mut offsetting = off(false, 10_000);
+    offsetting[4].candidate.telemetry_cost_micros = Some(700_000 + 70_000);
+    offsetting[5].candidate.telemetry_cost_micros = Some(700_000 - 70_000);
+    let e = run(&offsetting);
+    let g = e.gates.iter().find(|g| g.gate == "reconciliation").unwrap();
+    assert_eq!(g.verdict, Verdict::Pass);
+    assert!(g.reason.ends_with("largest single task: 10.00% (candidate of task-004)"), "{}", g.reason);
 }
 
 #[test]

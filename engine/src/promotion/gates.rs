@@ -516,12 +516,20 @@ fn reconciliation_gate(pairs: &[&Pair], bp: u32) -> Gate {
     let mut failures = Vec::new();
     let mut groups: BTreeMap<(&str, &str), (i128, i128)> = BTreeMap::new();
     let mut missing = 0usize;
+    // Offsetting errors cancel in a sum, so the largest single-task discrepancy is reported too
+    // (compared exactly as |t − b| / b, cross-multiplied).
+    let mut largest: Option<(u128, u128, &str, &str)> = None;
     for p in pairs {
         for (arm, a) in [("baseline", &p.baseline), ("candidate", &p.candidate)] {
             let Some(t) = a.telemetry_cost_micros else {
                 missing += 1;
                 continue;
             };
+            let d = u128::from(t.abs_diff(a.cost_micros));
+            let b = u128::from(a.cost_micros);
+            if largest.is_none_or(|(ld, lb, _, _)| d * lb > ld * b) {
+                largest = Some((d, b, arm, p.task_id.as_str()));
+            }
             for key in [(arm, "all"), (arm, p.stratum.as_str())] {
                 let g = groups.entry(key).or_default();
                 g.0 += i128::from(t);
@@ -549,7 +557,10 @@ fn reconciliation_gate(pairs: &[&Pair], bp: u32) -> Gate {
         reason: if missing > 0 {
             format!("{missing} arm measurement(s) without telemetry")
         } else if failures.is_empty() {
-            "every arm and stratum reconciles".to_owned()
+            let task = largest.map_or_else(String::new, |(d, b, arm, task)| {
+                format!("; largest single task: {:.2}% ({arm} of {task})", d as f64 * 100.0 / b as f64)
+            });
+            format!("every arm and stratum reconciles{task}")
         } else {
             format!("beyond the threshold: {}", failures.join(", "))
         },
