@@ -54,6 +54,9 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("telemetry.efficiency-recorded", &[1]),
     ("telemetry.usage-reported", &[1]),
     ("telemetry.session-reported", &[1]),
+    // Write guards: every PreToolUse decision of a worker's hook.
+    ("guard.write-allowed", &[1]),
+    ("guard.write-denied", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

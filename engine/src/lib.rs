@@ -23,6 +23,7 @@ pub mod canonical;
 pub mod catalogue;
 pub mod ce;
 pub mod context;
+pub mod guard;
 pub mod kb;
 pub mod knowledge;
 pub mod ports;

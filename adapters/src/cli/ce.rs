@@ -120,15 +120,15 @@ fn unavailable(e: impl std::fmt::Display) -> CeError {
 /// Opens the journal at `dir` (or a workspace's, when `dir` holds `.strata/journal`), creating
 /// one in a missing or empty directory, waiting up to [`LOCK_WAIT`] for another holder.
 pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
-    open_journal_at(dir, true)
+    open_journal_at(dir, true, LOCK_WAIT)
 }
 
 /// [`open_journal`], creating a journal in a missing or empty directory only when `create`.
-pub(crate) fn open_journal_at(dir: &Path, create: bool) -> Result<Journal, CeError> {
+pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Result<Journal, CeError> {
     let workspace = dir.join(".strata").join("journal");
     let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
     let options = super::journal::demo_options("ce");
-    let deadline = Instant::now() + LOCK_WAIT;
+    let deadline = Instant::now() + wait;
     loop {
         match Journal::open(dir, &options) {
             Ok(j) => return Ok(j),

@@ -302,7 +302,7 @@ fn promote_recorded(
             .map_err(fail);
     };
     // Never a new journal: a run consumed in a journal nobody keeps protects nothing.
-    let journal = super::ce::open_journal_at(dir, false).map_err(|e| {
+    let journal = super::ce::open_journal_at(dir, false, super::ce::LOCK_WAIT).map_err(|e| {
         anyhow::anyhow!(
             "[STRATA-E1408] {}; --journal names the journal that keeps consumed runs and rollouts (create it with `strata init` or `strata rollout start`)",
             e.detail

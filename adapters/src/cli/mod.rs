@@ -8,6 +8,7 @@ mod ce;
 mod context;
 mod demo;
 mod eval;
+mod hook;
 mod journal;
 mod kb;
 mod knowledge;
@@ -160,6 +161,10 @@ enum Command {
     /// The paired evaluation corpus, measurement envelopes and promotion gates.
     #[command(subcommand)]
     Eval(eval::EvalCommand),
+    /// Hooks a worker's runtime runs: `strata hook claude|codex pre-tool-use` denies writes
+    /// outside the lineage's owned files (exit 2) and records every decision.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
     /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
     Rollout {
         /// The journal holding the rollouts (a journal directory or a workspace root; default
@@ -185,6 +190,7 @@ impl Command {
                 | Command::Mcp
                 | Command::Ce { .. }
                 | Command::Eval(_)
+                | Command::Hook(_)
                 | Command::Rollout { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
                 | Command::Telemetry(telemetry::TelemetryCommand::Record)
@@ -309,6 +315,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
         Command::Eval(cmd) => eval::run(cmd, cli.json),
+        Command::Hook(cmd) => Ok(hook::run(cmd)),
         Command::Rollout { journal, command } => {
             rollout::run(&rollout::journal_dir(journal, &cli.dir), command, cli.json)
         }

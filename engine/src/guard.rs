@@ -1,0 +1,184 @@
+//! Write guards: what a worker's PreToolUse hook decides. A worker may write only paths its
+//! lineage owns in the dispatch ledger's ownership map; everything else is denied, and so is
+//! anything the guard cannot read or place (fail closed).
+//!
+//! Pure: the hook's JSON (as Claude Code or Codex sends it), the ledger, the lineage and the
+//! worker's root directory in; a [`Verdict`] out. The adapter prints the runtime's deny form and
+//! records the verdict as an event ([`event`]).
+//!
+//! Which calls are checked: Claude Code's `Write`, `Edit`, `MultiEdit` and `NotebookEdit` (their
+//! `file_path` / `notebook_path`), and Codex's `apply_patch` (every `*** Add File:`, `*** Update
+//! File:`, `*** Delete File:` and `*** Move to:` line, relative to the hook's `cwd`). Shell
+//! commands cannot be checked before they run; the post-turn diff check is the guard for them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use strata_journal::EventData;
+
+use crate::ce::ledger::{self, Ledger};
+use crate::ce::{CeError, paths};
+use crate::ports::{Clock, Ids};
+
+/// `guard.write-allowed`.
+pub const ALLOWED: &str = "guard.write-allowed";
+/// `guard.write-denied`.
+pub const DENIED: &str = "guard.write-denied";
+/// Claude Code tools that write a file.
+pub const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
+/// Most target paths one call may name.
+pub const TARGETS_MAX: usize = 1_024;
+
+/// The agent runtime whose hook asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// Claude Code.
+    Claude,
+    /// OpenAI Codex.
+    Codex,
+}
+
+/// The guard's answer, recorded as `guard.write-allowed` or `guard.write-denied` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verdict {
+    /// The lineage the worker runs as.
+    pub lineage_id: String,
+    /// Which runtime asked.
+    pub runtime: Runtime,
+    /// The tool, if the input named one.
+    pub tool: Option<String>,
+    /// The targets, canonical and repository-relative where they could be placed.
+    pub paths: Vec<String>,
+    /// Whether the call may go ahead.
+    pub allow: bool,
+    /// Why, in words the model and the audit both read.
+    pub reason: String,
+}
+
+/// The stream a lineage's guard decisions go to.
+pub fn stream(lineage_id: &str) -> String {
+    format!("guard/{lineage_id}")
+}
+
+/// The paths an `apply_patch` envelope touches, in order (duplicates kept out).
+pub fn patch_targets(patch: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end_matches('\r');
+        let target = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "]
+            .iter()
+            .find_map(|prefix| line.strip_prefix(prefix));
+        if let Some(t) = target.map(str::trim).filter(|t| !t.is_empty())
+            && !out.iter().any(|o| o == t)
+        {
+            out.push(t.to_owned());
+        }
+    }
+    out
+}
+
+/// The tool and the raw target paths of a hook input; `Ok(None)` for a call that writes no file
+/// the guard can see.
+fn targets(runtime: Runtime, input: &Value) -> Result<Option<(String, Vec<String>)>, String> {
+    let tool = input.get("tool_name").and_then(Value::as_str).ok_or("the hook input has no tool_name")?;
+    let args = input.get("tool_input").filter(|v| v.is_object()).ok_or("the hook input has no tool_input object")?;
+    let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
+    let found = match runtime {
+        Runtime::Claude if CLAUDE_WRITE_TOOLS.contains(&tool) => {
+            let key = if tool == "NotebookEdit" { "notebook_path" } else { "file_path" };
+            vec![field(key).ok_or_else(|| format!("{tool} without a {key}"))?]
+        }
+        Runtime::Codex if matches!(tool, "apply_patch" | "Edit" | "Write") => {
+            let patch = field("command").or_else(|| field("patch")).ok_or("apply_patch without a patch")?;
+            let t = patch_targets(&patch);
+            if t.is_empty() {
+                return Err("an apply_patch envelope naming no file".to_owned());
+            }
+            t
+        }
+        _ => return Ok(None),
+    };
+    if found.len() > TARGETS_MAX {
+        return Err(format!("{} targets in one call; at most {TARGETS_MAX}", found.len()));
+    }
+    Ok(Some((tool.to_owned(), found)))
+}
+
+/// `raw` as a path relative to `root`: absolute paths must lie inside `root`, relative ones are
+/// taken from `cwd` (itself inside `root`).
+fn relative(root: &str, cwd: Option<&str>, raw: &str) -> Result<String, String> {
+    let root = root.trim_end_matches('/');
+    let absolute = if raw.starts_with('/') {
+        raw.to_owned()
+    } else {
+        let cwd = cwd.ok_or("a relative path but no cwd in the hook input")?;
+        format!("{}/{raw}", cwd.trim_end_matches('/'))
+    };
+    let inside = absolute.strip_prefix(root).and_then(|r| r.strip_prefix('/'));
+    inside.map(str::to_owned).ok_or_else(|| format!("{raw} is outside the worker's directory {root}"))
+}
+
+fn contained(owned: &str, path: &str) -> bool {
+    owned.is_empty() || path == owned || (path.starts_with(owned) && path.as_bytes().get(owned.len()) == Some(&b'/'))
+}
+
+/// Decides a hook call for `lineage_id`, whose worker runs in `root` (absolute).
+pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, input: &Value) -> Verdict {
+    let verdict = |tool: Option<String>, paths: Vec<String>, allow: bool, reason: String| Verdict {
+        lineage_id: lineage_id.to_owned(),
+        runtime,
+        tool,
+        paths,
+        allow,
+        reason,
+    };
+    let (tool, raw) = match targets(runtime, input) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            let tool = input.get("tool_name").and_then(Value::as_str).map(str::to_owned);
+            return verdict(tool, vec![], true, "the call writes no file the guard checks".to_owned());
+        }
+        Err(why) => return verdict(None, vec![], false, format!("strata cannot read this call ({why}); denied")),
+    };
+    if !root.starts_with('/') {
+        return verdict(Some(tool), vec![], false, "the guard was given no absolute worker root; denied".to_owned());
+    }
+    let Some(owned) = ledger.owners().get(lineage_id) else {
+        return verdict(Some(tool), raw, false, format!("lineage {lineage_id} owns no files; nothing may be written"));
+    };
+    let cwd = input.get("cwd").and_then(Value::as_str);
+    let mut placed = Vec::with_capacity(raw.len());
+    let mut outside = Vec::new();
+    for r in &raw {
+        let canonical = relative(root, cwd, r)
+            .and_then(|rel| paths::canonical(ledger.workspace(), &rel, "path").map_err(|e: CeError| e.detail));
+        match canonical {
+            Err(why) => {
+                return verdict(Some(tool), raw.clone(), false, format!("write outside owned files: {why}"));
+            }
+            Ok(p) => {
+                if !owned.paths.iter().any(|o| contained(o, &p)) {
+                    outside.push(p.clone());
+                }
+                placed.push(p);
+            }
+        }
+    }
+    if outside.is_empty() {
+        let n = placed.len();
+        verdict(Some(tool), placed, true, format!("{n} path(s) inside what lineage {lineage_id} owns"))
+    } else {
+        let reason = format!(
+            "write outside owned files: {} (lineage {lineage_id} owns {})",
+            outside.join(", "),
+            owned.paths.join(", ")
+        );
+        verdict(Some(tool), placed, false, reason)
+    }
+}
+
+/// The event recording `v`.
+pub fn event(v: &Verdict, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<EventData, CeError> {
+    ledger::event(ids, clock, if v.allow { ALLOWED } else { DENIED }, v)
+}
