@@ -23,6 +23,7 @@ pub mod harness;
 pub mod inflight;
 pub mod mcp;
 pub mod measure;
+pub mod providers;
 pub mod system;
 pub mod table;
 pub mod workspace;

@@ -79,3 +79,21 @@ pub fn apply_tail(j: &Journal, g: &mut strata_engine::kb::graph::Graph) {
     let from = g.seq() + 1;
     j.scan(from, u64::MAX, |rec, _| g.apply_record(rec).map(|()| true)).expect("scan").expect("fold");
 }
+
+/// Runs `<bin> <args>` with `stdin` written to its standard input; returns its output.
+pub fn strata_with_stdin(bin: &str, args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strata binary runs");
+    if let Some(mut input) = child.stdin.take() {
+        // A process that exits before reading everything closes the pipe; that is its answer.
+        let _ = input.write_all(stdin);
+    }
+    child.wait_with_output().expect("strata binary finishes")
+}

@@ -3,9 +3,8 @@
 //! the runtime's JSON deny, the reason on stderr and exit 2, fails closed, and records every
 //! decision in the journal.
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::{Value, json};
 use strata_engine::guard::{self, patch_targets};
@@ -15,15 +14,7 @@ use strata_tests::strata_bin;
 const ROOT: &str = "/work/worker-1";
 
 fn with_stdin(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(strata_bin!())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    strata_tests::strata_with_stdin(strata_bin!(), args, stdin)
 }
 
 fn hook(runtime: &str, journal: &Path, lineage: &str, input: &Value) -> Output {
