@@ -4,7 +4,6 @@
 //! rollup quantiles against hand-computed values, the 2% reconciliation boundary per session,
 //! arm and overall, and byte-identical reports across runs and replays.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -20,17 +19,9 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn record(ws: &Path, request: &Value) -> Output {
-    let mut child = Command::new(BIN)
-        .arg("--dir")
-        .arg(ws)
-        .args(["--json", "telemetry", "record"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    let dir = ws.display().to_string();
+    let args = ["--dir", dir.as_str(), "--json", "telemetry", "record"];
+    strata_tests::strata_with_stdin(BIN, &args, request.to_string().as_bytes())
 }
 
 /// Records and returns the recorded payload.

@@ -337,13 +337,13 @@ fn record(
                     ro.stage.as_str()
                 );
             }
-            if opts.expected.candidate_version != ro.candidate_version
-                || opts.expected.runtime_digest != ro.runtime_digest
+            if opts.expected.candidate_version != ro.start.candidate_version
+                || opts.expected.runtime_digest != ro.start.runtime_digest
             {
                 bail!(
                     "[STRATA-E1407] rollout {name} is for candidate {} on {}; --candidate-version and --runtime-digest must name them",
-                    ro.candidate_version,
-                    ro.runtime_digest
+                    ro.start.candidate_version,
+                    ro.start.runtime_digest
                 );
             }
             opts.stage = Some(ro.stage);
@@ -386,7 +386,12 @@ fn record(
             save_one(&ledger_state, journal, journal.head().seq)?;
             save_one(&rollouts, journal, journal.head().seq)?;
             if let Some(r) = rollout_name.and_then(|n| rollouts.get(n)) {
-                errln!("rollout {}: now at {} ({})", r.name, r.stage.as_str(), r.last_reason.as_deref().unwrap_or(""));
+                errln!(
+                    "rollout {}: now at {} ({})",
+                    r.start.rollout,
+                    r.stage.as_str(),
+                    r.last_reason.as_deref().unwrap_or("")
+                );
             }
             return Ok(doc);
         }

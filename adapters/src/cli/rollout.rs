@@ -227,7 +227,7 @@ fn show(state: &Rollouts, name: Option<&str>, json: bool) -> anyhow::Result<Exit
     ]);
     for r in list {
         table.row(vec![
-            r.name.clone(),
+            r.start.rollout.clone(),
             r.stage.as_str().to_owned(),
             format!("{}%", r.stage.exposure_bps() / 100),
             format!("{}/{}", r.extensions, rollout::EXTENSIONS_MAX),

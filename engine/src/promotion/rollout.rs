@@ -175,18 +175,9 @@ pub struct UnitRouted {
 /// One rollout's state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Rollout {
-    /// Name.
-    pub name: String,
-    /// Salt.
-    pub salt: String,
-    /// Baseline policy.
-    pub baseline: BTreeMap<String, u64>,
-    /// Candidate policy.
-    pub candidate: BTreeMap<String, u64>,
-    /// The candidate version evaluations must be signed for.
-    pub candidate_version: String,
-    /// The runtime digest evaluations must be signed for.
-    pub runtime_digest: String,
+    /// How it was started: name, salt, policies, and the candidate it is for.
+    #[serde(flatten)]
+    pub start: Started,
     /// Current stage.
     pub stage: Stage,
     /// Extensions used at the current stage.
@@ -254,12 +245,7 @@ impl Rollouts {
                 self.by_name.insert(
                     s.rollout.clone(),
                     Rollout {
-                        name: s.rollout,
-                        salt: s.salt,
-                        baseline: s.baseline,
-                        candidate: s.candidate,
-                        candidate_version: s.candidate_version,
-                        runtime_digest: s.runtime_digest,
+                        start: s,
                         stage: Stage::Off,
                         extensions: 0,
                         consecutive_errors: 0,
@@ -380,7 +366,7 @@ pub fn start(state: &Rollouts, s: Started) -> Result<Decided, RolloutError> {
 
 fn changed(ro: &Rollout, action: Action, by: &str, reason: String) -> StageChanged {
     StageChanged {
-        rollout: ro.name.clone(),
+        rollout: ro.start.rollout.clone(),
         from: ro.stage,
         to: stages::next(ro.stage, action).unwrap_or(ro.stage),
         action,
@@ -515,14 +501,14 @@ pub fn route(state: &Rollouts, name: &str, unit: &str, facts: &Value) -> Result<
     let refused = |who: &str, e: crate::ce::CeError| {
         RolloutError::Invalid(format!("{who} policy: {} ({})", e.code.as_str(), e.detail))
     };
-    let baseline = decide_under(facts, &ro.baseline).map_err(|e| refused("baseline", e))?;
+    let baseline = decide_under(facts, &ro.start.baseline).map_err(|e| refused("baseline", e))?;
     let candidate = if ro.stage >= Stage::Shadow {
-        Some(decide_under(facts, &ro.candidate).map_err(|e| refused("candidate", e))?)
+        Some(decide_under(facts, &ro.start.candidate).map_err(|e| refused("candidate", e))?)
     } else {
         None
     };
-    let bucket = stages::bucket_bps(&ro.salt, unit);
-    let executed = if stages::exposed(&ro.salt, unit, ro.stage) { "candidate" } else { "baseline" };
+    let bucket = stages::bucket_bps(&ro.start.salt, unit);
+    let executed = if stages::exposed(&ro.start.salt, unit, ro.stage) { "candidate" } else { "baseline" };
     let routed = UnitRouted {
         rollout: name.to_owned(),
         unit: unit.to_owned(),
