@@ -97,3 +97,13 @@ pub fn strata_with_stdin(bin: &str, args: &[&str], stdin: &[u8]) -> Output {
     }
     child.wait_with_output().expect("strata binary finishes")
 }
+
+/// Runs `<bin> --dir <dir> <args>` with `stdin`, asserts success and returns stdout.
+pub fn strata_ok_with_stdin(bin: &str, dir: &Path, args: &[&str], stdin: &str) -> String {
+    let dir = dir.display().to_string();
+    let mut all = vec!["--dir", dir.as_str()];
+    all.extend_from_slice(args);
+    let out = strata_with_stdin(bin, &all, stdin.as_bytes());
+    assert!(out.status.success(), "strata {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}

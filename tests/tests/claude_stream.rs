@@ -92,15 +92,8 @@ fn an_api_error_is_a_failure_though_its_subtype_says_success() {
 #[test]
 fn cumulative_cost_becomes_per_invocation_deltas_across_a_resume() {
     let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path();
-    let strata = |args: &[&str], stdin: &str| {
-        let dir = ws.display().to_string();
-        let mut all = vec!["--dir", dir.as_str()];
-        all.extend_from_slice(args);
-        let out = strata_tests::strata_with_stdin(strata_bin!(), &all, stdin.as_bytes());
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let strata =
+        |args: &[&str], stdin: &str| strata_tests::strata_ok_with_stdin(strata_bin!(), tmp.path(), args, stdin);
     strata(&["init", "--durability", "process"], "");
     let s = "db12d5d5-0000-4000-8000-000000000003";
     // The first run, then a --resume of the same session: the CLI reports the session's running
