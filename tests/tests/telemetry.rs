@@ -315,6 +315,11 @@ fn reconciliation_is_within_at_exactly_two_percent_and_over_just_past_it() {
     assert_eq!(rec["overall"]["counters"]["cost_micros"]["reported"], 30_000);
     // Sessions b-1, c-1, c-2, arms baseline, candidate, overall.
     assert_eq!(verdicts(&r), ["within", "within", "over", "within", "within", "within"]);
+    // c-1 (−2%) and c-2 (+6%) offset in the candidate arm; the report names c-2 anyway.
+    assert_eq!(
+        rec["largest_cost_discrepancy"],
+        json!({"session": "c-2", "difference": 600, "reported": 10_000, "verdict": "over"})
+    );
     // One micro more in c-1: the candidate arm and the whole run go just past 2%.
     record_ok(ws, &cost_usage("c-1", "candidate", 9_801));
     let (_, r) = report(ws);

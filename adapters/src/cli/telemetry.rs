@@ -172,6 +172,16 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
     outln!();
     outln!("reconciliation (within {}%; costs in micros):", rec["tolerance_percent"]);
     outln!("{}", t.render().trim_end());
+    let l = &rec["largest_cost_discrepancy"];
+    if l.is_object() {
+        outln!(
+            "largest single-session cost discrepancy: session {} ({} of {} micros, {})",
+            text(&l["session"]),
+            unknown_dash(&l["difference"]),
+            unknown_dash(&l["reported"]),
+            text(&l["verdict"])
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -179,7 +189,7 @@ fn text(v: &Value) -> String {
     v.as_str().map_or_else(|| unknown_dash(v), str::to_owned)
 }
 
-/// `sum`, `p50`, `p95` of a per-currency cost map as `N CUR` cells (`;` between currencies).
+/// The named figures of a per-currency cost map as `N CUR` cells (`;` between currencies).
 fn per_currency<const N: usize>(costs: &Value, keys: [&str; N]) -> [String; N] {
     keys.map(|k| {
         let parts: Vec<String> =

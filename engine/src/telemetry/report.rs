@@ -165,8 +165,17 @@ fn reconciliation(t: &Telemetry) -> Value {
     let mut sessions = serde_json::Map::new();
     let mut arms: BTreeMap<&str, (Sides, usize)> = BTreeMap::new();
     let mut overall: Option<(Sides, usize)> = None;
+    // Offsetting sessions cancel in a sum: name the one whose cost is furthest off, relatively.
+    let cost = COUNTERS.iter().position(|c| *c == "cost_micros").unwrap_or(4);
+    let mut largest: Option<(&str, i128, i128)> = None;
     for (name, s) in t.sessions() {
         let sides = sides_of(s);
+        if let (Some(e), Some(r)) = (sides.events[cost], sides.reported[cost])
+            && r > 0
+            && largest.is_none_or(|(_, ld, lr)| (e - r).abs() * lr > ld.abs() * r)
+        {
+            largest = Some((name.as_str(), e - r, r));
+        }
         let mut v = scope(&sides, 1);
         v["arm"] = json!(s.arm.map(|a| a.as_str()));
         sessions.insert(name.clone(), v);
@@ -192,6 +201,12 @@ fn reconciliation(t: &Telemetry) -> Value {
         "sessions": sessions,
         "arms": arms,
         "overall": overall,
+        "largest_cost_discrepancy": largest.map(|(session, d, r)| json!({
+            "session": session,
+            "difference": exact(d),
+            "reported": exact(r),
+            "verdict": verdict(Some(r + d), Some(r)).0,
+        })),
     })
 }
 
