@@ -443,8 +443,7 @@ pub fn consume_run(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, CeError> {
-    let hex = run_id.strip_prefix("measurement-").unwrap_or_default();
-    if !(16..=64).contains(&hex.len()) || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+    if !is_run_id(run_id) {
         return fail(Code::InvalidRequest, "measurement_run_id: `measurement-` and 16 to 64 lowercase hex digits");
     }
     if let Some(seq) = state.consumed_runs.get(run_id) {
@@ -452,6 +451,12 @@ pub fn consume_run(
     }
     let consumed = RunConsumed { measurement_run_id: run_id.to_owned(), corpus_digest: corpus_digest.to_owned() };
     event(ids, clock, RUN_CONSUMED, &consumed)
+}
+
+/// Whether `s` is a measurement run id (`measurement-` and 16–64 lowercase hex digits).
+pub fn is_run_id(s: &str) -> bool {
+    s.strip_prefix("measurement-")
+        .is_some_and(|h| (16..=64).contains(&h.len()) && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
 /// A lineage id fit for the ledger: 1–128 bytes, no control characters.

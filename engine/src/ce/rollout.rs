@@ -50,6 +50,10 @@ impl Stage {
     }
 }
 
+/// The five strata of the evaluation corpus (task ids may be `<stratum>-NN`).
+pub const STRATA: [&str; 5] =
+    ["small-tier2", "backend-refactor", "ui-integration", "security-compliance", "recovery-invalidation"];
+
 /// Whether `id` is an anonymous corpus id (`anon-<16–64 hex>` or `<stratum>-NN`).
 pub fn is_corpus_id(id: &str) -> bool {
     if id.len() > 69 {
@@ -58,8 +62,6 @@ pub fn is_corpus_id(id: &str) -> bool {
     if let Some(hex) = id.strip_prefix("anon-") {
         return (16..=64).contains(&hex.len()) && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     }
-    const STRATA: [&str; 5] =
-        ["small-tier2", "backend-refactor", "ui-integration", "security-compliance", "recovery-invalidation"];
     STRATA.iter().any(|s| {
         id.strip_prefix(s)
             .and_then(|rest| rest.strip_prefix('-'))

@@ -271,6 +271,11 @@ pub struct Route {
 }
 
 impl Route {
+    /// The reason codes' wire names, in canonical order.
+    pub fn reason_names(&self) -> Vec<String> {
+        self.reason_codes.iter().map(|r| r.as_str().to_owned()).collect()
+    }
+
     fn of(mode: Mode, reasons: impl IntoIterator<Item = Reason>) -> Route {
         Route { mode, reason_codes: reasons.into_iter().collect() }
     }

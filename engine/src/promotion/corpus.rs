@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::gates::{PAIRS_MIN, STRATA, STRATUM_MIN};
 use crate::ce::paths::Workspace;
-use crate::ce::router::{Mode, Reason};
+use crate::ce::router::{self, Mode, Reason, RouteFacts};
 use crate::ce::{self, Context, json, rollout, time};
 
 /// The corpus schema id.
@@ -270,10 +270,10 @@ pub fn replay(task: &Task, now_ns: i128) -> Result<Oracle, ce::CeError> {
         v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default()
     };
     let Some(l) = &task.lineage else {
-        let out = ce::run("route", &json!({"input": task.routing}), &ctx)?;
+        let route = router::route(&RouteFacts::from_json(&task.routing, &ctx.workspace)?)?;
         return Ok(Oracle {
-            mode: out["mode"].as_str().unwrap_or_default().to_owned(),
-            reason_codes: strings(&out["reason_codes"]),
+            mode: route.mode.as_str().to_owned(),
+            reason_codes: route.reason_names(),
             lineage_state: None,
             invalidations: None,
         });

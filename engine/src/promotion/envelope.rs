@@ -59,11 +59,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, EnvelopeError> {
     Err(EnvelopeError(msg.into()))
 }
 
-/// Whether `s` is a measurement run id (`measurement-` and 16–64 lowercase hex digits).
-pub fn is_run_id(s: &str) -> bool {
-    s.strip_prefix("measurement-")
-        .is_some_and(|h| (16..=64).contains(&h.len()) && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-}
+/// Whether `s` is a measurement run id (the ledger's rule, which consumes them).
+pub use crate::ce::ledger::is_run_id;
 
 /// Whether `s` is a signer key id (`measurement-key-` and 1–64 of `a-z0-9._-`).
 pub fn is_key_id(s: &str) -> bool {

@@ -19,8 +19,7 @@ use sha2::{Digest, Sha256};
 use super::stats;
 
 /// The five strata every corpus must cover.
-pub const STRATA: [&str; 5] =
-    ["small-tier2", "backend-refactor", "ui-integration", "security-compliance", "recovery-invalidation"];
+pub use crate::ce::rollout::STRATA;
 /// Fewest pairs in all.
 pub const PAIRS_MIN: usize = 40;
 /// Fewest pairs per stratum.

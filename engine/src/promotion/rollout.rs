@@ -479,14 +479,7 @@ fn decide_under(facts: &Value, policy: &BTreeMap<String, u64>) -> Result<Decisio
         f.insert(k.clone(), json!(v));
     }
     let route = router::route(&RouteFacts::from_json(&Value::Object(f), &Workspace::default())?)?;
-    let out = route.to_json();
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default()
-    };
-    Ok(Decision {
-        mode: out["mode"].as_str().unwrap_or_default().to_owned(),
-        reason_codes: strings(&out["reason_codes"]),
-    })
+    Ok(Decision { mode: route.mode.as_str().to_owned(), reason_codes: route.reason_names() })
 }
 
 /// Decides `unit` with routing `facts` under rollout `name`: the baseline always; the candidate
