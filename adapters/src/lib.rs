@@ -18,6 +18,7 @@ pub mod output;
 
 pub mod cli;
 pub mod config;
+pub mod coordinator;
 pub mod daemon;
 pub mod harness;
 pub mod inflight;

@@ -57,6 +57,16 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     // Write guards: every PreToolUse decision of a worker's hook.
     ("guard.write-allowed", &[1]),
     ("guard.write-denied", &[1]),
+    // Workgroups: a coordinator's run of a plan, task by task.
+    ("workgroup.planned", &[1]),
+    ("task.dispatched", &[1]),
+    ("worker.started", &[1]),
+    ("worker.output", &[1]),
+    ("task.completed", &[1]),
+    ("task.failed", &[1]),
+    ("task.held", &[1]),
+    ("task.write-violation", &[1]),
+    ("workgroup.finished", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),
 ];

@@ -31,6 +31,7 @@ pub mod projections;
 pub mod promotion;
 pub mod telemetry;
 pub mod tokens;
+pub mod workgroup;
 
 pub use catalogue::{EVENT_TYPES, is_known_event};
 pub use projections::standard_projections;

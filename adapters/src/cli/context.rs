@@ -111,6 +111,21 @@ pub(crate) enum AuditCommand {
         #[arg(long)]
         task: String,
     },
+    /// Which task, session and prompt preceded each recorded write of a file.
+    File {
+        /// Repository-relative path.
+        path: String,
+    },
+    /// What a worker session did: its tasks, prompts, changes, violations and usage.
+    Session {
+        /// The provider's session id.
+        id: String,
+    },
+    /// A workgroup's run: every task with its mode, reasons, prompt, outcome and cost.
+    Run {
+        /// The workgroup.
+        workgroup: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -526,7 +541,10 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
 }
 
 pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Result<ExitCode> {
-    let AuditCommand::Context { task } = cmd;
+    let task = match cmd {
+        AuditCommand::Context { task } => task,
+        other => return super::audit::run(ws, other, json),
+    };
     let journal = ws.open_journal("audit")?;
     let mut state = ContextState::default();
     catch_up_one(&mut state, &journal)?;

@@ -4,16 +4,18 @@
 //! input, the rule and the fix); 2 usage error; 3 an integrity check found problems (`journal
 //! verify`, `replay --check`).
 
+mod audit;
 mod ce;
-mod context;
+pub(crate) mod context;
 mod demo;
 mod eval;
 mod hook;
 mod journal;
-mod kb;
+pub(crate) mod kb;
 mod knowledge;
 mod replay;
 mod rollout;
+mod run;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -165,6 +167,10 @@ enum Command {
     /// outside the lineage's owned files (exit 2) and records every decision.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// Run a workgroup's plan: route, assemble, claim, dispatch, collect and release every
+    /// task, on the workspace's journal (`--resume WG` after a crash; `--example` for the
+    /// bundled example with the simulated provider).
+    Run(run::RunArgs),
     /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
     Rollout {
         /// The journal holding the rollouts (a journal directory or a workspace root; default
@@ -183,6 +189,7 @@ impl Command {
             self,
             Command::Init { .. }
                 | Command::Demo { .. }
+                | Command::Run(_)
                 | Command::Keygen { .. }
                 | Command::Fixture { .. }
                 | Command::Context(_)
@@ -297,6 +304,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { at } => demo::run(&at, cli.json),
+        Command::Run(args) => run::run(&cli.dir, args, cli.json),
         Command::Keygen { name, out } => keygen(&name, &out, cli.json),
         Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),

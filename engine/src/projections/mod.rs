@@ -9,6 +9,8 @@
 //!
 //! * [`crate::telemetry::state::Telemetry`]: telemetry sessions and rollup groups.
 //!
+//! * [`crate::workgroup::state::Workgroups`]: workgroups, their tasks and the writes per file.
+//!
 //! Further domain projections join this list with their issues.
 
 pub mod event_types;
@@ -29,6 +31,7 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
         Box::new(crate::ce::ledger::Ledger::default()),
         Box::new(crate::promotion::rollout::Rollouts::default()),
         Box::new(crate::telemetry::state::Telemetry::default()),
+        Box::new(crate::workgroup::state::Workgroups::default()),
     ]
 }
 

@@ -156,6 +156,12 @@ pub fn decide(
             if cumulative.any_billing() && *accounting_source == AccountingSource::Unknown {
                 return Err(TelemetryError::AccountingSourceRequired);
             }
+            if *provider == Provider::Simulated && accounting_source.billed() {
+                return Err(TelemetryError::BadValue {
+                    field: "accounting_source",
+                    rule: "a simulated provider's figures are synthetic: give estimated or unknown".to_owned(),
+                });
+            }
             // `unknown` fixes nothing; billed and estimated never mix within a session.
             let class = Class::of(*accounting_source);
             let held = s.and_then(|s| s.class).filter(|c| *c != Class::Unknown);

@@ -53,6 +53,23 @@ pub const COUNTERS: [&str; 6] =
     ["input_tokens", "cache_creation_tokens", "cache_read_tokens", "output_tokens", "cost_micros", "wall_ms"];
 
 impl Counters {
+    /// The sum of two invocations' counters: a counter is unknown when both are; a known value
+    /// plus an unknown one keeps the known (callers that must not mix check [`Counters::named`]).
+    pub fn plus(&self, other: &Counters) -> Counters {
+        let add = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        Counters {
+            input_tokens: add(self.input_tokens, other.input_tokens),
+            cache_creation_tokens: add(self.cache_creation_tokens, other.cache_creation_tokens),
+            cache_read_tokens: add(self.cache_read_tokens, other.cache_read_tokens),
+            output_tokens: add(self.output_tokens, other.output_tokens),
+            cost_micros: add(self.cost_micros, other.cost_micros),
+            wall_ms: add(self.wall_ms, other.wall_ms),
+        }
+    }
+
     /// The first counter above [`COUNTER_MAX`], if any.
     pub fn too_large(&self) -> Option<&'static str> {
         self.named().into_iter().find(|(_, v)| v.is_some_and(|v| v > COUNTER_MAX)).map(|(n, _)| n)
@@ -124,6 +141,8 @@ pub enum Provider {
     Codex,
     /// Anything else.
     Other,
+    /// strata's simulated provider: its figures are synthetic, estimated at most, never billed.
+    Simulated,
 }
 
 impl Provider {
@@ -133,6 +152,7 @@ impl Provider {
             Provider::Claude => "claude",
             Provider::Codex => "codex",
             Provider::Other => "other",
+            Provider::Simulated => "simulated",
         }
     }
 }

@@ -1,0 +1,177 @@
+//! `strata audit file|session|run`: answers from the journal alone about what workers wrote and
+//! what they had been given before they wrote it. Nothing is read from the repository or from
+//! files the run left behind: the `workgroups`, `context` and `telemetry` projections are rebuilt
+//! from the journal (or its snapshots, which carry the journal hash they were taken at).
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+use strata_engine::context::state::ContextState;
+use strata_engine::workgroup::state::{Workgroups, Write};
+use strata_journal::projection::catch_up_one;
+
+use super::context::AuditCommand;
+use crate::coordinator::summary;
+use crate::table::Table;
+use crate::workspace::Workspace;
+
+/// The prompt assembly a write followed: the one recorded for its task with its hash, before it.
+fn prompt_of(context: &ContextState, w: &Write) -> Value {
+    let found = context
+        .prompts
+        .of_task(&w.prompt_task)
+        .into_iter()
+        .filter(|(_, r)| r.seq < w.seq && r.manifest.prompt_hash == w.prompt_hash)
+        .max_by_key(|(_, r)| r.seq);
+    match found {
+        Some((version, r)) => json!({
+            "task": w.prompt_task, "version": version, "recorded_at": r.seq, "prompt_hash": r.manifest.prompt_hash,
+            "profile": r.manifest.profile, "profile_version": r.manifest.profile_version,
+            "tokens": r.manifest.total_tokens, "items": r.manifest.included.len(), "left_out": r.manifest.excluded.len(),
+            "superseded_items": r.superseded.len(),
+        }),
+        None => Value::Null,
+    }
+}
+
+/// Normalises a path argument to the repository-relative form writes are recorded in.
+fn relative(path: &str) -> String {
+    let mut p = path.trim();
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    p.trim_end_matches('/').to_owned()
+}
+
+pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Result<ExitCode> {
+    let journal = ws.open_journal("audit")?;
+    let mut groups = Workgroups::default();
+    let mut context = ContextState::default();
+    catch_up_one(&mut groups, &journal)?;
+    catch_up_one(&mut context, &journal)?;
+    crate::workspace::finish(&journal)?;
+    match cmd {
+        AuditCommand::Context { .. } => anyhow::bail!("audit context is answered by the context commands"),
+        AuditCommand::File { path } => {
+            let path = relative(&path);
+            let writes = groups.writes().get(&path).cloned().unwrap_or_default();
+            let rows: Vec<Value> = writes
+                .iter()
+                .map(|w| {
+                    let mut v = serde_json::to_value(w).unwrap_or(Value::Null);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("prompt".into(), prompt_of(&context, w));
+                    }
+                    v
+                })
+                .collect();
+            if json {
+                outln!("{}", json!({"path": path, "writes": rows}));
+            } else if rows.is_empty() {
+                outln!(
+                    "no recorded write of {path} (writes are recorded from completed tasks' diffs and allowed hook calls)"
+                );
+            } else {
+                let mut t = Table::new(&[
+                    "seq",
+                    "source",
+                    "workgroup",
+                    "task",
+                    "attempt",
+                    "session",
+                    "prompt",
+                    "prompt seq",
+                    "tokens",
+                ]);
+                for (w, r) in writes.iter().zip(&rows) {
+                    t.row(vec![
+                        w.seq.to_string(),
+                        w.source.to_owned(),
+                        w.workgroup.clone(),
+                        w.task.clone(),
+                        w.attempt.to_string(),
+                        w.session_id.clone().unwrap_or_else(|| "-".into()),
+                        format!("{} {}", w.prompt_task, short(&w.prompt_hash)),
+                        r["prompt"]["recorded_at"].as_u64().map_or("-".into(), |s| s.to_string()),
+                        r["prompt"]["tokens"].as_u64().map_or("-".into(), |s| s.to_string()),
+                    ]);
+                }
+                outln!("{}", t.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditCommand::Session { id } => {
+            let found = groups.by_session(&id);
+            if found.is_empty() {
+                anyhow::bail!(
+                    "[STRATA-E1703] no task in this journal ran in session {id}; `strata audit run WG` lists sessions"
+                );
+            }
+            let mut rows = Vec::new();
+            for (wg, task, s) in found {
+                let d = s.dispatch.as_ref().map(|(_, d)| d);
+                let files = s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default();
+                let prompt = d.map(|d| d.prompt.clone());
+                rows.push(json!({
+                    "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
+                    "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.clone()),
+                    "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
+                    "prompt": prompt, "files": files, "violations": s.violations,
+                    "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+                }));
+            }
+            if json {
+                outln!("{}", json!({"session": id, "tasks": rows}));
+            } else {
+                let mut t =
+                    Table::new(&["workgroup", "task", "status", "mode", "prompt tokens", "files", "violations"]);
+                for r in &rows {
+                    t.row(vec![
+                        r["workgroup"].as_str().unwrap_or_default().to_owned(),
+                        r["task"].as_str().unwrap_or_default().to_owned(),
+                        r["status"].as_str().unwrap_or_default().to_owned(),
+                        r["mode"].as_str().unwrap_or("-").to_owned(),
+                        r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
+                        r["files"].as_array().map_or(0, Vec::len).to_string(),
+                        r["violations"].as_array().map_or(0, Vec::len).to_string(),
+                    ]);
+                }
+                outln!("session {id}\n{}", t.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditCommand::Run { workgroup } => {
+            let Some(g) = groups.get(&workgroup) else {
+                let known: Vec<&str> = groups.groups().keys().map(String::as_str).collect();
+                anyhow::bail!(
+                    "[STRATA-E1703] no workgroup {workgroup} in this journal; known: {}",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                );
+            };
+            let s = summary(g);
+            if json {
+                let mut v = serde_json::to_value(&s)?;
+                let sessions: Vec<Value> = g
+                    .plan
+                    .tasks
+                    .iter()
+                    .map(|t| json!({"task": t.id(), "session": g.tasks.get(t.id()).and_then(|s| s.session_id.clone())}))
+                    .collect();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("plan_digest".into(), g.plan_digest.clone().into());
+                    o.insert("sessions".into(), sessions.into());
+                }
+                outln!("{v}");
+            } else {
+                outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
+                super::run::print_summary(&s, None, false)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn short(hash: &str) -> &str {
+    let h = hash.strip_prefix("sha256:").unwrap_or(hash);
+    &h[..h.len().min(12)]
+}

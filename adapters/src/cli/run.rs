@@ -1,0 +1,262 @@
+//! `strata run PLAN`: a coordinator runs a workgroup's plan end to end on the workspace's
+//! journal (see [`crate::coordinator`]); `--resume WG` continues one after a crash; `--example`
+//! builds the bundled example (knowledge base, git repository, plan) in a throwaway directory and
+//! runs it with the simulated provider.
+//!
+//! Exit codes: 0 when every task completed, 3 when a task failed or was held, 1 on an error.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use strata_engine::kb::fixture::{FixtureSpec, generate};
+use strata_engine::kb::intake;
+use strata_engine::workgroup::plan::{self, Plan};
+
+use super::EXIT_PROBLEMS;
+use crate::config::Config;
+use crate::coordinator::{Coordinator, Measured, Options, Summary, summary};
+use crate::system::{SystemClock, V7Ids};
+use crate::table::Table;
+use crate::workspace::{Workspace, record_initialized};
+
+/// The bundled example plan.
+pub const EXAMPLE_PLAN: &str = include_str!("../../../examples/workgroup.toml");
+/// Largest plan file, bytes.
+pub const PLAN_BYTES_MAX: u64 = 4 * 1024 * 1024;
+const MARKER: &str = ".strata-run-example";
+
+/// `strata run`'s arguments.
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    /// The plan (TOML: workgroup, parallel, provider, pipeline, [[task]] with id, role,
+    /// objective, owns, after, phase, sensitivity, change_request, specs, profile, provider,
+    /// trivial, continues).
+    #[arg(value_parser = crate::cli::path_arg, conflicts_with_all = ["resume", "example"], required_unless_present_any = ["resume", "example"])]
+    plan: Option<PathBuf>,
+    /// Continue workgroup WG from the journal after a crash or stop.
+    #[arg(long, value_name = "WG")]
+    resume: Option<String>,
+    /// Build and run the bundled example (knowledge base, repository, plan) in --at.
+    #[arg(long)]
+    example: bool,
+    /// Where --example builds its workspace (replaced if it holds an earlier example).
+    #[arg(value_parser = crate::cli::path_arg, long, default_value = "target/strata-example")]
+    at: PathBuf,
+    /// The git repository writing tasks change (default: the workspace directory).
+    #[arg(value_parser = crate::cli::path_arg, long)]
+    repo: Option<PathBuf>,
+    /// Run every task on this provider: sim, claude, codex or auto.
+    #[arg(long, value_parser = ["sim", "claude", "codex", "auto"])]
+    provider: Option<String>,
+    /// Seed of the simulated provider's model (a new workgroup records it).
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Simulated latency is waited for divided by this; 0 does not wait.
+    #[arg(long, default_value_t = 1000)]
+    time_scale: u64,
+    /// A write outside a task's owned files: flag (record it, discard those changes) or stop
+    /// (the task fails).
+    #[arg(long, default_value = "stop", value_parser = ["flag", "stop"])]
+    on_violation: String,
+}
+
+pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let (ws, plan_text, repo) = if args.example {
+        let (ws, repo) = build_example(&args.at)?;
+        (ws, Some(EXAMPLE_PLAN.to_owned()), Some(repo))
+    } else {
+        let text = match &args.plan {
+            Some(p) => Some(read_plan(p)?),
+            None => None,
+        };
+        (Workspace::at(dir), text, args.repo.clone().or_else(|| Some(dir.to_path_buf())))
+    };
+    let config = ws.config()?;
+    let journal = ws.open_journal("run")?;
+    let options = Options {
+        provider: args.provider.clone(),
+        seed: args.seed,
+        time_scale: args.time_scale,
+        progress: !json,
+        repo,
+        on_violation: args.on_violation.clone(),
+        prompts_dir: ws.strata_dir().join("prompts"),
+    };
+    let mut c = Coordinator::open(&journal, config, options)?;
+    let wg = match (&plan_text, &args.resume) {
+        (Some(text), _) => {
+            let plan: Plan = toml::from_str(text)
+                .map_err(|e| anyhow::anyhow!("[STRATA-E1701] the plan is not valid TOML of the plan's shape: {e}"))?;
+            let checked = plan::check(&plan).map_err(strata_engine::workgroup::WorkgroupError::Plan)?;
+            if !json {
+                errln!(
+                    "running workgroup {} ({} tasks, {} at once)",
+                    checked.workgroup,
+                    checked.tasks.len(),
+                    checked.parallel
+                );
+            }
+            c.plan(checked)?
+        }
+        (None, Some(wg)) => {
+            let g = c.groups().get(wg).ok_or_else(|| strata_engine::workgroup::WorkgroupError::Unknown(wg.clone()))?;
+            if !json {
+                errln!(
+                    "resuming workgroup {wg}: {} of {} tasks already completed",
+                    g.count(strata_engine::workgroup::state::Status::Completed),
+                    g.tasks.len()
+                );
+            }
+            wg.clone()
+        }
+        (None, None) => anyhow::bail!("give a PLAN, --resume WG or --example"),
+    };
+    let measured = c.run(&wg)?;
+    let g = c.groups().get(&wg).cloned().context("the workgroup vanished from the journal")?;
+    drop(c);
+    crate::workspace::finish(&journal)?;
+    let s = summary(&g);
+    print_summary(&s, Some(&measured), json)?;
+    Ok(if s.failed + s.held == 0 { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
+}
+
+fn read_plan(path: &Path) -> anyhow::Result<String> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read the plan {}", path.display()))?;
+    if meta.len() > PLAN_BYTES_MAX {
+        anyhow::bail!("[STRATA-E1701] {} is {} bytes; a plan is at most {PLAN_BYTES_MAX}", path.display(), meta.len());
+    }
+    std::fs::read_to_string(path).with_context(|| format!("cannot read the plan {} as UTF-8", path.display()))
+}
+
+/// Prints a workgroup's summary (with what the run measured, when it just ran).
+pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool) -> anyhow::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(s)?;
+        if let (Some(m), Some(o)) = (measured, v.as_object_mut()) {
+            o.insert("elapsed_ms".into(), m.elapsed_ms.into());
+            o.insert("coordinator_overhead_p50_us".into(), m.overhead_p50_us().into());
+            o.insert("branch".into(), m.branch.clone().into());
+        }
+        outln!("{v}");
+        return Ok(());
+    }
+    let mut t =
+        Table::new(&["task", "phase", "status", "mode", "reasons", "prompt", "baseline", "cost $", "time s", "files"]);
+    let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+    for l in &s.tasks {
+        t.row(vec![
+            l.task.clone(),
+            l.phase.clone(),
+            l.status.as_str().to_owned(),
+            l.mode.clone().unwrap_or_else(|| "-".into()),
+            if l.reasons.is_empty() { "-".into() } else { l.reasons.join(",") },
+            opt(l.prompt_tokens),
+            opt(l.baseline_tokens),
+            l.cost_micros.map_or("-".into(), |c| format!("{:.4}", c as f64 / 1e6)),
+            l.wall_ms.map_or("-".into(), |w| format!("{:.1}", w as f64 / 1e3)),
+            l.files.len().to_string(),
+        ]);
+    }
+    outln!("{}", t.render());
+    for l in s.tasks.iter().filter(|l| l.problem.is_some()) {
+        outln!("{}: {}", l.task, l.problem.clone().unwrap_or_default());
+    }
+    let ratio = if s.baseline_tokens > 0 { s.prompt_tokens as f64 / s.baseline_tokens as f64 * 100.0 } else { 0.0 };
+    outln!(
+        "workgroup {}: {} completed, {} failed, {} held; {} violation(s)",
+        s.workgroup,
+        s.completed,
+        s.failed,
+        s.held,
+        s.violations
+    );
+    outln!(
+        "prompt tokens {} vs {} to load every specification in full ({ratio:.1}%); cost ${:.4}{}",
+        s.prompt_tokens,
+        s.baseline_tokens,
+        s.cost_micros as f64 / 1e6,
+        if s.synthetic { " (simulated: estimated, never billed)" } else { "" }
+    );
+    if let Some(m) = measured {
+        let p50 = m.overhead_p50_us().map_or("-".into(), |u| format!("{:.2} ms", u as f64 / 1e3));
+        outln!("run took {:.2} s; coordinator overhead per task p50 {p50}", m.elapsed_ms as f64 / 1e3);
+        if let Some(b) = &m.branch {
+            outln!("changes integrated on branch {b}");
+        }
+    }
+    Ok(())
+}
+
+/// The files of the example repository: one per place a task of the example plan writes.
+const EXAMPLE_FILES: [(&str, &str); 6] = [
+    ("README.md", "# invoicing\n\nThe example repository `strata run --example` works on.\n"),
+    ("src/billing/mod.rs", "//! Billing.\n"),
+    ("src/shared/ledger.rs", "//! The shared ledger.\n"),
+    ("src/identity/keys.rs", "//! Signing key references.\n"),
+    ("web/invoice/index.html", "<!doctype html><title>Invoice</title>\n"),
+    ("tests/billing/README.md", "Billing tests.\n"),
+];
+
+/// Builds the example workspace at `at`: a journal holding the bundled knowledge base, and a git
+/// repository with a first commit. Returns the workspace and the repository.
+fn build_example(at: &Path) -> anyhow::Result<(Workspace, PathBuf)> {
+    if at.exists() {
+        if !at.join(MARKER).exists() {
+            anyhow::bail!(
+                "[STRATA-E0602] {} exists and is not an earlier example; pass --at with a new directory",
+                at.display()
+            );
+        }
+        std::fs::remove_dir_all(at)
+            .with_context(|| format!("cannot remove the earlier example at {}", at.display()))?;
+    }
+    std::fs::create_dir_all(at).with_context(|| format!("cannot create {}", at.display()))?;
+    std::fs::write(at.join(MARKER), "created by `strata run --example`; safe to delete\n")?;
+    let at = std::fs::canonicalize(at)?;
+    let ws = Workspace::at(&at);
+    let config = Config::default();
+    let journal = ws.create(&format!("strata.example/{}", strata_engine::ports::Ids::next_id(&mut V7Ids)), &config)?;
+    record_initialized(&journal, &config)?;
+    let fx = generate(&FixtureSpec::seed_scale(7));
+    let g = super::kb::load_graph(&journal)?;
+    let plan = intake::plan(&g, &fx.files(), &mut V7Ids, &SystemClock)
+        .map_err(|p| anyhow::anyhow!("the bundled knowledge base does not take in: {:?}", p.first()))?;
+    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    crate::workspace::finish(&journal)?;
+    journal.close_blocking()?;
+    let repo = at.join("repo");
+    for (path, text) in EXAMPLE_FILES {
+        let p = repo.join(path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, text)?;
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=strata",
+            "-c",
+            "user.email=strata@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "the example repository",
+        ],
+    ] {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .context("cannot run git (is it installed?)")?;
+        if !out.status.success() {
+            anyhow::bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        }
+    }
+    Ok((ws, repo))
+}

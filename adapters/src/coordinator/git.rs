@@ -1,0 +1,154 @@
+//! Isolated workspaces for writing workers, with the `git` command line.
+//!
+//! A workgroup integrates on its own branch, `strata/<workgroup>`, checked out in an integration
+//! worktree. Each writing task's worker gets a detached worktree at the integration branch's tip
+//! at dispatch, so it sees what its dependencies produced and nothing else. The worktrees live
+//! outside the repository (under the system's temporary directory, at a path derived from the
+//! repository and the task), so a worker walking up from its directory never meets `.strata/`
+//! or the coordinator's files. After the turn, everything the worker changed is staged and
+//! committed in its worktree; the coordinator lists the files (the post-turn diff check) and
+//! cherry-picks the commit onto the integration branch in dependency order. A conflict aborts the
+//! pick and is reported, never half applied.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context as _;
+
+/// Author of strata's commits.
+const IDENTITY: [&str; 4] = ["-c", "user.name=strata", "-c", "user.email=strata@localhost"];
+
+/// Runs `git -C dir args…`; its stdout, or an error with its stderr.
+fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(IDENTITY)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .with_context(|| format!("cannot run git in {} (is git installed?)", dir.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "[STRATA-E1721] git {} in {} failed: {}",
+            args.join(" "),
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The repository a workgroup writes to, and its integration worktree.
+#[derive(Clone, Debug)]
+pub struct Repo {
+    root: PathBuf,
+    branch: String,
+    base: PathBuf,
+}
+
+/// What a worker changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Files changed (added, modified, deleted, renamed), repository-relative, sorted.
+    pub files: Vec<String>,
+    /// The commit holding them, when there were any.
+    pub commit: Option<String>,
+}
+
+impl Repo {
+    /// Opens the repository holding `dir` for `workgroup`: creates the integration branch at
+    /// `HEAD` and its worktree, or reuses them when a run of the workgroup made them before.
+    pub fn open(dir: &Path, workgroup: &str) -> anyhow::Result<Repo> {
+        let top = git(dir, &["rev-parse", "--show-toplevel"]).with_context(|| {
+            format!("[STRATA-E1722] {} is not in a git repository; writing tasks run in git worktrees (git init, commit, rerun)", dir.display())
+        })?;
+        let root = PathBuf::from(top.trim());
+        git(&root, &["rev-parse", "--verify", "HEAD"])
+            .context("[STRATA-E1722] the repository has no commit yet; commit once, then rerun")?;
+        let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
+        let base = std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup);
+        let repo = Repo { root, branch: format!("strata/{workgroup}"), base };
+        let integration = repo.integration();
+        if !integration.join(".git").exists() {
+            std::fs::create_dir_all(&repo.base).with_context(|| format!("cannot create {}", repo.base.display()))?;
+            let _ = git(&repo.root, &["worktree", "prune"]);
+            let exists =
+                git(&repo.root, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{}", repo.branch)]).is_ok();
+            let path = integration.to_string_lossy().into_owned();
+            if exists {
+                git(&repo.root, &["worktree", "add", "--force", &path, &repo.branch])?;
+            } else {
+                git(&repo.root, &["worktree", "add", "-b", &repo.branch, &path, "HEAD"])?;
+            }
+        }
+        Ok(repo)
+    }
+
+    /// The repository's top directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The integration branch.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    fn integration(&self) -> PathBuf {
+        self.base.join("_integration")
+    }
+
+    /// A fresh worktree for `task`'s `attempt` at the integration tip (an earlier one at that
+    /// path, from a run that stopped, is removed first).
+    pub fn worktree(&self, task: &str, attempt: u32) -> anyhow::Result<PathBuf> {
+        let path = self.base.join(format!("{task}.{attempt}"));
+        if path.exists() {
+            self.remove(&path)?;
+        }
+        let tip = git(&self.integration(), &["rev-parse", "HEAD"])?;
+        git(&self.root, &["worktree", "add", "--detach", &path.to_string_lossy(), tip.trim()])?;
+        Ok(path)
+    }
+
+    /// Stages and commits everything changed in `worktree`; the files and the commit.
+    pub fn collect(&self, worktree: &Path, message: &str) -> anyhow::Result<Changes> {
+        git(worktree, &["add", "-A"])?;
+        let names = git(worktree, &["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"])?;
+        let mut files: Vec<String> = names.split('\0').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        files.sort();
+        if files.is_empty() {
+            return Ok(Changes::default());
+        }
+        git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
+        let commit = git(worktree, &["rev-parse", "HEAD"])?.trim().to_owned();
+        Ok(Changes { files, commit: Some(commit) })
+    }
+
+    /// Applies `commit` to the integration branch; on a conflict the pick is aborted and the
+    /// conflicting files returned.
+    pub fn apply(&self, commit: &str) -> anyhow::Result<Result<(), Vec<String>>> {
+        let integration = self.integration();
+        if git(&integration, &["cherry-pick", "--allow-empty", "-x", commit]).is_ok() {
+            return Ok(Ok(()));
+        }
+        let conflicted = git(&integration, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        git(&integration, &["cherry-pick", "--abort"])?;
+        Ok(Err(conflicted.lines().map(str::to_owned).collect()))
+    }
+
+    /// Removes a task's worktree.
+    pub fn remove(&self, worktree: &Path) -> anyhow::Result<()> {
+        git(&self.root, &["worktree", "remove", "--force", &worktree.to_string_lossy()])
+            .or_else(|e| if worktree.exists() { Err(e) } else { Ok(String::new()) })?;
+        Ok(())
+    }
+
+    /// Removes the integration worktree (the branch stays, holding the result).
+    pub fn close(&self) -> anyhow::Result<()> {
+        self.remove(&self.integration())?;
+        let _ = std::fs::remove_dir(&self.base);
+        Ok(())
+    }
+}

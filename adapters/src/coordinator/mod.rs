@@ -1,0 +1,820 @@
+//! The coordinator's run loop behind `strata run`: it works through a workgroup's plan, deciding
+//! on one thread and letting workers run concurrently on a tokio runtime.
+//!
+//! For each task that becomes ready (dependencies completed, earlier phases completed, a worker
+//! slot free) it routes the task against the dispatch ledger (writers claim their files there),
+//! degrades a mode the provider cannot run to a fresh capsule, assembles the task's prompt with
+//! its bill of materials, writes both to `.strata/prompts/` (the planning gate: no worker starts
+//! before they exist), prepares the worker's directory (its own git worktree when it writes) and
+//! records route, claim, prompt and dispatch in one atomic append. When a worker ends, its
+//! changes are collected with the post-turn diff check (writes outside ownership are violations:
+//! `flag` discards them, `stop` fails the task), applied to the integration branch in completion
+//! order (dependencies complete first), and the outcome, the release of its files and its usage
+//! are recorded in one append. A task whose dependency failed is held.
+//!
+//! The journal is the only state: after a crash, `strata run --resume WG` rebuilds everything
+//! from it, dispatches the tasks that were in flight again as their next attempt (their lineage
+//! still owns its files, so no second claim is made) and never reruns a completed task.
+
+pub mod git;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde_json::json;
+use strata_engine::ce::ledger::Ledger;
+use strata_engine::ce::ownership;
+use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
+use strata_engine::context::assemble::{Inputs, Task as AssemblyTask, TokenCounter, assemble};
+use strata_engine::context::prompts;
+use strata_engine::context::render::{Level, render};
+use strata_engine::context::state::ContextState;
+use strata_engine::context::summary::Summaries;
+use strata_engine::kb::graph::Graph;
+use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
+use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
+use strata_engine::telemetry::state::Telemetry;
+use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation, WorkerStarted};
+use strata_engine::workgroup::plan::{Checked, PHASES, overlaps};
+use strata_engine::workgroup::provider::{self, Brief, Outcome, Provider, ProviderError, Worker};
+use strata_engine::workgroup::state::{Status, Workgroup, Workgroups};
+use strata_engine::workgroup::{self, decide};
+use strata_journal::projection::{Projection, catch_up_one, save_one};
+use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
+
+use crate::config::Config;
+use crate::providers::sim::SimProvider;
+use crate::system::{SystemClock, V7Ids};
+
+/// How a run goes.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Replaces every task's provider (`sim`, `claude`, `codex`, `auto`).
+    pub provider: Option<String>,
+    /// The simulated provider's seed (new workgroups; a resumed one keeps its recorded seed).
+    pub seed: u64,
+    /// Simulated latency is waited for divided by this (0: not waited).
+    pub time_scale: u64,
+    /// Print a line per step on stderr.
+    pub progress: bool,
+    /// The repository writing tasks change (default: none; then writers are refused).
+    pub repo: Option<PathBuf>,
+    /// What a write outside ownership does: `flag` or `stop`.
+    pub on_violation: String,
+    /// Where prompts and manifests are written.
+    pub prompts_dir: PathBuf,
+}
+
+/// A task's line in the summary.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TaskLine {
+    /// Task.
+    pub task: String,
+    /// Phase.
+    pub phase: String,
+    /// Status.
+    pub status: Status,
+    /// Attempts.
+    pub attempts: u32,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Mode that ran.
+    pub mode: Option<String>,
+    /// Reason codes.
+    pub reasons: Vec<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: Option<u64>,
+    /// Load-everything baseline tokens.
+    pub baseline_tokens: Option<u64>,
+    /// Cost of every attempt, micro-USD (estimated for simulated workers).
+    pub cost_micros: Option<u64>,
+    /// Worker wall time of every attempt, milliseconds.
+    pub wall_ms: Option<u64>,
+    /// Files changed.
+    pub files: Vec<String>,
+    /// Violations recorded.
+    pub violations: usize,
+    /// Why it failed or is held.
+    pub problem: Option<String>,
+}
+
+/// The summary of a workgroup, from the journal.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    /// Workgroup.
+    pub workgroup: String,
+    /// Tasks.
+    pub tasks: Vec<TaskLine>,
+    /// Counts by status.
+    pub completed: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Held.
+    pub held: usize,
+    /// Sum of prompt tokens.
+    pub prompt_tokens: u64,
+    /// Sum of baseline tokens.
+    pub baseline_tokens: u64,
+    /// Sum of known costs, micro-USD.
+    pub cost_micros: u64,
+    /// Whether any figure is simulated.
+    pub synthetic: bool,
+    /// Violations.
+    pub violations: usize,
+    /// Finished.
+    pub finished: bool,
+}
+
+/// The summary of `g`.
+pub fn summary(g: &Workgroup) -> Summary {
+    let mut tasks = Vec::new();
+    for t in &g.plan.tasks {
+        let Some(s) = g.tasks.get(t.id()) else { continue };
+        let d = s.dispatch.as_ref().map(|(_, d)| d);
+        let problem = match s.status {
+            Status::Failed => s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+            Status::Held => s.held.as_ref().map(|h| format!("{} ({})", h.reason, h.blocked_by.join(", "))),
+            _ => None,
+        };
+        tasks.push(TaskLine {
+            task: t.id().to_owned(),
+            phase: PHASES[t.phase].to_owned(),
+            status: s.status,
+            attempts: s.attempts,
+            provider: d.map(|d| d.provider.clone()),
+            mode: d.map(|d| d.runs_as.clone()),
+            reasons: d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
+            prompt_tokens: d.map(|d| d.prompt.tokens),
+            baseline_tokens: d.map(|d| d.baseline_tokens),
+            cost_micros: s.spent.cost_micros,
+            wall_ms: s.spent.wall_ms,
+            files: s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default(),
+            violations: s.violations.len(),
+            problem,
+        });
+    }
+    let synthetic = g.tasks.values().any(|s| s.completed.as_ref().is_some_and(|(_, c)| c.synthetic))
+        || g.tasks.values().any(|s| s.dispatch.as_ref().is_some_and(|(_, d)| d.provider == "sim"));
+    Summary {
+        workgroup: g.plan.workgroup.clone(),
+        completed: g.count(Status::Completed),
+        failed: g.count(Status::Failed),
+        held: g.count(Status::Held),
+        prompt_tokens: tasks.iter().filter_map(|t| t.prompt_tokens).sum(),
+        baseline_tokens: tasks.iter().filter_map(|t| t.baseline_tokens).sum(),
+        cost_micros: tasks.iter().filter_map(|t| t.cost_micros).sum(),
+        violations: tasks.iter().map(|t| t.violations).sum(),
+        tasks,
+        synthetic,
+        finished: g.finished,
+    }
+}
+
+/// What a run measured about itself.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Measured {
+    /// Coordinator time per task (dispatch plus completion handling), microseconds, sorted.
+    pub overhead_us: Vec<u64>,
+    /// Wall time of the whole run, milliseconds.
+    pub elapsed_ms: u64,
+    /// The integration branch, when writers ran.
+    pub branch: Option<String>,
+}
+
+impl Measured {
+    /// Median per-task overhead, microseconds.
+    pub fn overhead_p50_us(&self) -> Option<u64> {
+        if self.overhead_us.is_empty() {
+            return None;
+        }
+        Some(self.overhead_us[(self.overhead_us.len() - 1) / 2])
+    }
+}
+
+enum Msg {
+    Started { task: String, attempt: u32, worker: Worker },
+    Done { task: String, attempt: u32, result: Box<Result<Outcome, ProviderError>>, session: Option<String> },
+}
+
+struct InFlight {
+    brief: Brief,
+    provider: String,
+    worktree: Option<PathBuf>,
+    overhead: Duration,
+}
+
+/// The coordinator over one open journal.
+pub struct Coordinator<'j> {
+    journal: &'j Journal,
+    config: Config,
+    options: Options,
+    cursor: u64,
+    graph: Graph,
+    summaries: Summaries,
+    context: ContextState,
+    ledger: Ledger,
+    groups: Workgroups,
+    telemetry: Telemetry,
+    baseline: Option<u64>,
+    sim: Option<Arc<SimProvider>>,
+    repo: Option<git::Repo>,
+    runtime: tokio::runtime::Runtime,
+    in_flight: BTreeMap<String, InFlight>,
+    measured: Measured,
+}
+
+fn conflict(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "[STRATA-E1723] another writer changed the journal during the run ({e}); stop it and continue with --resume"
+    )
+}
+
+impl<'j> Coordinator<'j> {
+    /// Loads every state the run reads from `journal`.
+    pub fn open(journal: &'j Journal, config: Config, options: Options) -> anyhow::Result<Coordinator<'j>> {
+        crate::cli::context::register_builtin(journal)?;
+        let mut graph = crate::cli::kb::load_graph(journal)?;
+        let summaries = Summaries::build(&mut graph);
+        let mut c = Coordinator {
+            journal,
+            config,
+            options,
+            cursor: 0,
+            graph,
+            summaries,
+            context: ContextState::default(),
+            ledger: Ledger::default(),
+            groups: Workgroups::default(),
+            telemetry: Telemetry::default(),
+            baseline: None,
+            sim: None,
+            repo: None,
+            runtime: tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time()
+                .build()
+                .context("cannot start the worker runtime")?,
+            in_flight: BTreeMap::new(),
+            measured: Measured::default(),
+        };
+        let head = journal.head().seq;
+        catch_up_one(&mut c.context, journal)?;
+        catch_up_one(&mut c.ledger, journal)?;
+        catch_up_one(&mut c.groups, journal)?;
+        catch_up_one(&mut c.telemetry, journal)?;
+        c.cursor = head;
+        Ok(c)
+    }
+
+    /// Applies what was appended since the last look to every state.
+    fn follow(&mut self) -> anyhow::Result<()> {
+        let journal = self.journal;
+        let head = journal.head().seq;
+        let mut cursor = self.cursor;
+        let mut states: [&mut dyn Projection; 4] =
+            [&mut self.context, &mut self.ledger, &mut self.groups, &mut self.telemetry];
+        journal.scan(cursor + 1, head, |r, _| {
+            for s in states.iter_mut() {
+                s.apply(r).map_err(|e| anyhow::anyhow!("{}: {e}", s.name()))?;
+            }
+            cursor = r.seq;
+            Ok::<bool, anyhow::Error>(true)
+        })??;
+        self.cursor = cursor;
+        Ok(())
+    }
+
+    fn commit(&mut self, appends: Vec<StreamAppend>) -> anyhow::Result<()> {
+        let appends: Vec<StreamAppend> = appends.into_iter().filter(|a| !a.events.is_empty()).collect();
+        if appends.is_empty() {
+            return Ok(());
+        }
+        self.journal.append_multi_blocking(appends)?.map_err(conflict)?;
+        self.follow()
+    }
+
+    fn group(&self, wg: &str) -> anyhow::Result<&Workgroup> {
+        self.groups.get(wg).ok_or_else(|| workgroup::WorkgroupError::Unknown(wg.to_owned()).into())
+    }
+
+    /// Records a new workgroup's plan.
+    pub fn plan(&mut self, plan: Checked) -> anyhow::Result<String> {
+        let wg = plan.workgroup.clone();
+        let append = decide::plan(&self.groups, plan, self.options.seed, &mut V7Ids, &SystemClock)?;
+        self.commit(vec![append])?;
+        Ok(wg)
+    }
+
+    /// The workgroups in the journal.
+    pub fn groups(&self) -> &Workgroups {
+        &self.groups
+    }
+
+    fn provider(&mut self, name: &str, seed: u64) -> anyhow::Result<Arc<dyn Provider>> {
+        match name {
+            "sim" => {
+                let sim = self.sim.get_or_insert_with(|| Arc::new(SimProvider::new(seed, self.options.time_scale)));
+                Ok(sim.clone())
+            }
+            other => anyhow::bail!(
+                "[STRATA-E1724] the {other} provider is not available in this build of `strata run`: its adapter \
+                 spawns the real CLI and is being built; run with --provider sim"
+            ),
+        }
+    }
+
+    fn baseline(&mut self, factor: u32) -> u64 {
+        *self.baseline.get_or_insert_with(|| {
+            let mut tc = TokenCounter::new(factor);
+            self.graph
+                .artifacts()
+                .iter()
+                .filter(|n| n.key.kind.is_spec())
+                .map(|n| tc.count(&render(n, Level::L1)) as u64)
+                .sum()
+        })
+    }
+
+    /// Runs workgroup `wg` until every task is completed, failed or held.
+    pub fn run(&mut self, wg: &str) -> anyhow::Result<Measured> {
+        let started = Instant::now();
+        let g = self.group(wg)?.clone();
+        if g.finished {
+            self.measured.elapsed_ms = 0;
+            return Ok(self.measured.clone());
+        }
+        for t in &g.plan.tasks {
+            let name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
+            let seed = g.seed;
+            self.provider(&name, seed)?;
+        }
+        let writers = g.plan.tasks.iter().any(|t| t.writer);
+        if writers {
+            let dir = self.options.repo.clone().ok_or_else(|| {
+                anyhow::anyhow!(
+                    "[STRATA-E1722] the plan has writing tasks; give the repository they change with --repo DIR"
+                )
+            })?;
+            let repo = git::Repo::open(&dir, wg)?;
+            self.measured.branch = Some(repo.branch().to_owned());
+            self.repo = Some(repo);
+        }
+        // Tasks a stopped coordinator left in flight run again as their next attempt.
+        let stale: Vec<String> = g
+            .plan
+            .tasks
+            .iter()
+            .filter(|t| g.tasks.get(t.id()).is_some_and(|s| matches!(s.status, Status::Dispatched | Status::Running)))
+            .map(|t| t.id().to_owned())
+            .collect();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        for task in stale {
+            self.dispatch(wg, &task, &tx)?;
+        }
+        loop {
+            let next = decide::next(self.group(wg)?);
+            if !next.hold.is_empty() {
+                let g = self.group(wg)?;
+                let mut evs = Vec::new();
+                for h in &next.hold {
+                    evs.push(decide::held(g, h, &mut V7Ids, &SystemClock)?);
+                    self.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
+                }
+                let append = decide::append(g, evs);
+                self.commit(vec![append])?;
+            }
+            for task in &next.dispatch {
+                self.dispatch(wg, task, &tx)?;
+            }
+            if self.in_flight.is_empty() {
+                let next = decide::next(self.group(wg)?);
+                if next.dispatch.is_empty() && next.hold.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            let msg = rx.recv().context("the worker runtime stopped")?;
+            self.handle(wg, msg)?;
+        }
+        let g = self.group(wg)?;
+        if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {
+            let append = decide::append(g, vec![e]);
+            self.commit(vec![append])?;
+        }
+        if let Some(repo) = &self.repo {
+            repo.close()?;
+        }
+        for p in [&self.context as &dyn Projection, &self.ledger, &self.groups, &self.telemetry] {
+            save_one(p, self.journal, self.cursor)?;
+        }
+        self.measured.overhead_us.sort_unstable();
+        self.measured.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(self.measured.clone())
+    }
+
+    fn progress(&self, line: std::fmt::Arguments<'_>) {
+        if self.options.progress {
+            errln!("  {line}");
+        }
+    }
+
+    /// Routes, assembles, claims and records task `id`, then starts its worker.
+    fn dispatch(&mut self, wg: &str, id: &str, tx: &mpsc::Sender<Msg>) -> anyhow::Result<()> {
+        let began = Instant::now();
+        let g = self.group(wg)?.clone();
+        let t = g.plan.task(id).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?.clone();
+        let state = g.tasks.get(id).cloned().ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?;
+        let attempt = state.attempts + 1;
+        let lineage = workgroup::lineage_id(wg, id);
+        let provider_name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
+        let provider = self.provider(&provider_name, g.seed)?;
+        let caps = provider.capabilities();
+
+        // Route against the ledger; the provider's capabilities are facts, and a mode it cannot
+        // run degrades to a fresh capsule.
+        let prior = t.spec.continues.as_ref().and_then(|p| {
+            let s = g.tasks.get(p)?;
+            let session = s.completed.as_ref().map(|(_, c)| c.session_id.clone())?;
+            Some((workgroup::lineage_id(wg, p), session))
+        });
+        let mut input = json!({
+            "role": t.spec.role,
+            "owned_files": t.spec.owns,
+            "sensitivity": t.spec.sensitivity,
+            "trivial": t.spec.trivial,
+            "independent_reviewer": PHASES[t.phase] == "review",
+            "capsule_sufficient": true,
+        });
+        if let Some((prior_lineage, _)) = &prior {
+            input["lineage"] =
+                json!({"lineage_id": prior_lineage, "role": t.spec.role, "compatible": true, "resumable": true});
+        }
+        let mut facts =
+            RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
+        ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
+        let route = router::route(&facts).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
+        let (runs_as, reasons) = provider::degrade(&route, &caps);
+        let ledger_events =
+            ownership::route_events(&self.ledger, &lineage, &facts, &route, runs_as, &mut V7Ids, &SystemClock)
+                .map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
+        let ledger_append = StreamAppend {
+            stream: ownership::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(self.ledger.version()),
+            events: ledger_events,
+        };
+        if route.reason_codes.contains(&Reason::WriterOwnershipConflict) {
+            let holder = facts
+                .conflict()
+                .map(|(w, held, _)| format!("{} holds {held}", w.lineage_id.clone().unwrap_or_default()));
+            let h = events::Held {
+                task: id.to_owned(),
+                blocked_by: Vec::new(),
+                reason: format!(
+                    "writer ownership conflict: {}; release it (`strata ce --journal DIR release`) and run --resume",
+                    holder.unwrap_or_default()
+                ),
+            };
+            self.progress(format_args!("{id}: held, {}", h.reason));
+            let e = decide::held(&g, &h, &mut V7Ids, &SystemClock)?;
+            return self.commit(vec![ledger_append, decide::append(&g, vec![e])]);
+        }
+
+        // The prompt, with its bill of materials, recorded and written before any worker starts.
+        let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
+        let Some((profile_version, profile)) = self.context.profiles.latest(&profile_name).map(|(v, p)| (v, p.clone()))
+        else {
+            anyhow::bail!(
+                "[STRATA-E0905] task {id}: profile {profile_name} is not registered (`strata profile register`)"
+            );
+        };
+        let mut objective = t.spec.objective.clone();
+        if !t.spec.specs.is_empty() {
+            objective.push_str(&format!("\n\nSpecifications to follow: {}.", t.spec.specs.join(", ")));
+        }
+        if !t.spec.owns.is_empty() {
+            objective.push_str(&format!("\n\nYou may change only: {}.", t.spec.owns.join(", ")));
+        }
+        let factor = self.config.token_factor(&profile.model);
+        let task = AssemblyTask { id: lineage.clone(), objective, plan: t.spec.change_request.clone() };
+        let head = self.journal.head();
+        let assembly = {
+            let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
+            assemble(&inputs, &mut TokenCounter::new(factor))
+                .with_context(|| format!("task {id}: assembling its prompt"))?
+        };
+        let baseline = self.baseline(factor);
+        let prompt_path = self.options.prompts_dir.join(wg).join(format!("{id}.{attempt}.prompt.md"));
+        let manifest_path = prompt_path.with_extension("manifest.json");
+        if let Some(parent) = prompt_path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&prompt_path, &assembly.prompt)
+            .with_context(|| format!("cannot write {}", prompt_path.display()))?;
+        std::fs::write(&manifest_path, serde_json::to_vec_pretty(&assembly.manifest)?)
+            .with_context(|| format!("cannot write {}", manifest_path.display()))?;
+        let prompt_append =
+            prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
+
+        // The worker's directory: its own worktree when it writes, the integration tree otherwise.
+        let worktree = match (&self.repo, t.writer) {
+            (Some(repo), true) => Some(repo.worktree(id, attempt)?),
+            _ => None,
+        };
+        let workdir = match (&worktree, &self.repo) {
+            (Some(w), _) => w.clone(),
+            (None, Some(repo)) => repo.root().to_path_buf(),
+            (None, None) => std::env::current_dir().context("no current directory")?,
+        };
+        let from_session = if runs_as == Mode::Resume { prior.map(|(_, s)| s) } else { None };
+        let d = Dispatched {
+            task: id.to_owned(),
+            attempt,
+            lineage_id: lineage.clone(),
+            provider: provider_name.clone(),
+            routed: route.mode.as_str().to_owned(),
+            runs_as: runs_as.as_str().to_owned(),
+            reason_codes: reasons.iter().map(|r| r.as_str().to_owned()).collect(),
+            prompt: PromptRef {
+                prompt_task: lineage.clone(),
+                prompt_hash: assembly.manifest.prompt_hash.clone(),
+                tokens: assembly.manifest.total_tokens as u64,
+            },
+            baseline_tokens: baseline,
+            from_session: from_session.clone(),
+        };
+        let e = decide::dispatched(&g, &d, &mut V7Ids, &SystemClock)?;
+        self.commit(vec![ledger_append, prompt_append, decide::append(&g, vec![e])])?;
+        // The planning gate.
+        if !prompt_path.exists() || !manifest_path.exists() {
+            anyhow::bail!("[STRATA-E1725] task {id}: its prompt or manifest is missing; no worker starts without both");
+        }
+        self.progress(format_args!(
+            "{id}: dispatched to {provider_name} as {} ({}), prompt {} tokens",
+            runs_as.as_str(),
+            d.reason_codes.join(", "),
+            d.prompt.tokens
+        ));
+        let brief = Brief {
+            workgroup: wg.to_owned(),
+            task: id.to_owned(),
+            attempt,
+            lineage_id: lineage,
+            mode: runs_as,
+            from_session,
+            prompt: assembly.prompt,
+            prompt_tokens: d.prompt.tokens,
+            owns: t.spec.owns.clone(),
+            workdir,
+            journal: self.journal.dir().map(Path::to_path_buf).unwrap_or_default(),
+        };
+        self.in_flight.insert(
+            id.to_owned(),
+            InFlight { brief: brief.clone(), provider: provider_name, worktree, overhead: began.elapsed() },
+        );
+        let tx = tx.clone();
+        self.runtime.spawn(async move {
+            let task = brief.task.clone();
+            let started =
+                if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
+            let worker = match started {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = tx.send(Msg::Done { task, attempt, result: Box::new(Err(e)), session: None });
+                    return;
+                }
+            };
+            let session = Some(worker.session_id.clone());
+            let _ = tx.send(Msg::Started { task: task.clone(), attempt, worker: worker.clone() });
+            let result = provider.wait(&worker).await;
+            let _ = provider.release(&worker).await;
+            let _ = tx.send(Msg::Done { task, attempt, result: Box::new(result), session });
+        });
+        Ok(())
+    }
+
+    fn handle(&mut self, wg: &str, msg: Msg) -> anyhow::Result<()> {
+        match msg {
+            Msg::Started { task, attempt, worker } => {
+                let began = Instant::now();
+                let g = self.group(wg)?;
+                let provider = g.tasks.get(&task).and_then(|s| s.dispatch.as_ref()).map(|(_, d)| d.provider.clone());
+                let s = WorkerStarted {
+                    task: task.clone(),
+                    attempt,
+                    session_id: worker.session_id.clone(),
+                    synthetic: provider.as_deref() == Some("sim"),
+                    provider: provider.unwrap_or_default(),
+                };
+                let e = decide::started(g, &s, &mut V7Ids, &SystemClock)?;
+                let append = decide::append(g, vec![e]);
+                self.commit(vec![append])?;
+                if let Some(f) = self.in_flight.get_mut(&task) {
+                    f.overhead += began.elapsed();
+                }
+                Ok(())
+            }
+            Msg::Done { task, attempt, result, session } => self.finish_task(wg, &task, attempt, *result, session),
+        }
+    }
+
+    fn finish_task(
+        &mut self,
+        wg: &str,
+        id: &str,
+        attempt: u32,
+        result: Result<Outcome, ProviderError>,
+        session: Option<String>,
+    ) -> anyhow::Result<()> {
+        let began = Instant::now();
+        let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
+        let g = self.group(wg)?.clone();
+        let lineage = flight.brief.lineage_id.clone();
+        let mut wg_events: Vec<EventData> = Vec::new();
+        let mut extra: Vec<StreamAppend> = Vec::new();
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                let f = Failed {
+                    task: id.to_owned(),
+                    attempt,
+                    session_id: session,
+                    reason: e.to_string(),
+                    usage: Counters::default(),
+                    retry: attempt <= g.plan.retries,
+                };
+                wg_events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                self.progress(format_args!("{id}: failed to start: {e}"));
+                return self.close_task(&g, &lineage, wg_events, extra, flight, began);
+            }
+        };
+        if g.tasks.get(id).is_some_and(|s| s.status == Status::Dispatched) {
+            // The worker ended before its start was recorded.
+            let s = WorkerStarted {
+                task: id.to_owned(),
+                attempt,
+                session_id: outcome.session_id.clone(),
+                provider: flight.provider.clone(),
+                synthetic: outcome.synthetic,
+            };
+            let e = decide::started(&g, &s, &mut V7Ids, &SystemClock)?;
+            self.commit(vec![decide::append(&g, vec![e])])?;
+        }
+        let g = self.group(wg)?.clone();
+        let text = outcome.output.join("\n");
+        if !text.is_empty() {
+            let o = events::WorkerOutput { task: id.to_owned(), attempt, text: events::bounded(&text) };
+            wg_events.push(decide::event(&mut V7Ids, &SystemClock, events::WORKER_OUTPUT, &o)?);
+        }
+        let mut failure: Option<String> =
+            if outcome.succeeded { None } else { Some(events::bounded(&outcome.summary)) };
+        let mut retryable = true;
+        let mut files = Vec::new();
+        if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
+            let changes = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
+            let outside: Vec<String> =
+                changes.files.iter().filter(|f| !flight.brief.owns.iter().any(|o| overlaps(f, o))).cloned().collect();
+            if !outside.is_empty() {
+                let v = Violation {
+                    task: id.to_owned(),
+                    attempt,
+                    session_id: outcome.session_id.clone(),
+                    paths: outside.clone(),
+                    policy: self.options.on_violation.clone(),
+                };
+                wg_events.push(decide::violation(&g, &v, &mut V7Ids, &SystemClock)?);
+                self.progress(format_args!("{id}: wrote outside its files: {}", outside.join(", ")));
+                if self.options.on_violation == "stop" && failure.is_none() {
+                    failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
+                    retryable = false;
+                }
+            }
+            let clean = outside.is_empty();
+            if failure.is_none() {
+                if let (true, Some(commit)) = (clean, &changes.commit)
+                    && let Err(conflicted) = repo.apply(commit)?
+                {
+                    retryable = false;
+                    failure = Some(format!(
+                        "conflict applying its changes to {}: {}; its dependants are held",
+                        repo.branch(),
+                        conflicted.join(", ")
+                    ));
+                }
+                files = if clean {
+                    changes.files
+                } else {
+                    changes.files.into_iter().filter(|f| !outside.contains(f)).collect()
+                };
+            }
+        }
+        match failure {
+            None => {
+                let c = Completed {
+                    task: id.to_owned(),
+                    attempt,
+                    session_id: outcome.session_id.clone(),
+                    files,
+                    summary: events::bounded(&outcome.summary),
+                    usage: outcome.usage,
+                    synthetic: outcome.synthetic,
+                };
+                wg_events.push(decide::completed(&g, &c, &mut V7Ids, &SystemClock)?);
+                self.progress(format_args!("{id}: completed ({} files)", c.files.len()));
+            }
+            Some(reason) => {
+                let f = Failed {
+                    task: id.to_owned(),
+                    attempt,
+                    session_id: Some(outcome.session_id.clone()),
+                    reason: reason.clone(),
+                    usage: outcome.usage,
+                    retry: retryable && attempt <= g.plan.retries,
+                };
+                wg_events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                let again = if f.retry { "; retrying" } else { "" };
+                self.progress(format_args!("{id}: failed: {reason}{again}"));
+            }
+        }
+        if let Some(t) = self.usage(&flight, &outcome)? {
+            extra.push(t);
+        }
+        self.close_task(&g, &lineage, wg_events, extra, flight, began)
+    }
+
+    /// Records the task's end with the release of its files, and removes its worktree.
+    fn close_task(
+        &mut self,
+        g: &Workgroup,
+        lineage: &str,
+        wg_events: Vec<EventData>,
+        mut extra: Vec<StreamAppend>,
+        flight: InFlight,
+        began: Instant,
+    ) -> anyhow::Result<()> {
+        if let Some(release) =
+            ownership::release(&self.ledger, lineage, &mut V7Ids, &SystemClock).map_err(|e| anyhow::anyhow!("{e}"))?
+        {
+            extra.push(release);
+        }
+        let mut appends = vec![decide::append(g, wg_events)];
+        appends.extend(extra);
+        self.commit(appends)?;
+        if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
+            repo.remove(tree)?;
+        }
+        let overhead = flight.overhead + began.elapsed();
+        self.measured.overhead_us.push(overhead.as_micros() as u64);
+        Ok(())
+    }
+
+    /// The usage report of a worker's turn, on the telemetry stream of the session's pseudonym.
+    fn usage(&self, flight: &InFlight, outcome: &Outcome) -> anyhow::Result<Option<StreamAppend>> {
+        let Some(source) = outcome.accounting else { return Ok(None) };
+        let pseudonym = format!("s-{}", &blake3::hash(outcome.session_id.as_bytes()).to_hex()[..20]);
+        let provider = match flight.provider.as_str() {
+            _ if outcome.synthetic => TelemetryProvider::Simulated,
+            "claude" => TelemetryProvider::Claude,
+            "codex" => TelemetryProvider::Codex,
+            _ => TelemetryProvider::Other,
+        };
+        // Simulated sessions have no provider-side running totals that survive the process:
+        // their cumulative counters continue from what the journal holds for the session.
+        let cumulative = if outcome.synthetic {
+            let prior = self.telemetry.sessions().get(&pseudonym).map(|s| s.highest).unwrap_or_default();
+            let add = |a: Option<u64>, b: Option<u64>| Some(a.unwrap_or(0).saturating_add(b?));
+            let u = &outcome.usage;
+            Counters {
+                input_tokens: add(prior.input_tokens, u.input_tokens),
+                cache_creation_tokens: add(prior.cache_creation_tokens, u.cache_creation_tokens),
+                cache_read_tokens: add(prior.cache_read_tokens, u.cache_read_tokens),
+                output_tokens: add(prior.output_tokens, u.output_tokens),
+                cost_micros: add(prior.cost_micros, u.cost_micros),
+                wall_ms: add(prior.wall_ms, u.wall_ms),
+            }
+        } else {
+            outcome.cumulative
+        };
+        let req = Request::Usage {
+            session: pseudonym,
+            provider,
+            model: None,
+            profile: None,
+            mode: Some(flight.brief.mode.as_str().to_owned()),
+            stratum: None,
+            arm: None,
+            accounting_source: if outcome.synthetic { AccountingSource::Estimated } else { source },
+            currency: cumulative.cost_micros.map(|_| "USD".to_owned()),
+            cumulative,
+        };
+        let d = telemetry_decide::decide(&self.telemetry, &req, &mut V7Ids, &SystemClock)?;
+        Ok(Some(StreamAppend {
+            stream: d.stream,
+            expected: ExpectedVersion::Exact(d.expected_version),
+            events: vec![d.event],
+        }))
+    }
+}

@@ -1,0 +1,205 @@
+//! The workgroup events (all schema version 1), on the workgroup's stream `workgroup/<name>`.
+//!
+//! A task moves `pending → dispatched → running → completed | failed`; a failure the plan's
+//! retries allow sends it back to `pending`; a pending task whose dependency failed is `held`. After a crash a dispatched or running task is dispatched again
+//! with the next attempt number. Ownership claims and releases are on the dispatch ledger
+//! (`ce/ledger`), appended in the same atomic batch as the task event they belong to.
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Checked;
+use crate::telemetry::events::Counters;
+
+/// `workgroup.planned`: the checked plan a run works through.
+pub const PLANNED: &str = "workgroup.planned";
+/// `task.dispatched`: routed, prompt assembled, ownership claimed, about to start a worker.
+pub const DISPATCHED: &str = "task.dispatched";
+/// `worker.started`: the provider gave the worker a session.
+pub const WORKER_STARTED: &str = "worker.started";
+/// `worker.output`: a bounded excerpt of what the worker said.
+pub const WORKER_OUTPUT: &str = "worker.output";
+/// `task.completed`: the worker succeeded; its changes and usage.
+pub const COMPLETED: &str = "task.completed";
+/// `task.failed`: the worker failed, or could not be started.
+pub const FAILED: &str = "task.failed";
+/// `task.held`: the task cannot run (a dependency failed or was held).
+pub const HELD: &str = "task.held";
+/// `task.write-violation`: the post-turn check found writes outside the task's ownership.
+pub const VIOLATION: &str = "task.write-violation";
+/// `workgroup.finished`: every task is completed, failed or held.
+pub const FINISHED: &str = "workgroup.finished";
+/// Every type the `workgroups` projection folds from workgroup streams.
+pub const ALL: [&str; 9] =
+    [PLANNED, DISPATCHED, WORKER_STARTED, WORKER_OUTPUT, COMPLETED, FAILED, HELD, VIOLATION, FINISHED];
+
+/// Longest text of a `worker.output` or a summary, bytes.
+pub const TEXT_BYTES_MAX: usize = 4 * 1024;
+
+/// `workgroup.planned` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Planned {
+    /// The checked plan.
+    pub plan: Checked,
+    /// blake3 of the plan's canonical JSON, hex.
+    pub plan_digest: String,
+    /// Seed of the simulated provider's model (recorded so a rerun is the same run).
+    pub seed: u64,
+}
+
+/// The prompt a task was given: the assembly recorded on `prompt/<prompt_task>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptRef {
+    /// The assembly's task id (its stream is `prompt/<id>`).
+    pub prompt_task: String,
+    /// `sha256:` of the prompt bytes, as in the manifest.
+    pub prompt_hash: String,
+    /// Prompt tokens, as assembled.
+    pub tokens: u64,
+}
+
+/// `task.dispatched` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dispatched {
+    /// The task.
+    pub task: String,
+    /// 1 for the first dispatch, one more for each dispatch after a crash.
+    pub attempt: u32,
+    /// The lineage the worker runs as (owner in the ledger).
+    pub lineage_id: String,
+    /// The provider.
+    pub provider: String,
+    /// The router's mode.
+    pub routed: String,
+    /// The mode that runs (the routed one, or `fresh-capsule` when the provider cannot do it).
+    pub runs_as: String,
+    /// Reason codes, `CAPABILITY_FALLBACK` added when the mode degraded.
+    pub reason_codes: Vec<String>,
+    /// The prompt.
+    pub prompt: PromptRef,
+    /// Tokens of the load-everything baseline (every specification at full detail).
+    pub baseline_tokens: u64,
+    /// The session resumed or forked from, when the mode reuses one.
+    pub from_session: Option<String>,
+}
+
+/// `worker.started` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerStarted {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The provider's session id.
+    pub session_id: String,
+    /// The provider.
+    pub provider: String,
+    /// The worker is simulated.
+    pub synthetic: bool,
+}
+
+/// `worker.output` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerOutput {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// At most [`TEXT_BYTES_MAX`] bytes.
+    pub text: String,
+}
+
+/// `task.completed` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Completed {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The worker's session.
+    pub session_id: String,
+    /// Files the worker changed (from the post-turn diff), repository-relative, sorted.
+    pub files: Vec<String>,
+    /// The worker's closing words, at most [`TEXT_BYTES_MAX`] bytes.
+    pub summary: String,
+    /// This invocation's usage (unknown counters `null`).
+    pub usage: Counters,
+    /// The usage is simulated.
+    pub synthetic: bool,
+}
+
+/// `task.failed` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failed {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The worker's session, if one started.
+    pub session_id: Option<String>,
+    /// What went wrong.
+    pub reason: String,
+    /// This invocation's usage, when known.
+    pub usage: Counters,
+    /// The task goes back to pending and is dispatched again as its next attempt.
+    #[serde(default)]
+    pub retry: bool,
+}
+
+/// `task.held` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Held {
+    /// The task.
+    pub task: String,
+    /// The dependencies that failed or were held.
+    pub blocked_by: Vec<String>,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// `task.write-violation` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Violation {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The worker's session.
+    pub session_id: String,
+    /// Paths written outside ownership, sorted.
+    pub paths: Vec<String>,
+    /// `flag` (recorded, changes discarded) or `stop` (the task fails).
+    pub policy: String,
+}
+
+/// `workgroup.finished` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finished {
+    /// Tasks completed.
+    pub completed: u64,
+    /// Tasks failed.
+    pub failed: u64,
+    /// Tasks held.
+    pub held: u64,
+}
+
+/// `text` cut to at most [`TEXT_BYTES_MAX`] bytes at a character boundary, `…` marking a cut.
+pub fn bounded(text: &str) -> String {
+    if text.len() <= TEXT_BYTES_MAX {
+        return text.to_owned();
+    }
+    let mut end = TEXT_BYTES_MAX - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

@@ -1,0 +1,60 @@
+//! Workgroups: a coordinator's run of a plan. Each task is routed, given an assembled prompt,
+//! claims the files it owns, runs on a provider's worker, and is completed, failed or held; every
+//! step is an event, so a run survives the coordinator's crash and `strata audit` can say which
+//! task, session and prompt preceded each write.
+//!
+//! * [`plan`]: the plan (TOML in the adapter) and its checks: names, dependencies without
+//!   cycles, phases as gates, ownership ordered by dependencies, the pipeline's rule.
+//! * [`events`]: the workgroup events on `workgroup/<name>`.
+//! * [`state`]: the `workgroups` projection (tasks, sessions, writes per file).
+//! * [`decide`]: pure decisions: the plan event, what to dispatch or hold next, each task event
+//!   checked against the task's state.
+//! * [`provider`]: the `Provider` port adapters implement (spawn, resume, send a follow-up, wait,
+//!   interrupt, release, form a team) with its capability declaration, and how a mode a provider
+//!   cannot run degrades to a fresh capsule with `CAPABILITY_FALLBACK`.
+//! * [`sim`]: the simulated provider's seeded model of cost, latency and outcome per mode.
+
+pub mod decide;
+pub mod events;
+pub mod plan;
+pub mod provider;
+pub mod sim;
+pub mod state;
+
+/// Stream prefix; a workgroup's stream is the prefix followed by its name.
+pub const STREAM_PREFIX: &str = "workgroup/";
+
+/// The lineage a task's workers run as: `<workgroup>.<task>` (at most 127 bytes).
+pub fn lineage_id(workgroup: &str, task: &str) -> String {
+    format!("{workgroup}.{task}")
+}
+
+/// Why a workgroup command was refused; each message names the input, the rule and the fix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkgroupError {
+    /// The plan breaks its rules (every problem listed).
+    #[error("[STRATA-E1701] the plan has {} problem(s): {}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Plan(Vec<plan::Problem>),
+    /// A workgroup of that name is in the journal already.
+    #[error(
+        "[STRATA-E1702] workgroup {0} was planned in this journal before; continue it with `strata run --resume {0}` or rename the workgroup"
+    )]
+    AlreadyPlanned(String),
+    /// No such workgroup.
+    #[error(
+        "[STRATA-E1703] no workgroup {0} in this journal; `strata audit run` lists none by that name — check the name"
+    )]
+    Unknown(String),
+    /// A task event out of the task's order.
+    #[error("[STRATA-E1704] task {task}: {rule}")]
+    Order {
+        /// The task.
+        task: String,
+        /// What is wrong.
+        rule: String,
+    },
+    /// A payload could not be encoded (a bug).
+    #[error("[STRATA-E1705] internal error building a workgroup event: {0}; report a bug")]
+    Encode(String),
+}

@@ -1,0 +1,508 @@
+//! A workgroup plan: the tasks a coordinator runs, who does each, what each may write and what
+//! must finish first. The adapter reads it from TOML; [`check`] turns it into a [`Checked`] plan
+//! (every problem at once, each naming the task, the field, the rule and the fix) with a
+//! deterministic schedule order.
+//!
+//! Rules beyond the field shapes:
+//!
+//! * dependencies name tasks of the plan, never the task itself, and form no cycle;
+//! * a dependency never runs in a later phase than its dependant (phases are gates: every task of
+//!   a phase finishes before a task of the next phase starts);
+//! * two tasks whose owned files overlap (same path, or one inside the other) are ordered by
+//!   their dependencies, so at no point do two workers of the plan own one file;
+//! * a writer role owns at least one file, and a task that owns files is a writer;
+//! * the `full` pipeline has a `review` task whenever some task writes; the `light` pipeline is
+//!   for a change confined to one layer (every owned file under one top-level directory) and
+//!   skips the phases that change does not touch, keeping ownership, capsules and audit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ce::capsule::is_safe_relative;
+use crate::ce::router::is_writer_role;
+
+/// Most tasks in one plan.
+pub const TASKS_MAX: usize = 10_000;
+/// Most files one task owns.
+pub const OWNS_MAX: usize = 256;
+/// Most dependencies and spec references of one task, each.
+pub const REFS_MAX: usize = 64;
+/// Longest objective, bytes.
+pub const OBJECTIVE_BYTES_MAX: usize = 8 * 1024;
+/// Longest name (workgroup, task, role, profile), bytes: a lineage id `<workgroup>.<task>` fits
+/// the ledger's 128.
+pub const NAME_BYTES_MAX: usize = 63;
+/// Most workers running at once.
+pub const PARALLEL_MAX: u32 = 64;
+/// Workers running at once when the plan does not say.
+pub const PARALLEL_DEFAULT: u32 = 4;
+/// Most retries of a task.
+pub const RETRIES_MAX: u32 = 5;
+/// Retries when the plan does not say.
+pub const RETRIES_DEFAULT: u32 = 1;
+/// The phases, in gate order.
+pub const PHASES: [&str; 5] = ["discover", "plan", "build", "verify", "review"];
+/// A task's phase when the plan does not say.
+pub const PHASE_DEFAULT: &str = "build";
+/// Sensitivities, as the router reads them.
+pub const SENSITIVITIES: [&str; 3] = ["normal", "restricted", "isolated"];
+/// Providers a task may name.
+pub const PROVIDERS: [&str; 4] = ["sim", "claude", "codex", "auto"];
+
+/// The plan as written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The workgroup's name: lower-case letters, digits and `-`, starting with a letter or digit.
+    pub workgroup: String,
+    /// Workers running at once (1–64, default 4).
+    #[serde(default)]
+    pub parallel: Option<u32>,
+    /// Provider for tasks that do not name one (`sim`, `claude`, `codex`, `auto`; default `sim`).
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// `full` (default) or `light`.
+    #[serde(default)]
+    pub pipeline: Option<String>,
+    /// Attempts after a failed one, per task (0–5, default 1). A write violation or a conflict
+    /// is never retried.
+    #[serde(default)]
+    pub retries: Option<u32>,
+    /// The tasks (TOML `[[task]]`).
+    #[serde(rename = "task", default)]
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// One task as written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Unique within the plan; same characters as the workgroup name.
+    pub id: String,
+    /// The role (`backend-builder`, `reviewer`, …); `builder`, `writer` or `implementer` as a
+    /// `-`/`_`-delimited token makes a writer.
+    pub role: String,
+    /// What the worker is asked to do.
+    pub objective: String,
+    /// Repository-relative files (or directories) the worker may write.
+    #[serde(default)]
+    pub owns: Vec<String>,
+    /// Tasks that must complete first.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// One of [`PHASES`] (default `build`).
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// `normal` (default), `restricted` or `isolated`.
+    #[serde(default)]
+    pub sensitivity: Option<String>,
+    /// The change request whose impact closure fills the profile's templates.
+    #[serde(default)]
+    pub change_request: Option<String>,
+    /// Further specification ids the worker is pointed at.
+    #[serde(default)]
+    pub specs: Vec<String>,
+    /// Context profile (default by role: see [`default_profile`]).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Provider for this task (overrides the plan's).
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Trivial work the coordinator does itself (`local`) when the provider can.
+    #[serde(default)]
+    pub trivial: bool,
+    /// A task (listed in `after`, same role) whose warm session this one resumes.
+    #[serde(default)]
+    pub continues: Option<String>,
+}
+
+/// One problem with a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// The task, when the problem is in one.
+    pub task: Option<String>,
+    /// The field.
+    pub field: String,
+    /// The rule broken and the fix.
+    pub rule: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.task {
+            Some(t) => write!(f, "task {t}: {}: {}", self.field, self.rule),
+            None => write!(f, "{}: {}", self.field, self.rule),
+        }
+    }
+}
+
+/// A task after checking: defaults filled in, its position in the schedule order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// The task as written, defaults filled in (`phase`, `sensitivity`, `profile`, `provider`).
+    pub spec: TaskSpec,
+    /// Index of the phase in [`PHASES`].
+    pub phase: usize,
+    /// Whether it writes.
+    pub writer: bool,
+}
+
+impl Task {
+    /// The task's id.
+    pub fn id(&self) -> &str {
+        &self.spec.id
+    }
+}
+
+/// A checked plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checked {
+    /// The workgroup.
+    pub workgroup: String,
+    /// Workers at once.
+    pub parallel: u32,
+    /// `full` or `light`.
+    pub pipeline: String,
+    /// Attempts after a failed one.
+    pub retries: u32,
+    /// Tasks in schedule order: by phase, then dependencies first, then as written.
+    pub tasks: Vec<Task>,
+}
+
+impl Checked {
+    /// The task named `id`.
+    pub fn task(&self, id: &str) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.id() == id)
+    }
+}
+
+/// Whether `s` is a name: 1–63 bytes of `a-z`, `0-9` and `-`, not starting with `-`.
+pub fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= NAME_BYTES_MAX
+        && !s.starts_with('-')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The profile a role gets when the task names none.
+pub fn default_profile(role: &str) -> &'static str {
+    let tokens: Vec<&str> = role.split(['-', '_']).collect();
+    let has = |t: &str| tokens.contains(&t);
+    if has("review") || has("reviewer") || has("auditor") {
+        "reviewer"
+    } else if has("ui") || has("frontend") {
+        "ui-developer"
+    } else if has("orchestrator") || has("planner") || has("architect") {
+        "orchestrator"
+    } else {
+        "backend-developer"
+    }
+}
+
+/// Whether two repository-relative paths overlap: equal, or one a directory holding the other.
+pub fn overlaps(a: &str, b: &str) -> bool {
+    let a = a.trim_end_matches('/');
+    let b = b.trim_end_matches('/');
+    let inside = |x: &str, root: &str| x.starts_with(root) && x.as_bytes().get(root.len()) == Some(&b'/');
+    a == b || inside(a, b) || inside(b, a)
+}
+
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+impl Checker {
+    fn at(&mut self, task: Option<&str>, field: &str, rule: impl Into<String>) {
+        self.problems.push(Problem { task: task.map(str::to_owned), field: field.to_owned(), rule: rule.into() });
+    }
+}
+
+/// Checks `plan`: the checked plan, or every problem found.
+pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
+    let mut c = Checker { problems: Vec::new() };
+    if !is_name(&plan.workgroup) {
+        c.at(None, "workgroup", "1–63 of a-z, 0-9 and -, not starting with -; rename it");
+    }
+    let parallel = plan.parallel.unwrap_or(PARALLEL_DEFAULT);
+    if !(1..=PARALLEL_MAX).contains(&parallel) {
+        c.at(None, "parallel", format!("{parallel} is outside 1–{PARALLEL_MAX}"));
+    }
+    let default_provider = plan.provider.clone().unwrap_or_else(|| "sim".to_owned());
+    if !PROVIDERS.contains(&default_provider.as_str()) {
+        c.at(None, "provider", format!("{default_provider:?} is not one of {}", PROVIDERS.join(", ")));
+    }
+    let retries = plan.retries.unwrap_or(RETRIES_DEFAULT);
+    if retries > RETRIES_MAX {
+        c.at(None, "retries", format!("{retries} is above {RETRIES_MAX}"));
+    }
+    let pipeline = plan.pipeline.clone().unwrap_or_else(|| "full".to_owned());
+    if !matches!(pipeline.as_str(), "full" | "light") {
+        c.at(None, "pipeline", format!("{pipeline:?} is neither full nor light"));
+    }
+    if plan.tasks.is_empty() {
+        c.at(None, "task", "a plan has at least one [[task]]");
+    }
+    if plan.tasks.len() > TASKS_MAX {
+        c.at(None, "task", format!("{} tasks; a plan has at most {TASKS_MAX}; split it", plan.tasks.len()));
+        return Err(c.problems);
+    }
+    let mut seen = BTreeSet::new();
+    let mut tasks = Vec::with_capacity(plan.tasks.len());
+    for t in &plan.tasks {
+        tasks.push(check_task(&mut c, t, &default_provider));
+        if is_name(&t.id) && !seen.insert(t.id.as_str()) {
+            c.at(Some(&t.id), "id", "another task has this id; ids are unique within a plan");
+        }
+    }
+    check_dependencies(&mut c, &tasks);
+    check_ownership(&mut c, &tasks, &pipeline);
+    if !c.problems.is_empty() {
+        return Err(c.problems);
+    }
+    let order = schedule_order(&tasks);
+    let tasks = order.into_iter().map(|i| tasks[i].clone()).collect();
+    Ok(Checked { workgroup: plan.workgroup.clone(), parallel, pipeline, retries, tasks })
+}
+
+fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str) -> Task {
+    let id = Some(t.id.as_str());
+    if !is_name(&t.id) {
+        c.at(id, "id", "1–63 of a-z, 0-9 and -, not starting with -");
+    }
+    if !is_name(&t.role) {
+        c.at(id, "role", "1–63 of a-z, 0-9 and - (e.g. backend-builder, reviewer)");
+    }
+    if t.objective.trim().is_empty() || t.objective.len() > OBJECTIVE_BYTES_MAX {
+        c.at(id, "objective", format!("say what to do, in 1–{OBJECTIVE_BYTES_MAX} bytes"));
+    }
+    if t.objective.chars().any(|ch| ch.is_control() && ch != '\n' && ch != '\t') {
+        c.at(id, "objective", "no control characters other than newline and tab");
+    }
+    if t.owns.len() > OWNS_MAX {
+        c.at(id, "owns", format!("{} files; at most {OWNS_MAX}; own a directory instead", t.owns.len()));
+    }
+    for p in &t.owns {
+        if !is_safe_relative(p.trim_end_matches('/')) {
+            c.at(id, "owns", format!("{p:?} is not a repository-relative path (no leading /, no . or .., no \\ or :)"));
+        }
+        if p.split('/').any(|s| s == ".strata" || s == ".git") {
+            c.at(id, "owns", format!("{p:?} lies in .strata or .git, which workers never write"));
+        }
+    }
+    for (field, list) in [("after", &t.after), ("specs", &t.specs)] {
+        if list.len() > REFS_MAX {
+            c.at(id, field, format!("{} entries; at most {REFS_MAX}", list.len()));
+        }
+    }
+    for s in t.specs.iter().chain(&t.change_request) {
+        if s.is_empty() || s.len() > NAME_BYTES_MAX * 2 || s.chars().any(|ch| ch.is_control() || ch == '/') {
+            c.at(id, "specs", format!("{s:?} is not a specification id (e.g. CR-3, BRD-2.1)"));
+        }
+    }
+    let phase = t.phase.as_deref().unwrap_or(PHASE_DEFAULT);
+    let phase_index = PHASES.iter().position(|p| *p == phase).unwrap_or_else(|| {
+        c.at(id, "phase", format!("{phase:?} is not one of {}", PHASES.join(", ")));
+        0
+    });
+    let sensitivity = t.sensitivity.as_deref().unwrap_or("normal");
+    if !SENSITIVITIES.contains(&sensitivity) {
+        c.at(id, "sensitivity", format!("{sensitivity:?} is not one of {}", SENSITIVITIES.join(", ")));
+    }
+    let profile = t.profile.clone().unwrap_or_else(|| default_profile(&t.role).to_owned());
+    if !is_name(&profile) {
+        c.at(id, "profile", "1–63 of a-z, 0-9 and -");
+    }
+    let provider = t.provider.clone().unwrap_or_else(|| default_provider.to_owned());
+    if !PROVIDERS.contains(&provider.as_str()) {
+        c.at(id, "provider", format!("{provider:?} is not one of {}", PROVIDERS.join(", ")));
+    }
+    let writer = !t.owns.is_empty();
+    if is_writer_role(Some(&t.role)) && !writer {
+        c.at(id, "owns", "a writer role owns at least one file; list what it may write");
+    }
+    let mut spec = t.clone();
+    spec.phase = Some(phase.to_owned());
+    spec.sensitivity = Some(sensitivity.to_owned());
+    spec.profile = Some(profile);
+    spec.provider = Some(provider);
+    Task { spec, phase: phase_index, writer }
+}
+
+fn check_dependencies(c: &mut Checker, tasks: &[Task]) {
+    let index: BTreeMap<&str, &Task> = tasks.iter().map(|t| (t.id(), t)).collect();
+    for t in tasks {
+        for d in &t.spec.after {
+            match index.get(d.as_str()) {
+                None => c.at(Some(t.id()), "after", format!("{d:?} is not a task of this plan")),
+                Some(_) if d == t.id() => c.at(Some(t.id()), "after", "a task cannot wait for itself"),
+                Some(dep) if dep.phase > t.phase => c.at(
+                    Some(t.id()),
+                    "after",
+                    format!(
+                        "{d} runs in phase {}, after this task's phase {}; phases are gates, so move one of them",
+                        PHASES[dep.phase], PHASES[t.phase]
+                    ),
+                ),
+                Some(_) => {}
+            }
+        }
+    }
+    for t in tasks {
+        let Some(prior) = &t.spec.continues else { continue };
+        if !t.spec.after.contains(prior) {
+            c.at(
+                Some(t.id()),
+                "continues",
+                format!("{prior} must also be in after: a session is resumed once its turn ended"),
+            );
+        } else if index.get(prior.as_str()).is_some_and(|p| p.spec.role != t.spec.role) {
+            c.at(
+                Some(t.id()),
+                "continues",
+                format!("{prior} has another role; a session is resumed only by its own role"),
+            );
+        }
+    }
+    if let Some(cycle) = find_cycle(tasks) {
+        c.at(Some(&cycle[0]), "after", format!("dependency cycle: {}; break it", cycle.join(" → ")));
+    }
+}
+
+/// A dependency cycle, as task ids from one task back to itself.
+fn find_cycle(tasks: &[Task]) -> Option<Vec<String>> {
+    let index: BTreeMap<&str, usize> = tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
+    // 0 unvisited, 1 on the stack, 2 done; iterative depth-first search.
+    let mut mark = vec![0u8; tasks.len()];
+    for start in 0..tasks.len() {
+        if mark[start] != 0 {
+            continue;
+        }
+        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
+        mark[start] = 1;
+        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+            let deps = &tasks[node].spec.after;
+            if *next < deps.len() {
+                let dep = index.get(deps[*next].as_str()).copied();
+                *next += 1;
+                let Some(dep) = dep.filter(|d| *d != node) else { continue };
+                match mark[dep] {
+                    0 => {
+                        mark[dep] = 1;
+                        stack.push((dep, 0));
+                    }
+                    1 => {
+                        let from = stack.iter().position(|(n, _)| *n == dep).unwrap_or(0);
+                        let mut cycle: Vec<String> =
+                            stack[from..].iter().map(|(n, _)| tasks[*n].id().to_owned()).collect();
+                        cycle.push(tasks[dep].id().to_owned());
+                        return Some(cycle);
+                    }
+                    _ => {}
+                }
+            } else {
+                mark[node] = 2;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+/// Whether `a` transitively waits for `b` (or `b` for `a`).
+fn ordered(deps: &BTreeMap<&str, BTreeSet<&str>>, a: &str, b: &str) -> bool {
+    let reaches = |from: &str, to: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from];
+        while let Some(x) = todo.pop() {
+            for d in deps.get(x).into_iter().flatten() {
+                if *d == to {
+                    return true;
+                }
+                if seen.insert(*d) {
+                    todo.push(d);
+                }
+            }
+        }
+        false
+    };
+    reaches(a, b) || reaches(b, a)
+}
+
+fn check_ownership(c: &mut Checker, tasks: &[Task], pipeline: &str) {
+    let deps: BTreeMap<&str, BTreeSet<&str>> =
+        tasks.iter().map(|t| (t.id(), t.spec.after.iter().map(String::as_str).collect())).collect();
+    // Owners of each path, sorted, so overlapping pairs are found by a scan of neighbours' prefixes.
+    let mut owned: Vec<(&str, usize)> = tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| t.spec.owns.iter().map(move |p| (p.trim_end_matches('/'), i)))
+        .collect();
+    owned.sort_unstable();
+    let mut reported = BTreeSet::new();
+    for (k, (p, i)) in owned.iter().enumerate() {
+        for (q, j) in owned[k + 1..].iter().take_while(|(q, _)| overlaps(p, q) || q.starts_with(p)) {
+            let (a, b) = (&tasks[*i], &tasks[*j]);
+            // Tasks in different phases are ordered by the phase gate.
+            if i == j || !overlaps(p, q) || a.phase != b.phase {
+                continue;
+            }
+            if !ordered(&deps, a.id(), b.id()) && reported.insert((a.id(), b.id())) {
+                c.at(
+                    Some(b.id()),
+                    "owns",
+                    format!("{q} overlaps {p}, owned by {}; make one wait for the other (after = [...])", a.id()),
+                );
+            }
+        }
+    }
+    let writers = tasks.iter().any(|t| t.writer);
+    match pipeline {
+        "full" if writers && !tasks.iter().any(|t| PHASES[t.phase] == "review") => {
+            c.at(None, "task", "the full pipeline reviews what it writes: add a task in phase review (or use pipeline = \"light\" for a one-layer change)");
+        }
+        "light" => {
+            let layers: BTreeSet<&str> = owned.iter().map(|(p, _)| p.split('/').next().unwrap_or_default()).collect();
+            if layers.len() > 1 {
+                let names: Vec<&str> = layers.into_iter().collect();
+                c.at(
+                    None,
+                    "pipeline",
+                    format!(
+                        "light is for a change confined to one layer; this plan writes under {}; use full",
+                        names.join(", ")
+                    ),
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Task indexes in schedule order: phase first, then a stable topological order (as written
+/// among tasks that are ready together).
+fn schedule_order(tasks: &[Task]) -> Vec<usize> {
+    let index: BTreeMap<&str, usize> = tasks.iter().enumerate().map(|(i, t)| (t.id(), i)).collect();
+    let mut waiting: Vec<usize> = tasks.iter().map(|t| t.spec.after.len()).collect();
+    let mut dependants: Vec<Vec<usize>> = vec![Vec::new(); tasks.len()];
+    for (i, t) in tasks.iter().enumerate() {
+        for d in &t.spec.after {
+            if let Some(&j) = index.get(d.as_str()) {
+                dependants[j].push(i);
+            }
+        }
+    }
+    let mut ready: BTreeSet<(usize, usize)> =
+        (0..tasks.len()).filter(|&i| waiting[i] == 0).map(|i| (tasks[i].phase, i)).collect();
+    let mut order = Vec::with_capacity(tasks.len());
+    while let Some((_, i)) = ready.pop_first() {
+        order.push(i);
+        for &j in &dependants[i] {
+            waiting[j] -= 1;
+            if waiting[j] == 0 {
+                ready.insert((tasks[j].phase, j));
+            }
+        }
+    }
+    order
+}

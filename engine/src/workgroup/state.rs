@@ -1,0 +1,376 @@
+//! The `workgroups` projection: every workgroup's plan and the state of each task, the sessions
+//! that ran them, and for each file the writes that touched it (from completed tasks' post-turn
+//! diffs and from the write guard's allowed calls), so `strata audit` answers from the journal.
+//!
+//! The fold is strict: an event out of its task's order (completed before dispatched, a second
+//! plan for one workgroup, a stale attempt) is an error, never silently absorbed.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use strata_journal::Record;
+
+use super::events::{self, Completed, Dispatched, Failed, Held, Planned, Violation, WorkerStarted};
+use super::plan::Checked;
+use crate::guard::{self, Verdict};
+use crate::projections::kept::EventLog;
+use crate::telemetry::events::Counters;
+
+/// Where a task is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Not started.
+    Pending,
+    /// Routed and claimed; no session yet.
+    Dispatched,
+    /// A worker runs it.
+    Running,
+    /// Done.
+    Completed,
+    /// Failed.
+    Failed,
+    /// Cannot run: a dependency failed.
+    Held,
+}
+
+impl Status {
+    /// Completed, failed or held.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed | Status::Held)
+    }
+
+    /// Name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Dispatched => "dispatched",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Held => "held",
+        }
+    }
+}
+
+/// One task as folded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskState {
+    /// Where it is.
+    pub status: Status,
+    /// Attempts dispatched.
+    pub attempts: u32,
+    /// The latest dispatch.
+    pub dispatch: Option<(u64, Dispatched)>,
+    /// The latest worker session.
+    pub session_id: Option<String>,
+    /// The completion.
+    pub completed: Option<(u64, Completed)>,
+    /// The failure.
+    pub failed: Option<(u64, Failed)>,
+    /// Why it is held.
+    pub held: Option<Held>,
+    /// Write violations found.
+    pub violations: Vec<Violation>,
+    /// Bytes of `worker.output` recorded.
+    pub output_bytes: u64,
+    /// Usage of every attempt, summed.
+    pub spent: Counters,
+}
+
+/// One workgroup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Workgroup {
+    /// The plan.
+    pub plan: Checked,
+    /// Its digest.
+    pub plan_digest: String,
+    /// The simulated provider's seed.
+    pub seed: u64,
+    /// Version of the workgroup's stream.
+    pub version: u64,
+    /// Tasks by id.
+    pub tasks: BTreeMap<String, TaskState>,
+    /// Whether `workgroup.finished` was recorded.
+    pub finished: bool,
+}
+
+impl Workgroup {
+    /// Tasks with `status`.
+    pub fn count(&self, status: Status) -> usize {
+        self.tasks.values().filter(|t| t.status == status).count()
+    }
+}
+
+/// A write to a file, as the audit reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Write {
+    /// Journal sequence of the event that shows it.
+    pub seq: u64,
+    /// `diff` (the post-turn check of a completed task) or `guard` (an allowed hook call).
+    pub source: &'static str,
+    /// Workgroup.
+    pub workgroup: String,
+    /// Task.
+    pub task: String,
+    /// Attempt.
+    pub attempt: u32,
+    /// Session, when known.
+    pub session_id: Option<String>,
+    /// The prompt the worker was given before it wrote.
+    pub prompt_task: String,
+    /// That prompt's hash.
+    pub prompt_hash: String,
+}
+
+/// The projection.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workgroups {
+    groups: BTreeMap<String, Workgroup>,
+    lineages: BTreeMap<String, (String, String)>,
+    writes: BTreeMap<String, Vec<Write>>,
+    kept: EventLog,
+}
+
+/// The stream of a workgroup.
+pub fn stream(workgroup: &str) -> String {
+    format!("{}{workgroup}", super::STREAM_PREFIX)
+}
+
+fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
+    serde_json::from_slice(r.payload).map_err(|e| format!("{} at seq {}: {e}", r.event_type, r.seq))
+}
+
+/// Event types folded: the workgroup events and the guard's allowed writes.
+pub const FOLDED: [&str; 10] = [
+    events::PLANNED,
+    events::DISPATCHED,
+    events::WORKER_STARTED,
+    events::WORKER_OUTPUT,
+    events::COMPLETED,
+    events::FAILED,
+    events::HELD,
+    events::VIOLATION,
+    events::FINISHED,
+    guard::ALLOWED,
+];
+
+impl Workgroups {
+    /// Workgroups by name.
+    pub fn groups(&self) -> &BTreeMap<String, Workgroup> {
+        &self.groups
+    }
+
+    /// The workgroup `name`.
+    pub fn get(&self, name: &str) -> Option<&Workgroup> {
+        self.groups.get(name)
+    }
+
+    /// Writes by repository-relative path.
+    pub fn writes(&self) -> &BTreeMap<String, Vec<Write>> {
+        &self.writes
+    }
+
+    /// The workgroup and task a lineage runs, when a dispatch recorded it.
+    pub fn lineage(&self, lineage_id: &str) -> Option<(&str, &str)> {
+        self.lineages.get(lineage_id).map(|(w, t)| (w.as_str(), t.as_str()))
+    }
+
+    /// `(workgroup, task, state)` of every task a session ran.
+    pub fn by_session(&self, session: &str) -> Vec<(&str, &str, &TaskState)> {
+        let mut out = Vec::new();
+        for (w, g) in &self.groups {
+            for (t, s) in &g.tasks {
+                let started = s.session_id.as_deref() == Some(session)
+                    || s.completed.as_ref().is_some_and(|(_, c)| c.session_id == session)
+                    || s.failed.as_ref().is_some_and(|(_, f)| f.session_id.as_deref() == Some(session));
+                if started {
+                    out.push((w.as_str(), t.as_str(), s));
+                }
+            }
+        }
+        out
+    }
+
+    fn group(&mut self, r: &Record<'_>) -> Result<&mut Workgroup, String> {
+        let name = r.stream.strip_prefix(super::STREAM_PREFIX).unwrap_or_default();
+        let g = self
+            .groups
+            .get_mut(name)
+            .ok_or_else(|| format!("{} at seq {}: workgroup {name} was never planned", r.event_type, r.seq))?;
+        g.version = r.version;
+        Ok(g)
+    }
+
+    fn task<'a>(g: &'a mut Workgroup, r: &Record<'_>, task: &str) -> Result<&'a mut TaskState, String> {
+        g.tasks.get_mut(task).ok_or_else(|| format!("{} at seq {}: no task {task} in the plan", r.event_type, r.seq))
+    }
+
+    fn fold(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let bad = |what: &str| Err(format!("{} at seq {}: {what}", r.event_type, r.seq));
+        if r.event_type == guard::ALLOWED {
+            return self.fold_guard(r);
+        }
+        if !r.stream.starts_with(super::STREAM_PREFIX) {
+            return bad(&format!("on stream {}, not a workgroup stream", r.stream));
+        }
+        match r.event_type {
+            events::PLANNED => {
+                let x: Planned = de(r)?;
+                let name = x.plan.workgroup.clone();
+                if r.stream != stream(&name) || self.groups.contains_key(&name) {
+                    return bad(&format!("workgroup {name} planned twice or on the wrong stream"));
+                }
+                let tasks = x
+                    .plan
+                    .tasks
+                    .iter()
+                    .map(|t| {
+                        let s = TaskState {
+                            status: Status::Pending,
+                            attempts: 0,
+                            dispatch: None,
+                            session_id: None,
+                            completed: None,
+                            failed: None,
+                            held: None,
+                            violations: Vec::new(),
+                            output_bytes: 0,
+                            spent: Counters::default(),
+                        };
+                        (t.id().to_owned(), s)
+                    })
+                    .collect();
+                let g = Workgroup {
+                    plan: x.plan,
+                    plan_digest: x.plan_digest,
+                    seed: x.seed,
+                    version: r.version,
+                    tasks,
+                    finished: false,
+                };
+                self.groups.insert(name, g);
+            }
+            events::DISPATCHED => {
+                let x: Dispatched = de(r)?;
+                let g = self.group(r)?;
+                let wg = g.plan.workgroup.clone();
+                let t = Self::task(g, r, &x.task)?;
+                if t.status.is_terminal() || x.attempt != t.attempts + 1 {
+                    return bad(&format!("task {} is {} at attempt {}", x.task, t.status.as_str(), t.attempts));
+                }
+                t.status = Status::Dispatched;
+                t.attempts = x.attempt;
+                t.session_id = None;
+                let lineage = (x.lineage_id.clone(), (wg, x.task.clone()));
+                t.dispatch = Some((r.seq, x));
+                self.lineages.insert(lineage.0, lineage.1);
+            }
+            events::WORKER_STARTED => {
+                let x: WorkerStarted = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if t.status != Status::Dispatched || x.attempt != t.attempts {
+                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
+                }
+                t.status = Status::Running;
+                t.session_id = Some(x.session_id);
+            }
+            events::WORKER_OUTPUT => {
+                let x: events::WorkerOutput = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if t.status != Status::Running || x.attempt != t.attempts {
+                    return bad(&format!("task {} is not running attempt {}", x.task, x.attempt));
+                }
+                t.output_bytes += x.text.len() as u64;
+            }
+            events::COMPLETED => {
+                let x: Completed = de(r)?;
+                let g = self.group(r)?;
+                let wg = g.plan.workgroup.clone();
+                let t = Self::task(g, r, &x.task)?;
+                if t.status != Status::Running || x.attempt != t.attempts {
+                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
+                }
+                t.status = Status::Completed;
+                let prompt = t.dispatch.as_ref().map(|(_, d)| d.prompt.clone());
+                if let Some(p) = prompt {
+                    for f in &x.files {
+                        self.writes.entry(f.clone()).or_default().push(Write {
+                            seq: r.seq,
+                            source: "diff",
+                            workgroup: wg.clone(),
+                            task: x.task.clone(),
+                            attempt: x.attempt,
+                            session_id: Some(x.session_id.clone()),
+                            prompt_task: p.prompt_task.clone(),
+                            prompt_hash: p.prompt_hash.clone(),
+                        });
+                    }
+                }
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                t.spent = t.spent.plus(&x.usage);
+                t.completed = Some((r.seq, x));
+            }
+            events::FAILED => {
+                let x: Failed = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if !matches!(t.status, Status::Dispatched | Status::Running) || x.attempt != t.attempts {
+                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
+                }
+                t.status = if x.retry { Status::Pending } else { Status::Failed };
+                t.spent = t.spent.plus(&x.usage);
+                t.failed = Some((r.seq, x));
+            }
+            events::HELD => {
+                let x: Held = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if t.status != Status::Pending {
+                    return bad(&format!("task {} is {}, not pending", x.task, t.status.as_str()));
+                }
+                t.status = Status::Held;
+                t.held = Some(x);
+            }
+            events::VIOLATION => {
+                let x: Violation = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if x.attempt != t.attempts {
+                    return bad(&format!("task {} is at attempt {}", x.task, t.attempts));
+                }
+                t.violations.push(x);
+            }
+            events::FINISHED => {
+                let _: events::Finished = de(r)?;
+                let g = self.group(r)?;
+                if g.finished || !g.tasks.values().all(|t| t.status.is_terminal()) {
+                    return bad("finished twice, or with tasks still open");
+                }
+                g.finished = true;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// An allowed hook call of a lineage a workgroup dispatched is a write to each target.
+    fn fold_guard(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let x: Verdict = de(r)?;
+        let Some((wg, task)) = self.lineages.get(&x.lineage_id).cloned() else { return Ok(()) };
+        let Some(t) = self.groups.get(&wg).and_then(|g| g.tasks.get(&task)) else { return Ok(()) };
+        let Some((_, d)) = &t.dispatch else { return Ok(()) };
+        for p in &x.paths {
+            self.writes.entry(p.clone()).or_default().push(Write {
+                seq: r.seq,
+                source: "guard",
+                workgroup: wg.clone(),
+                task: task.clone(),
+                attempt: d.attempt,
+                session_id: t.session_id.clone(),
+                prompt_task: d.prompt.prompt_task.clone(),
+                prompt_hash: d.prompt.prompt_hash.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+crate::projections::kept::kept_projection!(Workgroups, "workgroups", 1, FOLDED);
