@@ -3,7 +3,8 @@
 //! seeded model ([`strata_engine::workgroup::sim::Model`]); its figures are marked synthetic and
 //! recorded as estimated, never billed. A successful writing turn writes a short note into each
 //! file the worker owns (a file named `<task>.md` inside an owned directory), so the coordinator's
-//! post-turn diff check and `strata audit file` see real changes.
+//! post-turn diff check and `strata audit file` see real changes; now and then (as the model
+//! draws) it also writes a file it does not own, which that check must catch.
 //!
 //! Latency is simulated, then waited for divided by `time_scale` (0: not waited at all).
 
@@ -68,8 +69,12 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     Some(a.unwrap_or(0).saturating_add(b?))
 }
 
-/// Writes the simulated change: a note in every owned file (or `<task>.md` in an owned directory).
-fn write_changes(brief: &Brief) -> std::io::Result<()> {
+/// Writes the simulated change: a note in every owned file (or `<task>.md` in an owned directory),
+/// and, for a stray turn, `<task>.stray.md` at the top of the worker's directory, owned by nobody.
+fn write_changes(brief: &Brief, stray: bool) -> std::io::Result<()> {
+    if stray {
+        std::fs::write(brief.workdir.join(format!("{}.stray.md", brief.task)), "[simulated] a write outside ownership\n")?;
+    }
     for owned in &brief.owns {
         let rel = owned.trim_end_matches('/');
         let target = brief.workdir.join(rel);
@@ -148,7 +153,7 @@ impl Provider for SimProvider {
         let succeeded = turn.succeeded && !interrupted;
         let mut summary = turn.summary;
         if succeeded && !brief.owns.is_empty() {
-            if let Err(e) = write_changes(&brief) {
+            if let Err(e) = write_changes(&brief, turn.stray) {
                 return Err(ProviderError::Unavailable {
                     provider: NAME,
                     detail: format!("writing the simulated change: {e}"),

@@ -6,7 +6,8 @@
 //! The shape of the model, per mode: `local` is cheap and quick (the coordinator's own context
 //! is already warm); `resume` and the inherit modes read most of the prompt from cache; a fresh
 //! capsule pays for its whole prompt; a team runs three workers. Failures are rare on a first
-//! attempt and rarer after. Prices are per million tokens (input 3, cache write 3.75, cache read
+//! attempt and rarer after; now and then a successful writer also writes a file it does not own,
+//! as real agents do, which the coordinator's post-turn diff check must catch. Prices are per million tokens (input 3, cache write 3.75, cache read
 //! 0.30, output 15 USD), in micro-USD.
 
 use rand_chacha::ChaCha8Rng;
@@ -26,12 +27,16 @@ pub struct Turn {
     pub usage: Counters,
     /// What the worker says.
     pub summary: String,
+    /// A writing worker also writes a file it does not own (the post-turn check must catch it).
+    pub stray: bool,
 }
 
 /// Failure chance of a first attempt, per mille.
 pub const FIRST_FAILURE_PER_MILLE: u32 = 30;
 /// Failure chance of a later attempt, per mille.
 pub const RETRY_FAILURE_PER_MILLE: u32 = 10;
+/// Chance that a successful turn also writes outside what the worker owns, per mille.
+pub const STRAY_PER_MILLE: u32 = 15;
 
 fn uniform(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     lo + rng.next_u64() % (hi - lo + 1)
@@ -58,6 +63,7 @@ impl Model {
         let mut rng = ChaCha8Rng::from_seed(*h.finalize().as_bytes());
         let fail_per_mille = if attempt <= 1 { FIRST_FAILURE_PER_MILLE } else { RETRY_FAILURE_PER_MILLE };
         let succeeded = rng.next_u32() % 1000 >= fail_per_mille;
+        let stray = succeeded && rng.next_u32() % 1000 < STRAY_PER_MILLE;
         let output = uniform(&mut rng, 300, 3_000);
         let (input, cache_write, cache_read, latency_ms) = match mode {
             Mode::Local => (prompt_tokens / 10, 0, 0, uniform(&mut rng, 200, 1_500)),
@@ -86,7 +92,7 @@ impl Model {
         } else {
             format!("[simulated] {task}: the model run failed (simulated error, attempt {attempt})")
         };
-        Turn { succeeded, latency_ms, usage, summary }
+        Turn { succeeded, latency_ms, usage, summary, stray }
     }
 }
 
