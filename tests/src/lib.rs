@@ -4,6 +4,8 @@
 //! `strata-e2e`, the same `cli::main`), real child processes killed with SIGKILL.
 
 pub mod eval;
+pub mod fake_model;
+pub mod real_cli;
 
 use std::path::Path;
 use std::process::{Command, Output};
