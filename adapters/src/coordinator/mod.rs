@@ -200,6 +200,15 @@ enum Msg {
     Done { task: String, attempt: u32, result: Box<Result<Outcome, ProviderError>>, session: Option<String> },
 }
 
+/// What ends a task: its workgroup events, the other streams' appends that go with them, and
+/// the progress lines to print once they are durable.
+#[derive(Default)]
+struct Closing {
+    events: Vec<EventData>,
+    extra: Vec<StreamAppend>,
+    notes: Vec<String>,
+}
+
 struct InFlight {
     brief: Brief,
     provider: String,
@@ -382,10 +391,12 @@ impl<'j> Coordinator<'j> {
                 let mut evs = Vec::new();
                 for h in &next.hold {
                     evs.push(decide::held(g, h, &mut V7Ids, &SystemClock)?);
-                    self.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
                 }
                 let append = decide::append(g, evs);
                 self.commit(vec![append])?;
+                for h in &next.hold {
+                    self.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
+                }
             }
             for task in &next.dispatch {
                 self.dispatch(wg, task, &tx)?;
@@ -478,9 +489,10 @@ impl<'j> Coordinator<'j> {
                     holder.unwrap_or_default()
                 ),
             };
-            self.progress(format_args!("{id}: held, {}", h.reason));
             let e = decide::held(&g, &h, &mut V7Ids, &SystemClock)?;
-            return self.commit(vec![ledger_append, decide::append(&g, vec![e])]);
+            self.commit(vec![ledger_append, decide::append(&g, vec![e])])?;
+            self.progress(format_args!("{id}: held, {}", h.reason));
+            return Ok(());
         }
 
         // The prompt, with its bill of materials, recorded and written before any worker starts.
@@ -633,8 +645,7 @@ impl<'j> Coordinator<'j> {
         let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
         let g = self.group(wg)?.clone();
         let lineage = flight.brief.lineage_id.clone();
-        let mut wg_events: Vec<EventData> = Vec::new();
-        let mut extra: Vec<StreamAppend> = Vec::new();
+        let mut end = Closing::default();
         let outcome = match result {
             Ok(o) => o,
             Err(e) => {
@@ -646,9 +657,9 @@ impl<'j> Coordinator<'j> {
                     usage: Counters::default(),
                     retry: attempt <= g.plan.retries,
                 };
-                wg_events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
-                self.progress(format_args!("{id}: failed to start: {e}"));
-                return self.close_task(&g, &lineage, wg_events, extra, flight, began);
+                end.events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                end.notes.push(format!("{id}: failed to start: {e}"));
+                return self.close_task(&g, &lineage, end, flight, began);
             }
         };
         if g.tasks.get(id).is_some_and(|s| s.status == Status::Dispatched) {
@@ -667,7 +678,7 @@ impl<'j> Coordinator<'j> {
         let text = outcome.output.join("\n");
         if !text.is_empty() {
             let o = events::WorkerOutput { task: id.to_owned(), attempt, text: events::bounded(&text) };
-            wg_events.push(decide::event(&mut V7Ids, &SystemClock, events::WORKER_OUTPUT, &o)?);
+            end.events.push(decide::event(&mut V7Ids, &SystemClock, events::WORKER_OUTPUT, &o)?);
         }
         let mut failure: Option<String> =
             if outcome.succeeded { None } else { Some(events::bounded(&outcome.summary)) };
@@ -685,8 +696,8 @@ impl<'j> Coordinator<'j> {
                     paths: outside.clone(),
                     policy: self.options.on_violation.clone(),
                 };
-                wg_events.push(decide::violation(&g, &v, &mut V7Ids, &SystemClock)?);
-                self.progress(format_args!("{id}: wrote outside its files: {}", outside.join(", ")));
+                end.events.push(decide::violation(&g, &v, &mut V7Ids, &SystemClock)?);
+                end.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
                 if self.options.on_violation == "stop" && failure.is_none() {
                     failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
                     retryable = false;
@@ -722,8 +733,8 @@ impl<'j> Coordinator<'j> {
                     usage: outcome.usage,
                     synthetic: outcome.synthetic,
                 };
-                wg_events.push(decide::completed(&g, &c, &mut V7Ids, &SystemClock)?);
-                self.progress(format_args!("{id}: completed ({} files)", c.files.len()));
+                end.events.push(decide::completed(&g, &c, &mut V7Ids, &SystemClock)?);
+                end.notes.push(format!("{id}: completed ({} files)", c.files.len()));
             }
             Some(reason) => {
                 let f = Failed {
@@ -734,15 +745,15 @@ impl<'j> Coordinator<'j> {
                     usage: outcome.usage,
                     retry: retryable && attempt <= g.plan.retries,
                 };
-                wg_events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                end.events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
                 let again = if f.retry { "; retrying" } else { "" };
-                self.progress(format_args!("{id}: failed: {reason}{again}"));
+                end.notes.push(format!("{id}: failed: {reason}{again}"));
             }
         }
         if let Some(t) = self.usage(&flight, &outcome)? {
-            extra.push(t);
+            end.extra.push(t);
         }
-        self.close_task(&g, &lineage, wg_events, extra, flight, began)
+        self.close_task(&g, &lineage, end, flight, began)
     }
 
     /// Records the task's end with the release of its files, and removes its worktree.
@@ -750,19 +761,21 @@ impl<'j> Coordinator<'j> {
         &mut self,
         g: &Workgroup,
         lineage: &str,
-        wg_events: Vec<EventData>,
-        mut extra: Vec<StreamAppend>,
+        end: Closing,
         flight: InFlight,
         began: Instant,
     ) -> anyhow::Result<()> {
+        let mut appends = vec![decide::append(g, end.events)];
+        appends.extend(end.extra);
         if let Some(release) =
             ownership::release(&self.ledger, lineage, &mut V7Ids, &SystemClock).map_err(|e| anyhow::anyhow!("{e}"))?
         {
-            extra.push(release);
+            appends.push(release);
         }
-        let mut appends = vec![decide::append(g, wg_events)];
-        appends.extend(extra);
         self.commit(appends)?;
+        for n in end.notes {
+            self.progress(format_args!("{n}"));
+        }
         if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
             repo.remove(tree)?;
         }

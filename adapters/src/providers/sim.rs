@@ -73,7 +73,10 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 /// and, for a stray turn, `<task>.stray.md` at the top of the worker's directory, owned by nobody.
 fn write_changes(brief: &Brief, stray: bool) -> std::io::Result<()> {
     if stray {
-        std::fs::write(brief.workdir.join(format!("{}.stray.md", brief.task)), "[simulated] a write outside ownership\n")?;
+        std::fs::write(
+            brief.workdir.join(format!("{}.stray.md", brief.task)),
+            "[simulated] a write outside ownership\n",
+        )?;
     }
     for owned in &brief.owns {
         let rel = owned.trim_end_matches('/');

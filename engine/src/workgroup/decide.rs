@@ -12,7 +12,12 @@ use super::state::{Status, Workgroup, Workgroups, stream};
 use crate::ports::{Clock, Ids};
 
 /// Builds one event, stamped by the ports.
-pub fn event(ids: &mut dyn Ids, clock: &dyn Clock, t: &str, payload: &impl Serialize) -> Result<EventData, WorkgroupError> {
+pub fn event(
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+    t: &str,
+    payload: &impl Serialize,
+) -> Result<EventData, WorkgroupError> {
     crate::ce::ledger::event(ids, clock, t, payload).map_err(|e| WorkgroupError::Encode(e.detail))
 }
 

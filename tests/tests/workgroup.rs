@@ -1,0 +1,331 @@
+//! `strata run` end to end with the simulated provider: the bundled example completes and
+//! `strata audit file` answers for every file its workers wrote; the same seed gives the same run;
+//! the post-turn diff check catches a write outside ownership under both policies; a coordinator
+//! SIGKILLed mid-run continues with `--resume` without rerunning a completed task or leaving a
+//! file owned twice; and the plan checks report every problem at once.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use strata_engine::ce::ledger::Ledger;
+use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::state::{Status, Workgroups};
+use strata_journal::projection::catch_up_one;
+use strata_tests::{strata, strata_bin, strata_ok};
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out.trim()).expect("one JSON document")
+}
+
+fn run_example(at: &Path, extra: &[&str]) -> (Value, std::process::Output) {
+    let mut args = vec!["run", "--example", "--at", at.to_str().expect("utf-8 path"), "--time-scale", "0", "--json"];
+    args.extend_from_slice(extra);
+    let out = strata(strata_bin!(), at.parent().expect("parent"), &args);
+    let v = json(&String::from_utf8_lossy(&out.stdout));
+    (v, out)
+}
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn load(dir: &Path) -> (Workgroups, Ledger) {
+    let journal = strata_journal::Journal::open(
+        &dir.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal opens");
+    let mut groups = Workgroups::default();
+    let mut ledger = Ledger::default();
+    catch_up_one(&mut groups, &journal).expect("workgroups");
+    catch_up_one(&mut ledger, &journal).expect("ledger");
+    journal.close_blocking().expect("close");
+    (groups, ledger)
+}
+
+#[test]
+fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_written_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let at = tmp.path().join("example");
+    let (s, out) = run_example(&at, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!((s["completed"].as_u64(), s["failed"].as_u64(), s["held"].as_u64()), (Some(7), Some(0), Some(0)));
+    assert!(s["synthetic"].as_bool().unwrap_or(false), "simulated figures are marked synthetic");
+    let tasks = s["tasks"].as_array().expect("tasks");
+    let mode = |t: &str| tasks.iter().find(|x| x["task"] == t).map(|x| x["mode"].clone()).unwrap_or_default();
+    assert_eq!(mode("survey"), "local");
+    assert_eq!(mode("billing-tests"), "resume", "a task continuing a warm session resumes it");
+    assert_eq!(mode("review"), "fresh-capsule");
+    let review = tasks.iter().find(|x| x["task"] == "review").expect("review");
+    assert!(review["reasons"].as_array().expect("reasons").contains(&Value::from("REVIEW_INDEPENDENCE")));
+    // Prompts are a small fraction of loading every specification.
+    let (prompt, baseline) = (s["prompt_tokens"].as_u64().unwrap_or(0), s["baseline_tokens"].as_u64().unwrap_or(0));
+    assert!(prompt > 0 && prompt * 10 < baseline, "prompt {prompt} vs baseline {baseline}");
+
+    let written: Vec<(String, String)> = tasks
+        .iter()
+        .flat_map(|t| {
+            let task = t["task"].as_str().unwrap_or_default().to_owned();
+            t["files"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |f| (task.clone(), f.as_str().unwrap_or_default().to_owned()))
+        })
+        .collect();
+    assert!(written.len() >= 5, "the builders wrote files: {written:?}");
+    let repo = at.join("repo");
+    for (task, file) in &written {
+        let audit = json(&strata_ok(strata_bin!(), &at, &["audit", "file", file, "--json"]));
+        let writes = audit["writes"].as_array().expect("writes");
+        let w = writes
+            .iter()
+            .find(|w| w["task"] == task.as_str())
+            .unwrap_or_else(|| panic!("{file}: no write by {task}: {audit}"));
+        assert!(w["session_id"].as_str().is_some_and(|s| s.starts_with("sim-")), "{w}");
+        let prompt_seq = w["prompt"]["recorded_at"].as_u64().expect("the prompt that preceded the write");
+        assert!(prompt_seq < w["seq"].as_u64().expect("seq"), "the prompt precedes the write");
+        assert_eq!(w["prompt"]["prompt_hash"], w["prompt_hash"]);
+        // The change is on the integration branch.
+        let shown = git(&repo, &["show", &format!("strata/cr-1-rollout:{file}")]);
+        assert!(shown.contains(&format!("[simulated] {task}")), "{file}: {shown}");
+    }
+    // The session audit and the run audit answer from the journal too.
+    let run = json(&strata_ok(strata_bin!(), &at, &["audit", "run", "cr-1-rollout", "--json"]));
+    assert_eq!(run["completed"], 7);
+    let session = run["sessions"]
+        .as_array()
+        .and_then(|s| s.iter().find(|x| x["task"] == "billing-api"))
+        .expect("session")["session"]
+        .clone();
+    let by_session =
+        json(&strata_ok(strata_bin!(), &at, &["audit", "session", session.as_str().expect("id"), "--json"]));
+    let names: Vec<&str> =
+        by_session["tasks"].as_array().expect("tasks").iter().filter_map(|t| t["task"].as_str()).collect();
+    assert_eq!(names, ["billing-api", "billing-tests"], "the resumed task ran in the same session");
+    // The journal verifies and replays.
+    strata_ok(strata_bin!(), &at, &["journal", "verify"]);
+    strata_ok(strata_bin!(), &at, &["replay", "--check"]);
+    let (groups, ledger) = load(&at);
+    assert!(ledger.owners().is_empty(), "every claim was released: {:?}", ledger.owners());
+    assert!(groups.get("cr-1-rollout").is_some_and(|g| g.finished));
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let strip = |mut v: Value| {
+        for k in ["elapsed_ms", "coordinator_overhead_p50_us"] {
+            v.as_object_mut().expect("object").remove(k);
+        }
+        v
+    };
+    let (a, _) = run_example(&tmp.path().join("a"), &["--seed", "3"]);
+    let (b, _) = run_example(&tmp.path().join("b"), &["--seed", "3"]);
+    let (c, _) = run_example(&tmp.path().join("c"), &["--seed", "4"]);
+    let (a, b, c) = (strip(a), strip(b), strip(c));
+    assert_eq!(a, b);
+    assert_ne!(a["cost_micros"], c["cost_micros"], "another seed draws other figures");
+}
+
+#[test]
+fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_flag_discards_it() {
+    // Seed 12 makes one simulated writer of the example also write a file it does not own.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let at = tmp.path().join("stop");
+    let (s, out) = run_example(&at, &["--seed", "12"]);
+    assert_eq!(out.status.code(), Some(3), "a failed task is exit 3");
+    assert_eq!(s["violations"], 1);
+    let bad = s["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .find(|t| t["violations"] == 1)
+        .expect("the violating task")
+        .clone();
+    assert_eq!(bad["status"], "failed");
+    assert!(bad["problem"].as_str().is_some_and(|p| p.contains("outside its owned files")), "{bad}");
+    let stray = format!("{}.stray.md", bad["task"].as_str().expect("task"));
+    let review = s["tasks"].as_array().expect("tasks").iter().find(|t| t["task"] == "review").expect("review").clone();
+    assert_eq!(review["status"], "held", "the review phase does not start after a failed build");
+    let listed = git(&at.join("repo"), &["ls-tree", "-r", "--name-only", "strata/cr-1-rollout"]);
+    assert!(!listed.contains(&stray), "the stray write never reaches the integration branch");
+
+    let at = tmp.path().join("flag");
+    let (s, out) = run_example(&at, &["--seed", "12", "--on-violation", "flag"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!((s["completed"].as_u64(), s["violations"].as_u64()), (Some(7), Some(1)));
+    let listed = git(&at.join("repo"), &["ls-tree", "-r", "--name-only", "strata/cr-1-rollout"]);
+    assert!(!listed.contains(&stray), "flagged changes are discarded");
+}
+
+const CRASH_PLAN: &str = r#"
+workgroup = "crash"
+parallel = 3
+retries = 0
+
+[[task]]
+id = "plan"
+role = "planner"
+phase = "plan"
+objective = "Plan the work."
+"#;
+
+fn crash_plan() -> String {
+    let mut text = CRASH_PLAN.to_owned();
+    for i in 0..10 {
+        let after = if i % 3 == 0 { "[\"plan\"]".to_owned() } else { format!("[\"b{}\"]", i - 1) };
+        text.push_str(&format!(
+            "\n[[task]]\nid = \"b{i}\"\nrole = \"backend-builder\"\nobjective = \"Build part {i}.\"\nowns = [\"src/p{i}/\"]\nafter = {after}\n"
+        ));
+    }
+    text.push_str(
+        "\n[[task]]\nid = \"review\"\nrole = \"reviewer\"\nphase = \"review\"\nobjective = \"Review it all.\"\n",
+    );
+    text
+}
+
+#[test]
+fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a_file_twice() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir_all(repo.join("src")).expect("repo dir");
+    std::fs::write(repo.join("src/README.md"), "sources\n").expect("file");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    std::fs::create_dir_all(&ws).expect("ws");
+    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, crash_plan()).expect("plan");
+
+    // Simulated turns take 5–40 s; divided by 40 they take 0.1–1 s, so the kill lands mid-run.
+    let mut child = Command::new(strata_bin!())
+        .arg("--dir")
+        .arg(&ws)
+        .args([
+            "run",
+            plan.to_str().expect("utf-8"),
+            "--repo",
+            repo.to_str().expect("utf-8"),
+            "--time-scale",
+            "40",
+            "--seed",
+            "5",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strata run starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut completed_before = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        if let Some(task) = line.trim().strip_suffix(" files)").and_then(|l| l.split(": completed").next()) {
+            completed_before.push(task.trim().to_owned());
+            if completed_before.len() == 4 {
+                break;
+            }
+        }
+    }
+    assert_eq!(completed_before.len(), 4, "the run completed four tasks before the kill");
+    // SIGKILL: no chance to clean up.
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    let (groups, ledger) = load(&ws);
+    let g = groups.get("crash").expect("the workgroup is in the journal");
+    let open: Vec<&String> = g.tasks.iter().filter(|(_, t)| !t.status.is_terminal()).map(|(id, _)| id).collect();
+    assert!(!open.is_empty(), "the kill left work to do");
+    let owned_at_kill = ledger.owners().len();
+
+    let out = strata(
+        strata_bin!(),
+        &ws,
+        &["run", "--resume", "crash", "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0", "--json"],
+    );
+    assert!(out.status.success(), "resume: {}", String::from_utf8_lossy(&out.stderr));
+    let s = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(s["completed"], 12, "{s}");
+    let (groups, ledger) = load(&ws);
+    let g = groups.get("crash").expect("workgroup");
+    assert!(g.finished);
+    for t in &completed_before {
+        let state = g.tasks.get(t).expect("task");
+        assert_eq!(
+            (state.status, state.attempts),
+            (Status::Completed, 1),
+            "{t} completed before the kill and did not run again"
+        );
+    }
+    assert!(ledger.owners().is_empty(), "every file released (at the kill {owned_at_kill} lineages owned files)");
+    // Each completed task's change reached the integration branch exactly once.
+    let log = git(&repo, &["log", "--format=%s", "strata/crash"]);
+    for i in 0..10 {
+        let n = log.lines().filter(|l| l.starts_with(&format!("strata: crash/b{i} "))).count();
+        assert_eq!(n, 1, "b{i} applied once:\n{log}");
+    }
+    strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
+}
+
+#[test]
+fn the_plan_checks_report_every_problem_at_once() {
+    let text = r#"
+workgroup = "Bad Name"
+parallel = 0
+[[task]]
+id = "a"
+role = "backend-builder"
+objective = "x"
+after = ["b", "ghost"]
+[[task]]
+id = "b"
+role = "backend-builder"
+objective = "y"
+owns = ["src/x/"]
+after = ["a"]
+[[task]]
+id = "c"
+role = "ui-builder"
+objective = "z"
+owns = ["src/x/file.rs"]
+[[task]]
+id = "d"
+role = "reviewer"
+phase = "plan"
+objective = "r"
+after = ["c"]
+continues = "b"
+"#;
+    let plan: Plan = toml::from_str(text).expect("TOML");
+    let problems = plan::check(&plan).expect_err("refused");
+    let has = |task: Option<&str>, field: &str, words: &str| {
+        problems.iter().any(|p| p.task.as_deref() == task && p.field == field && p.rule.contains(words))
+    };
+    assert!(has(None, "workgroup", "a-z"), "{problems:?}");
+    assert!(has(None, "parallel", "outside"), "{problems:?}");
+    assert!(has(Some("a"), "after", "not a task"), "{problems:?}");
+    assert!(has(Some("a"), "owns", "writer role"), "{problems:?}");
+    assert!(problems.iter().any(|p| p.field == "after" && p.rule.contains("cycle")), "{problems:?}");
+    assert!(has(Some("c"), "owns", "overlaps"), "{problems:?}");
+    assert!(has(Some("d"), "after", "phases are gates"), "{problems:?}");
+    assert!(has(Some("d"), "continues", "must also be in after"), "{problems:?}");
+    assert!(has(None, "task", "review"), "the full pipeline needs a review task: {problems:?}");
+    // And through the CLI: exit 1 with the problems named, nothing appended.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    strata_ok(strata_bin!(), tmp.path(), &["init"]);
+    let file = tmp.path().join("bad.toml");
+    std::fs::write(&file, text).expect("plan");
+    let out = strata(strata_bin!(), tmp.path(), &["run", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("STRATA-E1701") && err.contains("task c: owns"), "{err}");
+    let (groups, _) = load(tmp.path());
+    assert!(groups.groups().is_empty(), "a refused plan appends nothing");
+}
