@@ -66,6 +66,7 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("task.failed", &[1]),
     ("task.held", &[1]),
     ("task.write-violation", &[1]),
+    ("task.conflicted", &[1]),
     ("workgroup.finished", &[1]),
     // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
     ("bench.sample", &[1]),

@@ -329,3 +329,36 @@ continues = "b"
     let (groups, _) = load(tmp.path());
     assert!(groups.groups().is_empty(), "a refused plan appends nothing");
 }
+
+#[test]
+fn a_change_that_does_not_apply_is_a_conflict_and_the_integration_branch_stays_clean() {
+    use strata_adapters::coordinator::git::Repo;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("repo");
+    std::fs::create_dir_all(&root).expect("dir");
+    std::fs::write(root.join("shared.txt"), "one\n").expect("file");
+    git(&root, &["init", "-q", "-b", "main"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    let repo = Repo::open(&root, "conflict-test").expect("opens");
+    // Two workers start from the same tip and change the same line.
+    let a = repo.worktree("a", 1).expect("worktree a");
+    let b = repo.worktree("b", 1).expect("worktree b");
+    std::fs::write(a.join("shared.txt"), "one from a\n").expect("write a");
+    std::fs::write(b.join("shared.txt"), "one from b\n").expect("write b");
+    let ca = repo.collect(&a, "a").expect("collect a");
+    let cb = repo.collect(&b, "b").expect("collect b");
+    assert_eq!(ca.files, ["shared.txt"]);
+    assert!(repo.apply(ca.commit.as_deref().expect("commit")).expect("apply a").is_ok());
+    let conflict = repo.apply(cb.commit.as_deref().expect("commit")).expect("apply b");
+    assert_eq!(conflict, Err(vec!["shared.txt".to_owned()]));
+    // Nothing half applied: the branch holds a's change only, and a's commit is known as applied.
+    assert_eq!(git(&root, &["show", "strata/conflict-test:shared.txt"]), "one from a\n");
+    let applied = repo.applied().expect("applied");
+    assert!(applied.contains(ca.commit.as_deref().expect("commit")) && !applied.contains(cb.commit.as_deref().expect("commit")));
+    for w in [&a, &b] {
+        repo.remove(w).expect("remove");
+        assert!(!w.exists());
+    }
+    repo.close().expect("close");
+}

@@ -6,9 +6,11 @@
 //! outside the repository (under the system's temporary directory, at a path derived from the
 //! repository and the task), so a worker walking up from its directory never meets `.strata/`
 //! or the coordinator's files. After the turn, everything the worker changed is staged and
-//! committed in its worktree; the coordinator lists the files (the post-turn diff check) and
-//! cherry-picks the commit onto the integration branch in dependency order. A conflict aborts the
-//! pick and is reported, never half applied.
+//! committed in its worktree; the coordinator lists the files (the post-turn diff check), records
+//! the completion, then cherry-picks the commit onto the integration branch (completion order is
+//! dependency order). A conflict aborts the pick and is reported, never half applied; after a
+//! crash, completed commits missing from the branch are found by their `cherry picked from`
+//! trailers and applied.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,7 +85,30 @@ impl Repo {
                 git(&repo.root, &["worktree", "add", "-b", &repo.branch, &path, "HEAD"])?;
             }
         }
+        // A stop in the middle of a pick leaves it half done: undo it (its task is recorded as
+        // completed and applied again by the coordinator's reconciliation).
+        if integration.join(".git").exists() {
+            let _ = git(&integration, &["cherry-pick", "--abort"]);
+            git(&integration, &["reset", "-q", "--hard", "HEAD"])?;
+        }
         Ok(repo)
+    }
+
+    /// The commits already applied to the integration branch (by the `cherry picked from`
+    /// trailer each pick records).
+    pub fn applied(&self) -> anyhow::Result<std::collections::BTreeSet<String>> {
+        let log = git(&self.integration(), &["log", "--format=%B", "HEAD"])?;
+        Ok(log
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("(cherry picked from commit ")?.strip_suffix(')'))
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// Removes the worktree of `task`'s `attempt`, if it is still there.
+    pub fn remove_attempt(&self, task: &str, attempt: u32) -> anyhow::Result<()> {
+        let path = self.base.join(format!("{task}.{attempt}"));
+        if path.exists() { self.remove(&path) } else { Ok(()) }
     }
 
     /// The repository's top directory.

@@ -8,13 +8,15 @@
 //! before they exist), prepares the worker's directory (its own git worktree when it writes) and
 //! records route, claim, prompt and dispatch in one atomic append. When a worker ends, its
 //! changes are collected with the post-turn diff check (writes outside ownership are violations:
-//! `flag` discards them, `stop` fails the task), applied to the integration branch in completion
-//! order (dependencies complete first), and the outcome, the release of its files and its usage
-//! are recorded in one append. A task whose dependency failed is held.
+//! `flag` discards the task's changes, `stop` fails the task), the outcome, the release of its
+//! files and its usage are recorded in one append, and then its commit is applied to the
+//! integration branch (completion order is dependency order); a conflict is recorded as
+//! `task.conflicted`. A task whose dependency failed, conflicted or was held is held.
 //!
 //! The journal is the only state: after a crash, `strata run --resume WG` rebuilds everything
 //! from it, dispatches the tasks that were in flight again as their next attempt (their lineage
-//! still owns its files, so no second claim is made) and never reruns a completed task.
+//! still owns its files, so no second claim is made), applies completed commits the integration
+//! branch is missing, and never reruns a completed task.
 
 pub mod git;
 
@@ -111,7 +113,7 @@ pub struct Summary {
     pub tasks: Vec<TaskLine>,
     /// Counts by status.
     pub completed: usize,
-    /// Failed.
+    /// Failed or conflicted.
     pub failed: usize,
     /// Held.
     pub held: usize,
@@ -137,6 +139,9 @@ pub fn summary(g: &Workgroup) -> Summary {
         let d = s.dispatch.as_ref().map(|(_, d)| d);
         let problem = match s.status {
             Status::Failed => s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+            Status::Conflicted => {
+                s.conflicted.as_ref().map(|c| format!("conflict on {}: {}", c.branch, c.files.join(", ")))
+            }
             Status::Held => s.held.as_ref().map(|h| format!("{} ({})", h.reason, h.blocked_by.join(", "))),
             _ => None,
         };
@@ -162,7 +167,7 @@ pub fn summary(g: &Workgroup) -> Summary {
     Summary {
         workgroup: g.plan.workgroup.clone(),
         completed: g.count(Status::Completed),
-        failed: g.count(Status::Failed),
+        failed: g.count(Status::Failed) + g.count(Status::Conflicted),
         held: g.count(Status::Held),
         prompt_tokens: tasks.iter().filter_map(|t| t.prompt_tokens).sum(),
         baseline_tokens: tasks.iter().filter_map(|t| t.baseline_tokens).sum(),
@@ -371,6 +376,7 @@ impl<'j> Coordinator<'j> {
             let repo = git::Repo::open(&dir, wg)?;
             self.measured.branch = Some(repo.branch().to_owned());
             self.repo = Some(repo);
+            self.reconcile(wg)?;
         }
         // Tasks a stopped coordinator left in flight run again as their next attempt.
         let stale: Vec<String> = g
@@ -684,6 +690,7 @@ impl<'j> Coordinator<'j> {
             if outcome.succeeded { None } else { Some(events::bounded(&outcome.summary)) };
         let mut retryable = true;
         let mut files = Vec::new();
+        let mut commit = None;
         if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
             let changes = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
             let outside: Vec<String> =
@@ -704,22 +711,12 @@ impl<'j> Coordinator<'j> {
                 }
             }
             let clean = outside.is_empty();
-            if failure.is_none() {
-                if let (true, Some(commit)) = (clean, &changes.commit)
-                    && let Err(conflicted) = repo.apply(commit)?
-                {
-                    retryable = false;
-                    failure = Some(format!(
-                        "conflict applying its changes to {}: {}; its dependants are held",
-                        repo.branch(),
-                        conflicted.join(", ")
-                    ));
-                }
-                files = if clean {
-                    changes.files
-                } else {
-                    changes.files.into_iter().filter(|f| !outside.contains(f)).collect()
-                };
+            if failure.is_none() && clean {
+                files = changes.files;
+                commit = changes.commit;
+            } else if failure.is_none() {
+                // Flagged: the owned part is not applied either; the task's changes are discarded.
+                files = Vec::new();
             }
         }
         match failure {
@@ -732,6 +729,7 @@ impl<'j> Coordinator<'j> {
                     summary: events::bounded(&outcome.summary),
                     usage: outcome.usage,
                     synthetic: outcome.synthetic,
+                    commit: commit.clone(),
                 };
                 end.events.push(decide::completed(&g, &c, &mut V7Ids, &SystemClock)?);
                 end.notes.push(format!("{id}: completed ({} files)", c.files.len()));
@@ -753,7 +751,55 @@ impl<'j> Coordinator<'j> {
         if let Some(t) = self.usage(&flight, &outcome)? {
             end.extra.push(t);
         }
-        self.close_task(&g, &lineage, end, flight, began)
+        self.close_task(&g, &lineage, end, flight, began)?;
+        // The completion is durable; now its changes go onto the integration branch.
+        if let Some(commit) = commit {
+            self.integrate(wg, id, attempt, &commit)?;
+        }
+        Ok(())
+    }
+
+    /// Applies a completed task's commit to the integration branch; a conflict is recorded and
+    /// holds the task's dependants.
+    fn integrate(&mut self, wg: &str, id: &str, attempt: u32, commit: &str) -> anyhow::Result<()> {
+        let Some(repo) = &self.repo else { return Ok(()) };
+        let Err(files) = repo.apply(commit)? else { return Ok(()) };
+        let branch = repo.branch().to_owned();
+        let g = self.group(wg)?;
+        let c = events::Conflicted { task: id.to_owned(), attempt, branch: branch.clone(), files: files.clone() };
+        let e = decide::conflicted(g, &c, &mut V7Ids, &SystemClock)?;
+        let append = decide::append(g, vec![e]);
+        self.commit(vec![append])?;
+        self.progress(format_args!(
+            "{id}: its changes conflict on {branch} ({}); its dependants are held",
+            files.join(", ")
+        ));
+        Ok(())
+    }
+
+    /// After a stop: applies completed tasks' commits the integration branch does not hold yet (in
+    /// completion order) and removes the worktrees of attempts that were in flight.
+    fn reconcile(&mut self, wg: &str) -> anyhow::Result<()> {
+        let Some(repo) = &self.repo else { return Ok(()) };
+        let applied = repo.applied()?;
+        let g = self.group(wg)?;
+        let mut pending: Vec<(u64, String, u32, String)> = Vec::new();
+        for (id, t) in &g.tasks {
+            match (&t.status, &t.completed) {
+                (Status::Completed, Some((seq, c))) => {
+                    if let Some(commit) = c.commit.as_ref().filter(|c| !applied.contains(*c)) {
+                        pending.push((*seq, id.clone(), c.attempt, commit.clone()));
+                    }
+                }
+                (Status::Dispatched | Status::Running, _) => repo.remove_attempt(id, t.attempts)?,
+                _ => {}
+            }
+        }
+        pending.sort();
+        for (_, id, attempt, commit) in pending {
+            self.integrate(wg, &id, attempt, &commit)?;
+        }
+        Ok(())
     }
 
     /// Records the task's end with the release of its files, and removes its worktree.

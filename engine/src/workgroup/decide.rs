@@ -68,17 +68,12 @@ pub fn next(g: &Workgroup) -> Next {
         if status(t.id()) != Status::Pending {
             continue;
         }
-        let mut blockers: Vec<String> = t
-            .spec
-            .after
-            .iter()
-            .filter(|d| matches!(status(d), Status::Failed | Status::Held) || blocked.contains(d.as_str()))
-            .cloned()
-            .collect();
+        let mut blockers: Vec<String> =
+            t.spec.after.iter().filter(|d| status(d).blocks() || blocked.contains(d.as_str())).cloned().collect();
         let earlier: Vec<&super::plan::Task> = g.plan.tasks.iter().filter(|e| e.phase < t.phase).collect();
         let phase_failed: Vec<String> = earlier
             .iter()
-            .filter(|e| matches!(status(e.id()), Status::Failed | Status::Held) || blocked.contains(e.id()))
+            .filter(|e| status(e.id()).blocks() || blocked.contains(e.id()))
             .map(|e| e.id().to_owned())
             .collect();
         if !blockers.is_empty() || !phase_failed.is_empty() {
@@ -86,7 +81,7 @@ pub fn next(g: &Workgroup) -> Next {
                 let first = phase_failed.first().and_then(|id| g.plan.task(id)).map_or(0, |e| e.phase);
                 format!("phase {} did not complete, so phase {} does not start", PHASES[first], PHASES[t.phase])
             } else {
-                "a task it waits for failed or was held".to_owned()
+                "a task it waits for failed, conflicted or was held".to_owned()
             };
             blockers.extend(phase_failed);
             blockers.sort_unstable();
@@ -200,6 +195,20 @@ pub fn violation(
         return Err(order(&v.task, "a violation names the current attempt and at least one path"));
     }
     event(ids, clock, events::VIOLATION, v)
+}
+
+/// `task.conflicted` for a completed task.
+pub fn conflicted(
+    g: &Workgroup,
+    c: &events::Conflicted,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<EventData, WorkgroupError> {
+    let t = state_of(g, &c.task)?;
+    if t.status != Status::Completed || c.attempt != t.attempts {
+        return Err(order(&c.task, format!("is {}; only a completed task's changes conflict", t.status.as_str())));
+    }
+    event(ids, clock, events::CONFLICTED, c)
 }
 
 /// `workgroup.finished`, once every task is completed, failed or held.

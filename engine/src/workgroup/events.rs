@@ -1,7 +1,8 @@
 //! The workgroup events (all schema version 1), on the workgroup's stream `workgroup/<name>`.
 //!
 //! A task moves `pending → dispatched → running → completed | failed`; a failure the plan's
-//! retries allow sends it back to `pending`; a pending task whose dependency failed is `held`. After a crash a dispatched or running task is dispatched again
+//! retries allow sends it back to `pending`; a completed task whose changes do not apply is
+//! `conflicted`; a pending task whose dependency failed, conflicted or was held is `held`. After a crash a dispatched or running task is dispatched again
 //! with the next attempt number. Ownership claims and releases are on the dispatch ledger
 //! (`ce/ledger`), appended in the same atomic batch as the task event they belong to.
 
@@ -26,11 +27,13 @@ pub const FAILED: &str = "task.failed";
 pub const HELD: &str = "task.held";
 /// `task.write-violation`: the post-turn check found writes outside the task's ownership.
 pub const VIOLATION: &str = "task.write-violation";
-/// `workgroup.finished`: every task is completed, failed or held.
+/// `task.conflicted`: a completed task's changes did not apply to the integration branch.
+pub const CONFLICTED: &str = "task.conflicted";
+/// `workgroup.finished`: every task is completed, failed, conflicted or held.
 pub const FINISHED: &str = "workgroup.finished";
 /// Every type the `workgroups` projection folds from workgroup streams.
-pub const ALL: [&str; 9] =
-    [PLANNED, DISPATCHED, WORKER_STARTED, WORKER_OUTPUT, COMPLETED, FAILED, HELD, VIOLATION, FINISHED];
+pub const ALL: [&str; 10] =
+    [PLANNED, DISPATCHED, WORKER_STARTED, WORKER_OUTPUT, COMPLETED, FAILED, HELD, VIOLATION, CONFLICTED, FINISHED];
 
 /// Longest text of a `worker.output` or a summary, bytes.
 pub const TEXT_BYTES_MAX: usize = 4 * 1024;
@@ -131,6 +134,24 @@ pub struct Completed {
     pub usage: Counters,
     /// The usage is simulated.
     pub synthetic: bool,
+    /// The commit holding the changes, applied to the integration branch after this event.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+/// `task.conflicted` v1: recorded after the completion, when its commit did not apply; the
+/// task's dependants are held.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conflicted {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The integration branch.
+    pub branch: String,
+    /// Files in conflict.
+    pub files: Vec<String>,
 }
 
 /// `task.failed` v1.

@@ -30,14 +30,21 @@ pub enum Status {
     Completed,
     /// Failed.
     Failed,
+    /// Completed, but its changes did not apply to the integration branch.
+    Conflicted,
     /// Cannot run: a dependency failed.
     Held,
 }
 
 impl Status {
-    /// Completed, failed or held.
+    /// Completed, failed, conflicted or held.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Completed | Status::Failed | Status::Held)
+        matches!(self, Status::Completed | Status::Failed | Status::Conflicted | Status::Held)
+    }
+
+    /// Failed, conflicted or held: what depends on it can never run.
+    pub fn blocks(self) -> bool {
+        matches!(self, Status::Failed | Status::Conflicted | Status::Held)
     }
 
     /// Name.
@@ -48,6 +55,7 @@ impl Status {
             Status::Running => "running",
             Status::Completed => "completed",
             Status::Failed => "failed",
+            Status::Conflicted => "conflicted",
             Status::Held => "held",
         }
     }
@@ -70,6 +78,8 @@ pub struct TaskState {
     pub failed: Option<(u64, Failed)>,
     /// Why it is held.
     pub held: Option<Held>,
+    /// The conflict applying its changes.
+    pub conflicted: Option<events::Conflicted>,
     /// Write violations found.
     pub violations: Vec<Violation>,
     /// Bytes of `worker.output` recorded.
@@ -142,7 +152,7 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
 }
 
 /// Event types folded: the workgroup events and the guard's allowed writes.
-pub const FOLDED: [&str; 10] = [
+pub const FOLDED: [&str; 11] = [
     events::PLANNED,
     events::DISPATCHED,
     events::WORKER_STARTED,
@@ -151,6 +161,7 @@ pub const FOLDED: [&str; 10] = [
     events::FAILED,
     events::HELD,
     events::VIOLATION,
+    events::CONFLICTED,
     events::FINISHED,
     guard::ALLOWED,
 ];
@@ -234,6 +245,7 @@ impl Workgroups {
                             completed: None,
                             failed: None,
                             held: None,
+                            conflicted: None,
                             violations: Vec::new(),
                             output_bytes: 0,
                             spent: Counters::default(),
@@ -337,6 +349,20 @@ impl Workgroups {
                     return bad(&format!("task {} is at attempt {}", x.task, t.attempts));
                 }
                 t.violations.push(x);
+            }
+            events::CONFLICTED => {
+                let x: events::Conflicted = de(r)?;
+                let t = Self::task(self.group(r)?, r, &x.task)?;
+                if t.status != Status::Completed || x.attempt != t.attempts {
+                    return bad(&format!(
+                        "task {} is {}, not completed at attempt {}",
+                        x.task,
+                        t.status.as_str(),
+                        x.attempt
+                    ));
+                }
+                t.status = Status::Conflicted;
+                t.conflicted = Some(x);
             }
             events::FINISHED => {
                 let _: events::Finished = de(r)?;
