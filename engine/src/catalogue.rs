@@ -59,6 +59,7 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("guard.write-denied", &[1]),
     // Workgroups: a coordinator's run of a plan, task by task.
     ("workgroup.planned", &[1]),
+    ("workgroup.tasks-added", &[1]),
     ("task.dispatched", &[1]),
     ("worker.started", &[1]),
     ("worker.output", &[1]),

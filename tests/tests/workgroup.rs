@@ -355,10 +355,38 @@ fn a_change_that_does_not_apply_is_a_conflict_and_the_integration_branch_stays_c
     // Nothing half applied: the branch holds a's change only, and a's commit is known as applied.
     assert_eq!(git(&root, &["show", "strata/conflict-test:shared.txt"]), "one from a\n");
     let applied = repo.applied().expect("applied");
-    assert!(applied.contains(ca.commit.as_deref().expect("commit")) && !applied.contains(cb.commit.as_deref().expect("commit")));
+    assert!(
+        applied.contains(ca.commit.as_deref().expect("commit"))
+            && !applied.contains(cb.commit.as_deref().expect("commit"))
+    );
     for w in [&a, &b] {
         repo.remove(w).expect("remove");
         assert!(!w.exists());
     }
     repo.close().expect("close");
+}
+
+#[test]
+fn a_plan_larger_than_one_event_is_recorded_in_chunks_in_one_append_and_folds_back_whole() {
+    use strata_engine::ports::{CountingIds, FixedClock};
+    use strata_engine::workgroup::decide;
+    let mut text = String::from("workgroup = \"big\"\n");
+    for i in 0..1_200 {
+        text.push_str(&format!(
+            "[[task]]\nid = \"t{i}\"\nrole = \"analyst\"\nobjective = \"Read part {i} of the system and summarise what changed there.\"\n"
+        ));
+    }
+    let plan: Plan = toml::from_str(&text).expect("TOML");
+    let checked = plan::check(&plan).expect("checks");
+    let append = decide::plan(&Workgroups::default(), checked.clone(), 7, &mut CountingIds::new(1), &FixedClock(1)).expect("decided");
+    assert!(append.events.len() > 2, "several task chunks: {}", append.events.len());
+    assert!(append.events.iter().all(|e| e.payload.len() <= 256 * 1024), "every event fits the journal's payload limit");
+    let journal = strata_journal::Journal::in_memory("test").expect("journal");
+    journal.append_multi_blocking(vec![append]).expect("append").expect("no conflict");
+    let mut groups = Workgroups::default();
+    catch_up_one(&mut groups, &journal).expect("fold");
+    let g = groups.get("big").expect("planned");
+    assert_eq!(g.plan, checked, "the plan folds back exactly");
+    assert_eq!(g.tasks.len(), 1_200);
+    assert_eq!(decide::next(g).dispatch.len(), 4, "four at once by default");
 }

@@ -10,22 +10,15 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use strata_engine::kb::fixture::{FixtureSpec, generate};
-use strata_engine::kb::intake;
 use strata_engine::workgroup::plan::{self, Plan};
 
 use super::EXIT_PROBLEMS;
-use crate::config::Config;
-use crate::coordinator::{Coordinator, Measured, Options, Summary, summary};
-use crate::system::{SystemClock, V7Ids};
+use crate::coordinator::{Coordinator, Measured, Options, Summary, example, summary};
 use crate::table::Table;
-use crate::workspace::{Workspace, record_initialized};
+use crate::workspace::Workspace;
 
-/// The bundled example plan.
-pub const EXAMPLE_PLAN: &str = include_str!("../../../examples/workgroup.toml");
 /// Largest plan file, bytes.
 pub const PLAN_BYTES_MAX: u64 = 4 * 1024 * 1024;
-const MARKER: &str = ".strata-run-example";
 
 /// `strata run`'s arguments.
 #[derive(Args, Debug)]
@@ -64,8 +57,8 @@ pub(crate) struct RunArgs {
 
 pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitCode> {
     let (ws, plan_text, repo) = if args.example {
-        let (ws, repo) = build_example(&args.at)?;
-        (ws, Some(EXAMPLE_PLAN.to_owned()), Some(repo))
+        let (ws, repo) = example::build(&args.at)?;
+        (ws, Some(example::PLAN.to_owned()), Some(repo))
     } else {
         let text = match &args.plan {
             Some(p) => Some(read_plan(p)?),
@@ -187,76 +180,4 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         }
     }
     Ok(())
-}
-
-/// The files of the example repository: one per place a task of the example plan writes.
-const EXAMPLE_FILES: [(&str, &str); 6] = [
-    ("README.md", "# invoicing\n\nThe example repository `strata run --example` works on.\n"),
-    ("src/billing/mod.rs", "//! Billing.\n"),
-    ("src/shared/ledger.rs", "//! The shared ledger.\n"),
-    ("src/identity/keys.rs", "//! Signing key references.\n"),
-    ("web/invoice/index.html", "<!doctype html><title>Invoice</title>\n"),
-    ("tests/billing/README.md", "Billing tests.\n"),
-];
-
-/// Builds the example workspace at `at`: a journal holding the bundled knowledge base, and a git
-/// repository with a first commit. Returns the workspace and the repository.
-fn build_example(at: &Path) -> anyhow::Result<(Workspace, PathBuf)> {
-    if at.exists() {
-        if !at.join(MARKER).exists() {
-            anyhow::bail!(
-                "[STRATA-E0602] {} exists and is not an earlier example; pass --at with a new directory",
-                at.display()
-            );
-        }
-        std::fs::remove_dir_all(at)
-            .with_context(|| format!("cannot remove the earlier example at {}", at.display()))?;
-    }
-    std::fs::create_dir_all(at).with_context(|| format!("cannot create {}", at.display()))?;
-    std::fs::write(at.join(MARKER), "created by `strata run --example`; safe to delete\n")?;
-    let at = std::fs::canonicalize(at)?;
-    let ws = Workspace::at(&at);
-    let config = Config::default();
-    let journal = ws.create(&format!("strata.example/{}", strata_engine::ports::Ids::next_id(&mut V7Ids)), &config)?;
-    record_initialized(&journal, &config)?;
-    let fx = generate(&FixtureSpec::seed_scale(7));
-    let g = super::kb::load_graph(&journal)?;
-    let plan = intake::plan(&g, &fx.files(), &mut V7Ids, &SystemClock)
-        .map_err(|p| anyhow::anyhow!("the bundled knowledge base does not take in: {:?}", p.first()))?;
-    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
-    crate::workspace::finish(&journal)?;
-    journal.close_blocking()?;
-    let repo = at.join("repo");
-    for (path, text) in EXAMPLE_FILES {
-        let p = repo.join(path);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&p, text)?;
-    }
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["add", "-A"],
-        &[
-            "-c",
-            "user.name=strata",
-            "-c",
-            "user.email=strata@localhost",
-            "commit",
-            "-q",
-            "-m",
-            "the example repository",
-        ],
-    ] {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .context("cannot run git (is it installed?)")?;
-        if !out.status.success() {
-            anyhow::bail!("git {} failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
-        }
-    }
-    Ok((ws, repo))
 }

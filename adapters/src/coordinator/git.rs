@@ -42,6 +42,22 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Keeps `.strata/` (a workspace inside the repository) out of `git status` and of every
+/// worker's `git add -A`, through the repository's own `info/exclude`.
+fn exclude_strata(root: &Path) -> anyhow::Result<()> {
+    let common = git(root, &["rev-parse", "--git-common-dir"])?;
+    let common = root.join(common.trim());
+    let exclude = common.join("info").join("exclude");
+    let text = std::fs::read_to_string(&exclude).unwrap_or_default();
+    if text.lines().any(|l| l.trim() == ".strata/") {
+        return Ok(());
+    }
+    std::fs::create_dir_all(common.join("info")).with_context(|| format!("cannot create {}", common.display()))?;
+    let sep = if text.is_empty() || text.ends_with('\n') { "" } else { "\n" };
+    std::fs::write(&exclude, format!("{text}{sep}.strata/\n"))
+        .with_context(|| format!("cannot write {}", exclude.display()))
+}
+
 /// The repository a workgroup writes to, and its integration worktree.
 #[derive(Clone, Debug)]
 pub struct Repo {
@@ -69,6 +85,7 @@ impl Repo {
         let root = PathBuf::from(top.trim());
         git(&root, &["rev-parse", "--verify", "HEAD"])
             .context("[STRATA-E1722] the repository has no commit yet; commit once, then rerun")?;
+        exclude_strata(&root)?;
         let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
         let base = std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup);
         let repo = Repo { root, branch: format!("strata/{workgroup}"), base };

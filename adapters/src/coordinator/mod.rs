@@ -18,6 +18,7 @@
 //! still owns its files, so no second claim is made), applies completed commits the integration
 //! branch is missing, and never reruns a completed task.
 
+pub mod example;
 pub mod git;
 
 use std::collections::BTreeMap;

@@ -40,8 +40,30 @@ pub fn plan(
     let json = serde_json::to_value(&plan).map_err(|e| WorkgroupError::Encode(e.to_string()))?;
     let plan_digest = crate::canonical::hash(&json).to_hex();
     let s = stream(&plan.workgroup);
-    let e = event(ids, clock, events::PLANNED, &Planned { plan, plan_digest, seed })?;
-    Ok(StreamAppend { stream: s, expected: ExpectedVersion::EMPTY, events: vec![e] })
+    let mut header = plan;
+    let tasks = std::mem::take(&mut header.tasks);
+    let planned = Planned { plan: header, task_count: tasks.len() as u64, plan_digest, seed };
+    let mut out = vec![event(ids, clock, events::PLANNED, &planned)?];
+    let mut chunk: Vec<super::plan::Task> = Vec::new();
+    let mut bytes = 0usize;
+    for t in tasks {
+        let size = serde_json::to_vec(&t).map_err(|e| WorkgroupError::Encode(e.to_string()))?.len();
+        if !chunk.is_empty() && bytes + size > events::TASKS_CHUNK_BYTES {
+            out.push(event(
+                ids,
+                clock,
+                events::TASKS_ADDED,
+                &events::TasksAdded { tasks: std::mem::take(&mut chunk) },
+            )?);
+            bytes = 0;
+        }
+        bytes += size;
+        chunk.push(t);
+    }
+    if !chunk.is_empty() {
+        out.push(event(ids, clock, events::TASKS_ADDED, &events::TasksAdded { tasks: chunk })?);
+    }
+    Ok(StreamAppend { stream: s, expected: ExpectedVersion::EMPTY, events: out })
 }
 
 /// What to do next in a workgroup.
@@ -213,7 +235,7 @@ pub fn conflicted(
 
 /// `workgroup.finished`, once every task is completed, failed or held.
 pub fn finished(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<EventData>, WorkgroupError> {
-    if g.finished || !g.tasks.values().all(|t| t.status.is_terminal()) {
+    if g.finished || g.tasks.len() as u64 != g.task_count || !g.tasks.values().all(|t| t.status.is_terminal()) {
         return Ok(None);
     }
     let f = Finished {

@@ -8,11 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::Checked;
+use super::plan::{Checked, Task};
 use crate::telemetry::events::Counters;
 
-/// `workgroup.planned`: the checked plan a run works through.
+/// `workgroup.planned`: the checked plan's settings; its tasks follow in `workgroup.tasks-added`.
 pub const PLANNED: &str = "workgroup.planned";
+/// `workgroup.tasks-added`: a chunk of the plan's tasks, in schedule order, in the same append
+/// as `workgroup.planned` (a plan of thousands of tasks is larger than one event may be).
+pub const TASKS_ADDED: &str = "workgroup.tasks-added";
 /// `task.dispatched`: routed, prompt assembled, ownership claimed, about to start a worker.
 pub const DISPATCHED: &str = "task.dispatched";
 /// `worker.started`: the provider gave the worker a session.
@@ -32,8 +35,19 @@ pub const CONFLICTED: &str = "task.conflicted";
 /// `workgroup.finished`: every task is completed, failed, conflicted or held.
 pub const FINISHED: &str = "workgroup.finished";
 /// Every type the `workgroups` projection folds from workgroup streams.
-pub const ALL: [&str; 10] =
-    [PLANNED, DISPATCHED, WORKER_STARTED, WORKER_OUTPUT, COMPLETED, FAILED, HELD, VIOLATION, CONFLICTED, FINISHED];
+pub const ALL: [&str; 11] = [
+    PLANNED,
+    TASKS_ADDED,
+    DISPATCHED,
+    WORKER_STARTED,
+    WORKER_OUTPUT,
+    COMPLETED,
+    FAILED,
+    HELD,
+    VIOLATION,
+    CONFLICTED,
+    FINISHED,
+];
 
 /// Longest text of a `worker.output` or a summary, bytes.
 pub const TEXT_BYTES_MAX: usize = 4 * 1024;
@@ -42,13 +56,27 @@ pub const TEXT_BYTES_MAX: usize = 4 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Planned {
-    /// The checked plan.
+    /// The checked plan without its tasks.
     pub plan: Checked,
-    /// blake3 of the plan's canonical JSON, hex.
+    /// Tasks the `workgroup.tasks-added` events that follow carry.
+    pub task_count: u64,
+    /// blake3 of the whole checked plan's canonical JSON, hex.
     pub plan_digest: String,
     /// Seed of the simulated provider's model (recorded so a rerun is the same run).
     pub seed: u64,
 }
+
+/// `workgroup.tasks-added` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TasksAdded {
+    /// The next tasks of the plan, in schedule order.
+    pub tasks: Vec<Task>,
+}
+
+/// Largest serialised chunk of tasks in one `workgroup.tasks-added`, bytes (the journal takes
+/// payloads up to 256 KiB; one task is at most about 140 KiB).
+pub const TASKS_CHUNK_BYTES: usize = 96 * 1024;
 
 /// The prompt a task was given: the assembly recorded on `prompt/<prompt_task>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

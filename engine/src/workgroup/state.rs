@@ -101,6 +101,8 @@ pub struct Workgroup {
     pub version: u64,
     /// Tasks by id.
     pub tasks: BTreeMap<String, TaskState>,
+    /// Tasks the plan declared (all of them are in `tasks` once its append is folded).
+    pub task_count: u64,
     /// Whether `workgroup.finished` was recorded.
     pub finished: bool,
 }
@@ -152,8 +154,9 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
 }
 
 /// Event types folded: the workgroup events and the guard's allowed writes.
-pub const FOLDED: [&str; 11] = [
+pub const FOLDED: [&str; 12] = [
     events::PLANNED,
+    events::TASKS_ADDED,
     events::DISPATCHED,
     events::WORKER_STARTED,
     events::WORKER_OUTPUT,
@@ -232,36 +235,46 @@ impl Workgroups {
                 if r.stream != stream(&name) || self.groups.contains_key(&name) {
                     return bad(&format!("workgroup {name} planned twice or on the wrong stream"));
                 }
-                let tasks = x
-                    .plan
-                    .tasks
-                    .iter()
-                    .map(|t| {
-                        let s = TaskState {
-                            status: Status::Pending,
-                            attempts: 0,
-                            dispatch: None,
-                            session_id: None,
-                            completed: None,
-                            failed: None,
-                            held: None,
-                            conflicted: None,
-                            violations: Vec::new(),
-                            output_bytes: 0,
-                            spent: Counters::default(),
-                        };
-                        (t.id().to_owned(), s)
-                    })
-                    .collect();
+                if !x.plan.tasks.is_empty() {
+                    return bad("the plan's tasks come in workgroup.tasks-added");
+                }
                 let g = Workgroup {
                     plan: x.plan,
                     plan_digest: x.plan_digest,
                     seed: x.seed,
                     version: r.version,
-                    tasks,
+                    tasks: BTreeMap::new(),
+                    task_count: x.task_count,
                     finished: false,
                 };
                 self.groups.insert(name, g);
+            }
+            events::TASKS_ADDED => {
+                let x: events::TasksAdded = de(r)?;
+                let g = self.group(r)?;
+                if g.plan.tasks.len() + x.tasks.len() > g.task_count as usize {
+                    return bad("more tasks than the plan declared");
+                }
+                for t in x.tasks {
+                    if g.tasks.contains_key(t.id()) {
+                        return bad(&format!("task {} added twice", t.id()));
+                    }
+                    let s = TaskState {
+                        status: Status::Pending,
+                        attempts: 0,
+                        dispatch: None,
+                        session_id: None,
+                        completed: None,
+                        failed: None,
+                        held: None,
+                        conflicted: None,
+                        violations: Vec::new(),
+                        output_bytes: 0,
+                        spent: Counters::default(),
+                    };
+                    g.tasks.insert(t.id().to_owned(), s);
+                    g.plan.tasks.push(t);
+                }
             }
             events::DISPATCHED => {
                 let x: Dispatched = de(r)?;
@@ -367,7 +380,7 @@ impl Workgroups {
             events::FINISHED => {
                 let _: events::Finished = de(r)?;
                 let g = self.group(r)?;
-                if g.finished || !g.tasks.values().all(|t| t.status.is_terminal()) {
+                if g.finished || g.tasks.len() as u64 != g.task_count || !g.tasks.values().all(|t| t.status.is_terminal()) {
                     return bad("finished twice, or with tasks still open");
                 }
                 g.finished = true;

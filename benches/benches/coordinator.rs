@@ -1,0 +1,116 @@
+//! Coordinator overhead of `strata run` with the simulated provider, against a baseline measured
+//! in the same run.
+//!
+//! * A 1,000-task workgroup (every fifth task writes its own directory in a git worktree; the
+//!   rest read; layered dependencies; eight workers at once) runs over the bundled knowledge base
+//!   on a sled journal with power durability, simulated latency not waited for. Per task the
+//!   coordinator's own time is measured: routing, prompt assembly with its bill of materials,
+//!   claims, the dispatch, start and completion appends, the worktree and post-turn diff for
+//!   writers. Target: p50 ≤ 20 ms. The run must complete and its journal verify.
+//! * Baseline: the durable writes alone, as raw sled: three inserts with a flush each per task
+//!   (dispatch, start, completion), the floor any recorded step pays.
+
+use std::path::Path;
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use strata_adapters::coordinator::{Coordinator, Options, example};
+use strata_benches::{Ratio, Samples, report, timed_per_call};
+use strata_engine::workgroup::plan::{self, Plan};
+
+static SAMPLES: std::sync::LazyLock<Samples> = std::sync::LazyLock::new(Samples::default);
+
+const TASKS: usize = 1_000;
+
+fn plan_text() -> String {
+    let mut t = String::from("workgroup = \"bench\"\nparallel = 8\nretries = 1\n");
+    t.push_str("\n[[task]]\nid = \"plan\"\nrole = \"planner\"\nphase = \"plan\"\nobjective = \"Plan change request CR-1.\"\nchange_request = \"CR-1\"\n");
+    for i in 1..TASKS - 1 {
+        let after = if i < 9 { "plan".to_owned() } else { format!("t{}", i - 8) };
+        let (role, owns) = if i % 5 == 0 {
+            ("backend-builder", format!("owns = [\"src/m{i}/\"]\n"))
+        } else {
+            ("analyst", String::new())
+        };
+        t.push_str(&format!(
+            "\n[[task]]\nid = \"t{i}\"\nrole = \"{role}\"\nobjective = \"Part {i} of change request CR-1.\"\nchange_request = \"CR-1\"\nafter = [\"{after}\"]\n{owns}"
+        ));
+    }
+    t.push_str(
+        "\n[[task]]\nid = \"review\"\nrole = \"reviewer\"\nphase = \"review\"\nobjective = \"Review it all.\"\n",
+    );
+    t
+}
+
+fn run_thousand(dir: &Path) -> (Vec<u64>, u64, usize) {
+    let (ws, repo) = example::build(&dir.join("ws")).expect("example workspace");
+    let journal = ws.open_journal("bench").expect("journal");
+    let options = Options {
+        provider: Some("sim".into()),
+        seed: 7,
+        time_scale: 0,
+        progress: false,
+        repo: Some(repo),
+        on_violation: "flag".into(),
+        prompts_dir: ws.strata_dir().join("prompts"),
+    };
+    let plan: Plan = toml::from_str(&plan_text()).expect("plan TOML");
+    let checked = plan::check(&plan).expect("plan checks");
+    let mut c = Coordinator::open(&journal, ws.config().expect("config"), options).expect("coordinator");
+    let wg = c.plan(checked).expect("planned");
+    let t = Instant::now();
+    let measured = c.run(&wg).expect("the run completes");
+    let elapsed = t.elapsed().as_millis() as u64;
+    let g = c.groups().get(&wg).expect("workgroup").clone();
+    drop(c);
+    let head = journal.head().seq;
+    journal.close_blocking().expect("close");
+    assert!(g.finished, "the 1,000-task run finished");
+    let done = g.tasks.values().filter(|t| t.status.is_terminal()).count();
+    assert_eq!(done, TASKS);
+    let options = ws.open_options("bench verify").expect("options");
+    let report = strata_journal::verify::verify_dir(&ws.journal_dir(), &options, Vec::new(), &[]);
+    assert!(report.is_ok(), "the journal of the 1,000-task run verifies: {report:?}");
+    println!("1,000-task run: {elapsed} ms, {head} events, journal verified");
+    (measured.overhead_us, elapsed, head as usize)
+}
+
+fn bench(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (overhead, elapsed, events) = run_thousand(tmp.path());
+    for us in &overhead {
+        SAMPLES.value("coordinator-overhead-per-task-us", *us as f64);
+    }
+    SAMPLES.value("run-1000-tasks-ms", elapsed as f64);
+    SAMPLES.value("run-1000-tasks-events", events as f64);
+
+    let db = sled::Config::new().path(tmp.path().join("raw")).open().expect("sled");
+    let value = vec![7u8; 600];
+    timed_per_call(c, &SAMPLES, "coordinator", "raw-sled-3-flushed-writes", 5, |i| {
+        for k in 0..3u64 {
+            db.insert(((i as u64) * 3 + k).to_be_bytes(), value.as_slice()).expect("insert");
+            db.flush().expect("flush");
+        }
+    });
+    let p50 = SAMPLES.median("coordinator-overhead-per-task-us").unwrap_or(f64::NAN);
+    let floor = SAMPLES.median("raw-sled-3-flushed-writes-us").unwrap_or(f64::NAN);
+    println!(
+        "coordinator overhead per task p50 {:.2} ms (target <= 20 ms); raw durable floor {:.2} ms",
+        p50 / 1e3,
+        floor / 1e3
+    );
+    report(
+        "coordinator",
+        &SAMPLES,
+        &[Ratio {
+            label: "raw durable floor / coordinator overhead (share of overhead that is the floor)",
+            ours: "raw-sled-3-flushed-writes-us",
+            baseline: "coordinator-overhead-per-task-us",
+            target: 0.0,
+        }],
+        &[("coordinator overhead per task p50 (target <= 20)", p50 / 1e3, "ms")],
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
