@@ -378,9 +378,13 @@ fn a_plan_larger_than_one_event_is_recorded_in_chunks_in_one_append_and_folds_ba
     }
     let plan: Plan = toml::from_str(&text).expect("TOML");
     let checked = plan::check(&plan).expect("checks");
-    let append = decide::plan(&Workgroups::default(), checked.clone(), 7, &mut CountingIds::new(1), &FixedClock(1)).expect("decided");
+    let append = decide::plan(&Workgroups::default(), checked.clone(), 7, &mut CountingIds::new(1), &FixedClock(1))
+        .expect("decided");
     assert!(append.events.len() > 2, "several task chunks: {}", append.events.len());
-    assert!(append.events.iter().all(|e| e.payload.len() <= 256 * 1024), "every event fits the journal's payload limit");
+    assert!(
+        append.events.iter().all(|e| e.payload.len() <= 256 * 1024),
+        "every event fits the journal's payload limit"
+    );
     let journal = strata_journal::Journal::in_memory("test").expect("journal");
     journal.append_multi_blocking(vec![append]).expect("append").expect("no conflict");
     let mut groups = Workgroups::default();

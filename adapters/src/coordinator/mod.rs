@@ -443,22 +443,24 @@ impl<'j> Coordinator<'j> {
     /// Routes, assembles, claims and records task `id`, then starts its worker.
     fn dispatch(&mut self, wg: &str, id: &str, tx: &mpsc::Sender<Msg>) -> anyhow::Result<()> {
         let began = Instant::now();
-        let g = self.group(wg)?.clone();
+        let g = self.group(wg)?;
         let t = g.plan.task(id).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?.clone();
-        let state = g.tasks.get(id).cloned().ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?;
-        let attempt = state.attempts + 1;
+        let attempts =
+            g.tasks.get(id).map(|s| s.attempts).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?;
+        let seed = g.seed;
+        let attempt = attempts + 1;
         let lineage = workgroup::lineage_id(wg, id);
         let provider_name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
-        let provider = self.provider(&provider_name, g.seed)?;
+        let prior = t.spec.continues.as_ref().and_then(|p| {
+            let s = self.groups.get(wg)?.tasks.get(p)?;
+            let session = s.completed.as_ref().map(|(_, c)| c.session_id.clone())?;
+            Some((workgroup::lineage_id(wg, p), session))
+        });
+        let provider = self.provider(&provider_name, seed)?;
         let caps = provider.capabilities();
 
         // Route against the ledger; the provider's capabilities are facts, and a mode it cannot
         // run degrades to a fresh capsule.
-        let prior = t.spec.continues.as_ref().and_then(|p| {
-            let s = g.tasks.get(p)?;
-            let session = s.completed.as_ref().map(|(_, c)| c.session_id.clone())?;
-            Some((workgroup::lineage_id(wg, p), session))
-        });
         let mut input = json!({
             "role": t.spec.role,
             "owned_files": t.spec.owns,
@@ -496,8 +498,9 @@ impl<'j> Coordinator<'j> {
                     holder.unwrap_or_default()
                 ),
             };
-            let e = decide::held(&g, &h, &mut V7Ids, &SystemClock)?;
-            self.commit(vec![ledger_append, decide::append(&g, vec![e])])?;
+            let g = self.group(wg)?;
+            let held = decide::append(g, vec![decide::held(g, &h, &mut V7Ids, &SystemClock)?]);
+            self.commit(vec![ledger_append, held])?;
             self.progress(format_args!("{id}: held, {}", h.reason));
             return Ok(());
         }
@@ -565,8 +568,9 @@ impl<'j> Coordinator<'j> {
             baseline_tokens: baseline,
             from_session: from_session.clone(),
         };
-        let e = decide::dispatched(&g, &d, &mut V7Ids, &SystemClock)?;
-        self.commit(vec![ledger_append, prompt_append, decide::append(&g, vec![e])])?;
+        let g = self.group(wg)?;
+        let dispatched = decide::append(g, vec![decide::dispatched(g, &d, &mut V7Ids, &SystemClock)?]);
+        self.commit(vec![ledger_append, prompt_append, dispatched])?;
         // The planning gate.
         if !prompt_path.exists() || !manifest_path.exists() {
             anyhow::bail!("[STRATA-E1725] task {id}: its prompt or manifest is missing; no worker starts without both");
@@ -650,8 +654,8 @@ impl<'j> Coordinator<'j> {
     ) -> anyhow::Result<()> {
         let began = Instant::now();
         let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
-        let g = self.group(wg)?.clone();
         let lineage = flight.brief.lineage_id.clone();
+        let retries = self.group(wg)?.plan.retries;
         let mut end = Closing::default();
         let outcome = match result {
             Ok(o) => o,
@@ -662,14 +666,14 @@ impl<'j> Coordinator<'j> {
                     session_id: session,
                     reason: e.to_string(),
                     usage: Counters::default(),
-                    retry: attempt <= g.plan.retries,
+                    retry: attempt <= retries,
                 };
-                end.events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                end.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
                 end.notes.push(format!("{id}: failed to start: {e}"));
-                return self.close_task(&g, &lineage, end, flight, began);
+                return self.close_task(wg, &lineage, end, flight, began);
             }
         };
-        if g.tasks.get(id).is_some_and(|s| s.status == Status::Dispatched) {
+        if self.group(wg)?.tasks.get(id).is_some_and(|s| s.status == Status::Dispatched) {
             // The worker ended before its start was recorded.
             let s = WorkerStarted {
                 task: id.to_owned(),
@@ -678,10 +682,10 @@ impl<'j> Coordinator<'j> {
                 provider: flight.provider.clone(),
                 synthetic: outcome.synthetic,
             };
-            let e = decide::started(&g, &s, &mut V7Ids, &SystemClock)?;
-            self.commit(vec![decide::append(&g, vec![e])])?;
+            let g = self.group(wg)?;
+            let started = decide::append(g, vec![decide::started(g, &s, &mut V7Ids, &SystemClock)?]);
+            self.commit(vec![started])?;
         }
-        let g = self.group(wg)?.clone();
         let text = outcome.output.join("\n");
         if !text.is_empty() {
             let o = events::WorkerOutput { task: id.to_owned(), attempt, text: events::bounded(&text) };
@@ -704,7 +708,7 @@ impl<'j> Coordinator<'j> {
                     paths: outside.clone(),
                     policy: self.options.on_violation.clone(),
                 };
-                end.events.push(decide::violation(&g, &v, &mut V7Ids, &SystemClock)?);
+                end.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
                 end.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
                 if self.options.on_violation == "stop" && failure.is_none() {
                     failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
@@ -732,7 +736,7 @@ impl<'j> Coordinator<'j> {
                     synthetic: outcome.synthetic,
                     commit: commit.clone(),
                 };
-                end.events.push(decide::completed(&g, &c, &mut V7Ids, &SystemClock)?);
+                end.events.push(decide::completed(self.group(wg)?, &c, &mut V7Ids, &SystemClock)?);
                 end.notes.push(format!("{id}: completed ({} files)", c.files.len()));
             }
             Some(reason) => {
@@ -742,9 +746,9 @@ impl<'j> Coordinator<'j> {
                     session_id: Some(outcome.session_id.clone()),
                     reason: reason.clone(),
                     usage: outcome.usage,
-                    retry: retryable && attempt <= g.plan.retries,
+                    retry: retryable && attempt <= retries,
                 };
-                end.events.push(decide::failed(&g, &f, &mut V7Ids, &SystemClock)?);
+                end.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
                 let again = if f.retry { "; retrying" } else { "" };
                 end.notes.push(format!("{id}: failed: {reason}{again}"));
             }
@@ -752,7 +756,7 @@ impl<'j> Coordinator<'j> {
         if let Some(t) = self.usage(&flight, &outcome)? {
             end.extra.push(t);
         }
-        self.close_task(&g, &lineage, end, flight, began)?;
+        self.close_task(wg, &lineage, end, flight, began)?;
         // The completion is durable; now its changes go onto the integration branch.
         if let Some(commit) = commit {
             self.integrate(wg, id, attempt, &commit)?;
@@ -806,13 +810,13 @@ impl<'j> Coordinator<'j> {
     /// Records the task's end with the release of its files, and removes its worktree.
     fn close_task(
         &mut self,
-        g: &Workgroup,
+        wg: &str,
         lineage: &str,
         end: Closing,
         flight: InFlight,
         began: Instant,
     ) -> anyhow::Result<()> {
-        let mut appends = vec![decide::append(g, end.events)];
+        let mut appends = vec![decide::append(self.group(wg)?, end.events)];
         appends.extend(end.extra);
         if let Some(release) =
             ownership::release(&self.ledger, lineage, &mut V7Ids, &SystemClock).map_err(|e| anyhow::anyhow!("{e}"))?

@@ -77,44 +77,66 @@ pub struct Next {
     pub done: bool,
 }
 
+/// Most blockers named in one `task.held` (the rest are counted in its reason).
+pub const BLOCKERS_NAMED_MAX: usize = 16;
+
 /// The tasks ready to dispatch (dependencies completed, every earlier phase completed) up to the
-/// free slots, and the pending tasks a failure blocks for good (a dependency failed or held, or
-/// an earlier phase did not complete).
+/// free slots, and the pending tasks a failure blocks for good (a dependency failed, conflicted
+/// or held, or an earlier phase did not complete). One pass over the plan in schedule order,
+/// which runs phase by phase, so what earlier phases hold is known when a phase starts.
 pub fn next(g: &Workgroup) -> Next {
     let status = |id: &str| g.tasks.get(id).map_or(Status::Pending, |t| t.status);
     let running = g.tasks.values().filter(|t| matches!(t.status, Status::Dispatched | Status::Running)).count();
     let mut free = (g.plan.parallel as usize).saturating_sub(running);
     let mut out = Next::default();
     let mut blocked: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    // Earlier phases: whether all completed, and which tasks block for good (with the phase of
+    // the first); then the same for the phase being walked.
+    let (mut earlier_open, mut earlier_blockers, mut earlier_first) = (false, Vec::<&str>::new(), None);
+    let (mut phase, mut phase_open, mut phase_blockers) = (0usize, false, Vec::<&str>::new());
     for t in &g.plan.tasks {
-        if status(t.id()) != Status::Pending {
+        if t.phase != phase {
+            earlier_open |= phase_open;
+            if earlier_first.is_none() && !phase_blockers.is_empty() {
+                earlier_first = Some(phase);
+            }
+            earlier_blockers.append(&mut phase_blockers);
+            phase = t.phase;
+            phase_open = false;
+        }
+        let st = status(t.id());
+        let mut deps: Vec<&str> =
+            t.spec.after.iter().map(String::as_str).filter(|d| status(d).blocks() || blocked.contains(d)).collect();
+        if st.blocks() {
+            phase_blockers.push(t.id());
+        }
+        phase_open |= st != Status::Completed;
+        if st != Status::Pending {
             continue;
         }
-        let mut blockers: Vec<String> =
-            t.spec.after.iter().filter(|d| status(d).blocks() || blocked.contains(d.as_str())).cloned().collect();
-        let earlier: Vec<&super::plan::Task> = g.plan.tasks.iter().filter(|e| e.phase < t.phase).collect();
-        let phase_failed: Vec<String> = earlier
-            .iter()
-            .filter(|e| status(e.id()).blocks() || blocked.contains(e.id()))
-            .map(|e| e.id().to_owned())
-            .collect();
-        if !blockers.is_empty() || !phase_failed.is_empty() {
-            let reason = if blockers.is_empty() {
-                let first = phase_failed.first().and_then(|id| g.plan.task(id)).map_or(0, |e| e.phase);
-                format!("phase {} did not complete, so phase {} does not start", PHASES[first], PHASES[t.phase])
+        if !deps.is_empty() || !earlier_blockers.is_empty() {
+            let reason = if deps.is_empty() {
+                format!(
+                    "phase {} did not complete, so phase {} does not start",
+                    PHASES[earlier_first.unwrap_or_default()],
+                    PHASES[t.phase]
+                )
             } else {
                 "a task it waits for failed, conflicted or was held".to_owned()
             };
-            blockers.extend(phase_failed);
-            blockers.sort_unstable();
-            blockers.dedup();
+            deps.extend(earlier_blockers.iter().copied());
+            deps.sort_unstable();
+            deps.dedup();
+            let more = deps.len().saturating_sub(BLOCKERS_NAMED_MAX);
+            let reason = if more > 0 { format!("{reason} (and {more} more)") } else { reason };
+            let blocked_by = deps.iter().take(BLOCKERS_NAMED_MAX).map(|d| (*d).to_owned()).collect();
             blocked.insert(t.id());
-            out.hold.push(Held { task: t.id().to_owned(), blocked_by: blockers, reason });
+            phase_blockers.push(t.id());
+            out.hold.push(Held { task: t.id().to_owned(), blocked_by, reason });
             continue;
         }
         let deps_done = t.spec.after.iter().all(|d| status(d) == Status::Completed);
-        let gate_open = earlier.iter().all(|e| status(e.id()) == Status::Completed);
-        if deps_done && gate_open && free > 0 {
+        if deps_done && !earlier_open && free > 0 {
             out.dispatch.push(t.id().to_owned());
             free -= 1;
         }

@@ -380,7 +380,10 @@ impl Workgroups {
             events::FINISHED => {
                 let _: events::Finished = de(r)?;
                 let g = self.group(r)?;
-                if g.finished || g.tasks.len() as u64 != g.task_count || !g.tasks.values().all(|t| t.status.is_terminal()) {
+                if g.finished
+                    || g.tasks.len() as u64 != g.task_count
+                    || !g.tasks.values().all(|t| t.status.is_terminal())
+                {
                     return bad("finished twice, or with tasks still open");
                 }
                 g.finished = true;
