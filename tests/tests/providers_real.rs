@@ -4,8 +4,9 @@
 //! as the difference of the sessions' cumulative totals across resume and fork; API errors as
 //! failed outcomes; the write guard (strata's own hook, on a real journal) blocking a write
 //! outside the lineage's ownership and letting one inside through, both recorded; interrupt
-//! and release ending a stalled turn with nothing left running; and a Claude worker calling
-//! strata's `get_knowledge` over MCP, the serve recorded in the journal.
+//! and release ending a stalled turn with nothing left running (the session still resumable
+//! after an interrupt); and Claude and Codex workers calling strata's `get_knowledge` over MCP,
+//! the serve recorded in the journal.
 //!
 //! Ignored by default: they need the npm CLIs, which `.ci/run` installs and names in
 //! `STRATA_TEST_CLAUDE` / `STRATA_TEST_CODEX`.

@@ -627,6 +627,13 @@ pub const KNOWLEDGE_SERVER: &str = "knowledge";
 pub const HOOK_TIMEOUT_S: u64 = 60;
 
 /// Where a worker's `strata mcp` serves the Knowledge API from.
+///
+/// Mind the journal's single owner: without `strata serve`, `strata mcp` opens the workspace's
+/// journal for the whole turn, and the write-guard hook opens `brief.journal` itself for every
+/// guarded call. When both are the same journal, the hook finds it held, waits its 5 s and
+/// denies (it fails closed): a worker then cannot write at all. Attach the Knowledge API to a
+/// journal the hook does not use, or keep it `Off` for writers, until the hook can reach the
+/// journal through its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Knowledge {
     /// The workspace whose journal is `brief.journal` (`<root>/.strata/journal`, or a workspace
