@@ -40,6 +40,10 @@
 //!   `apply_patch` is a freeform `custom_tool_call` with the raw patch as `input`, and an MCP
 //!   tool is a `function_call` with `namespace: "mcp__<server>"` and the bare tool name (the flat
 //!   `mcp__server__tool` name is refused by codex as an unsupported call).
+//! * A turn can stall ([`Turn::stall`]): the request is held unanswered until
+//!   [`FakeModel::release_stalled`] or the server is dropped, then the connection is closed with
+//!   no response, so a CLI can be interrupted or released mid-turn ([`FakeModel::wait_for_stall`]
+//!   tells when a request is being held).
 //! * Requests whose body the server does not understand, or unknown endpoints, get a JSON `404`
 //!   or `400` at once, never a hang; a model request with no scripted turn left is answered with a
 //!   short text (and counted in [`FakeModel::unscripted`]) so a miscounted script shows up as an
@@ -49,7 +53,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
@@ -128,6 +132,8 @@ pub enum Block {
 pub enum Reply {
     /// A model response made of these blocks.
     Answer(Vec<Block>),
+    /// No answer: the request is held until the stall is released, then the connection closes.
+    Stall,
     /// An HTTP error with an API error body.
     Error {
         /// HTTP status.
@@ -214,6 +220,12 @@ impl Turn {
             usage: Usage::default(),
             times: Times::N(1),
         }
+    }
+
+    /// A request held unanswered (see the module docs); the connection is closed without a
+    /// response when [`FakeModel::release_stalled`] is called or the server is dropped.
+    pub fn stall() -> Turn {
+        Turn { reply: Reply::Stall, usage: Usage::default(), times: Times::N(1) }
     }
 
     /// The same turn with this usage.
@@ -366,11 +378,17 @@ struct State {
     unrecorded: usize,
     connections: usize,
     next_id: u64,
+    /// Requests being held by a stall turn right now.
+    stalled: usize,
+    /// Bumped by [`FakeModel::release_stalled`]: a held request goes when it changes.
+    stall_epoch: u64,
 }
 
 struct Shared {
     state: Mutex<State>,
     stop: AtomicBool,
+    /// Signalled when a request starts or stops being held, and on release and stop.
+    stalls: Condvar,
 }
 
 impl Shared {
@@ -398,7 +416,8 @@ impl FakeModel {
             queue: turns.into_iter().enumerate().map(|(i, t)| (i, t, 0)).collect(),
             ..State::default()
         };
-        let shared = Arc::new(Shared { state: Mutex::new(state), stop: AtomicBool::new(false) });
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), stop: AtomicBool::new(false), stalls: Condvar::new() });
         let server_shared = Arc::clone(&shared);
         let acceptor = thread::Builder::new().name("fake-model-accept".to_owned()).spawn(move || {
             for stream in listener.incoming() {
@@ -477,11 +496,35 @@ impl FakeModel {
     pub fn clear_turns(&self) {
         self.shared.lock().queue.clear();
     }
+
+    /// Requests held by a stall turn right now.
+    pub fn stalled(&self) -> usize {
+        self.shared.lock().stalled
+    }
+
+    /// Waits until at least one request is being held by a stall turn; false if none is
+    /// within `timeout` (a bound for a hung test, not a measurement).
+    pub fn wait_for_stall(&self, timeout: Duration) -> bool {
+        let st = self.shared.lock();
+        let (st, _) =
+            self.shared.stalls.wait_timeout_while(st, timeout, |st| st.stalled == 0).unwrap_or_else(|p| p.into_inner());
+        st.stalled > 0
+    }
+
+    /// Lets every held request go: their connections close with no response.
+    pub fn release_stalled(&self) {
+        self.shared.lock().stall_epoch += 1;
+        self.shared.stalls.notify_all();
+    }
 }
 
 impl Drop for FakeModel {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _held = self.shared.lock();
+            self.shared.stalls.notify_all();
+        }
         // Wake the acceptor so it sees the flag.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(a) = self.acceptor.take() {
@@ -656,7 +699,12 @@ fn serve_connection(shared: &Shared, stream: TcpStream) -> io::Result<()> {
             }
         };
         let close = head.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
-        let resp = answer(shared, head.method.clone(), head.target.clone(), head.headers.clone(), body);
+        let Some(resp) = answer(shared, head.method.clone(), head.target.clone(), head.headers.clone(), body) else {
+            hold(shared);
+            // No response: the client sees the connection close mid-request.
+            let _ = writer.shutdown(Shutdown::Both);
+            return Ok(());
+        };
         write_response(&mut writer, &head, &resp, close)?;
         if close {
             return Ok(());
@@ -692,8 +740,31 @@ fn api_of(method: &str, path: &str) -> Api {
     }
 }
 
-/// Decides and records the answer to one request.
-fn answer(shared: &Shared, method: String, target: String, headers: Vec<(String, String)>, body: Vec<u8>) -> Response {
+/// Holds a stalled request until [`FakeModel::release_stalled`], the server stops, or
+/// [`CONNECTION_IDLE_S_MAX`] passes.
+fn hold(shared: &Shared) {
+    let mut st = shared.lock();
+    let epoch = st.stall_epoch;
+    st.stalled += 1;
+    shared.stalls.notify_all();
+    let (mut st, _) = shared
+        .stalls
+        .wait_timeout_while(st, Duration::from_secs(CONNECTION_IDLE_S_MAX), |st| {
+            st.stall_epoch == epoch && !shared.stop.load(Ordering::SeqCst)
+        })
+        .unwrap_or_else(|p| p.into_inner());
+    st.stalled -= 1;
+    shared.stalls.notify_all();
+}
+
+/// Decides and records the answer to one request; `None` for a stall turn (held, then closed).
+fn answer(
+    shared: &Shared,
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+) -> Option<Response> {
     let path = target.split('?').next().unwrap_or("").to_owned();
     let api = api_of(&method, &path);
     let mut st = shared.lock();
@@ -719,11 +790,14 @@ fn answer(shared: &Shared, method: String, target: String, headers: Vec<(String,
 
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let turn = picked.map(|p| p.1).unwrap_or_else(|| Turn::text("(fake model: no scripted turn left)"));
-    match api {
+    if turn.reply == Reply::Stall && api != Api::Other {
+        return None;
+    }
+    Some(match api {
         Api::Messages => messages_response(&request, &turn, id),
         Api::Responses => responses_response(&request, &turn, id),
         Api::Other => other_response(&method, &path),
-    }
+    })
 }
 
 /// Non-model endpoints: answered at once so nothing waits on them.
@@ -759,7 +833,8 @@ fn messages_response(request: &Value, turn: &Turn, id: u64) -> Response {
             r.extra_headers.push(("request-id", request_id));
             return r;
         }
-        Reply::Answer(blocks) => blocks,
+        Reply::Answer(blocks) => blocks.as_slice(),
+        Reply::Stall => &[],
     };
     let model = request["model"].as_str().unwrap_or("claude-sonnet-4-5").to_owned();
     let msg_id = format!("msg_fake_{id:04}");
@@ -851,7 +926,8 @@ fn responses_response(request: &Value, turn: &Turn, id: u64) -> Response {
                 &json!({"error": {"message": message, "type": kind, "param": null, "code": kind}}),
             );
         }
-        Reply::Answer(blocks) => blocks,
+        Reply::Answer(blocks) => blocks.as_slice(),
+        Reply::Stall => &[],
     };
     let model = request["model"].as_str().unwrap_or("gpt-5.5").to_owned();
     let resp_id = format!("resp_fake_{id:04}");

@@ -271,21 +271,51 @@ fn kill_group(pgid: u32) {
 /// terminal, and proxies bypassed for loopback.
 fn base_env(cmd: &mut Command, scratch: &Scratch) {
     cmd.env_clear();
+    cmd.envs(base_env_vars(scratch));
+}
+
+/// The variables [`base_env`] sets, for callers that build their own command (the providers
+/// take them as configured environment).
+pub fn base_env_vars(scratch: &Scratch) -> Vec<(String, String)> {
+    let mut v = Vec::new();
     if let Some(path) = std::env::var_os("PATH") {
-        cmd.env("PATH", path);
+        v.push(("PATH".to_owned(), path.to_string_lossy().into_owned()));
     }
     let home = &scratch.home;
-    cmd.env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("TMPDIR", std::env::temp_dir())
-        .env("LANG", "C.UTF-8")
-        .env("TERM", "dumb")
-        .env("NO_COLOR", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost");
+    let at = |p: PathBuf| p.display().to_string();
+    v.extend(
+        [
+            ("HOME", at(home.clone())),
+            ("XDG_CONFIG_HOME", at(home.join(".config"))),
+            ("XDG_CACHE_HOME", at(home.join(".cache"))),
+            ("XDG_DATA_HOME", at(home.join(".local/share"))),
+            ("XDG_STATE_HOME", at(home.join(".local/state"))),
+            ("TMPDIR", at(std::env::temp_dir())),
+            ("LANG", "C.UTF-8".to_owned()),
+            ("TERM", "dumb".to_owned()),
+            ("NO_COLOR", "1".to_owned()),
+            ("NO_PROXY", "127.0.0.1,localhost".to_owned()),
+            ("no_proxy", "127.0.0.1,localhost".to_owned()),
+        ]
+        .map(|(k, v)| (k.to_owned(), v)),
+    );
+    v
+}
+
+/// The variables [`claude_command`] adds for `fake`: its base URL, a fake key, and no
+/// nonessential traffic (no `/api/hello` probe, auto-update, telemetry or error reports).
+pub fn claude_env_vars(fake: &FakeModel) -> Vec<(String, String)> {
+    [
+        ("ANTHROPIC_BASE_URL", fake.base_url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-fake-strata-tests".to_owned()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+        ("DISABLE_TELEMETRY", "1".to_owned()),
+        ("DISABLE_AUTOUPDATER", "1".to_owned()),
+        ("DISABLE_ERROR_REPORTING", "1".to_owned()),
+        ("DISABLE_BUG_COMMAND", "1".to_owned()),
+    ]
+    .map(|(k, v)| (k.to_owned(), v))
+    .into()
 }
 
 /// How a claude run relates to a session.
@@ -404,13 +434,7 @@ impl ClaudeRun {
 pub fn claude_command(bin: &Path, scratch: &Scratch, fake: &FakeModel, run: &ClaudeRun) -> Command {
     let mut cmd = Command::new(bin);
     base_env(&mut cmd, scratch);
-    cmd.env("ANTHROPIC_BASE_URL", fake.base_url())
-        .env("ANTHROPIC_API_KEY", "sk-ant-fake-strata-tests")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .env("DISABLE_BUG_COMMAND", "1");
+    cmd.envs(claude_env_vars(fake));
     if let Some(n) = run.max_retries {
         cmd.env("CLAUDE_CODE_MAX_RETRIES", n.to_string());
     }

@@ -86,6 +86,10 @@ fn an_api_error_is_a_failure_though_its_subtype_says_success() {
     assert_eq!(r.result.as_ref().unwrap().subtype.as_deref(), Some("success"));
     assert!(!r.succeeded(Some(0)));
     assert!(!run_of(&[init(s)]).succeeded(Some(0)), "no result, no success");
+    // SIGINT ends a turn with exit 0 and an aborted terminal reason: not a success either.
+    let mut aborted: Value = serde_json::from_str(&result(s, false, 0.0, 0, 0)).unwrap();
+    aborted["terminal_reason"] = json!("aborted_streaming");
+    assert!(!run_of(&[init(s), aborted.to_string()]).succeeded(Some(0)));
     assert!(run_of(&[init(s)]).usage_request("w-1").is_none());
 }
 

@@ -121,13 +121,13 @@ fn claude_spawn_resume_and_fork_keep_and_mint_session_ids() {
     assert_eq!(out.cumulative, Some(claude_usage(u1)), "modelUsage is the session's usage");
     // The assistant lines repeat message_start's usage: the input counts are final there, the
     // output count is not (the fake server, like the API, sends 1 there and the total in
-    // message_delta, which only reaches result.usage).
+    // message_delta, which only reaches result.usage); the reader takes the output count from
+    // the result once it has one.
     let per_message = r.message_usage();
-    assert_eq!(
-        (per_message.input_tokens, per_message.cache_creation_input_tokens, per_message.cache_read_input_tokens),
-        (u1.input_tokens, u1.cache_creation_input_tokens, u1.cache_read_input_tokens)
-    );
-    assert_eq!(per_message.output_tokens, 1, "assistant lines carry message_start's output count");
+    assert_eq!(per_message, claude_usage(u1));
+    let lines = f.json_lines();
+    let assistant = lines.iter().find(|l| l["type"] == "assistant").expect("an assistant line");
+    assert_eq!(assistant["message"]["usage"]["output_tokens"], 1, "assistant lines carry message_start's output count");
     let cost = out.total_cost_usd.expect("a cost");
     assert!((cost - sonnet_cost_usd(u1)).abs() < 1e-9, "cost {cost} from the sonnet price table");
     let reqs = fake.model_requests();
@@ -735,4 +735,25 @@ fn a_hung_child_is_killed_at_its_timeout() {
     assert!(f.timed_out, "{}", f.describe());
     assert_eq!(f.code(), None, "killed by a signal: {}", f.describe());
     assert_eq!(f.stdout_lines, ["started"], "output before the kill is kept");
+}
+
+#[test]
+fn a_stall_turn_holds_the_request_until_released_then_closes_without_an_answer() {
+    let fake = FakeModel::start(vec![Turn::stall(), Turn::text("after the stall")]).expect("start");
+    let url = fake.base_url();
+    let req = json!({"model": "claude-sonnet-4-5", "stream": true, "messages": []});
+    let held = {
+        let (url, req) = (url.clone(), req.clone());
+        std::thread::spawn(move || post(&url, "/v1/messages", &req))
+    };
+    assert!(fake.wait_for_stall(std::time::Duration::from_secs(real_cli::RUN_S_MAX)), "the request is held");
+    assert_eq!(fake.stalled(), 1);
+    fake.release_stalled();
+    let (status, body) = held.join().expect("the client thread");
+    assert_eq!((status, body.as_str()), (0, ""), "the connection closed with no response");
+    assert_eq!(fake.stalled(), 0);
+    let (status, sse) = post(&url, "/v1/messages", &req);
+    assert_eq!(status, 200, "the next request takes the next turn");
+    assert!(sse.contains("after the stall"));
+    assert_eq!(fake.model_requests().iter().map(|r| r.turn).collect::<Vec<_>>(), [Some(0), Some(1)]);
 }

@@ -56,6 +56,14 @@ pub struct Outcome {
     pub usage: Usage,
     /// Cumulative per-model token counts (`modelUsage`), summed over models.
     pub cumulative: Option<Usage>,
+    /// This invocation's per-model token counts (`model_usage_since_last_result`, 2.1.332),
+    /// summed over models; subagents included, unlike `usage`.
+    pub invocation: Option<Usage>,
+    /// This invocation's cost, USD (the `costUSD` of `model_usage_since_last_result`, summed;
+    /// an estimate like the cumulative one).
+    pub invocation_cost_usd: Option<f64>,
+    /// The closing text (`result`), or the error text.
+    pub text: Option<String>,
     /// Tool calls the permission layer or a hook denied.
     pub permission_denials: usize,
     /// Wall time the CLI reports, ms.
@@ -128,20 +136,33 @@ impl StreamRun {
         }
     }
 
-    /// This invocation's usage summed over distinct messages.
+    /// This invocation's usage summed over distinct messages. The assistant lines repeat the
+    /// usage of `message_start`: final input and cache counts, but an output count of at most 1
+    /// (the final one arrives with `message_delta`, which only the `result` reflects). So once a
+    /// `result` was seen, the output count is the larger of the messages' sum and the result's
+    /// own `usage.output_tokens` (the main loop's; subagent messages only add to the sum);
+    /// before it, the messages' sum is a lower bound.
     pub fn message_usage(&self) -> Usage {
-        self.usage_by_message.values().fold(Usage::default(), |a, u| Usage {
+        let summed = self.usage_by_message.values().fold(Usage::default(), |a, u| Usage {
             input_tokens: a.input_tokens + u.input_tokens,
             cache_creation_input_tokens: a.cache_creation_input_tokens + u.cache_creation_input_tokens,
             cache_read_input_tokens: a.cache_read_input_tokens + u.cache_read_input_tokens,
             output_tokens: a.output_tokens + u.output_tokens,
-        })
+        });
+        let final_output = self.result.as_ref().map_or(0, |r| r.usage.output_tokens);
+        Usage { output_tokens: summed.output_tokens.max(final_output), ..summed }
     }
 
-    /// Success: a `result` was seen, it is not an error, no API error came before it, and the
-    /// process exited 0.
+    /// Success: a `result` was seen, it is not an error, the turn was not aborted, no API error
+    /// came before it, and the process exited 0. (A turn ended by SIGINT exits 0 with
+    /// `terminal_reason: "aborted_streaming"` or `"aborted_tools"`.)
     pub fn succeeded(&self, exit_code: Option<i32>) -> bool {
-        exit_code == Some(0) && !self.api_error && self.result.as_ref().is_some_and(|r| !r.is_error)
+        exit_code == Some(0)
+            && !self.api_error
+            && self
+                .result
+                .as_ref()
+                .is_some_and(|r| !r.is_error && !r.terminal_reason.as_deref().is_some_and(|t| t.starts_with("aborted")))
     }
 
     /// A `strata telemetry record` usage request for this run under `session` (strata's
@@ -169,19 +190,27 @@ impl StreamRun {
     }
 }
 
+/// A per-model usage object (`modelUsage` and its kind) summed over models, with the summed
+/// `costUSD` when any model reports one.
+fn per_model(v: Option<&Value>) -> Option<(Usage, Option<f64>)> {
+    let models = v?.as_object()?;
+    let usage = models.values().fold(Usage::default(), |a, m| {
+        let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Usage {
+            input_tokens: a.input_tokens + n("inputTokens"),
+            cache_creation_input_tokens: a.cache_creation_input_tokens + n("cacheCreationInputTokens"),
+            cache_read_input_tokens: a.cache_read_input_tokens + n("cacheReadInputTokens"),
+            output_tokens: a.output_tokens + n("outputTokens"),
+        }
+    });
+    let costs: Vec<f64> = models.values().filter_map(|m| m.get("costUSD").and_then(Value::as_f64)).collect();
+    Some((usage, if costs.is_empty() { None } else { Some(costs.iter().sum()) }))
+}
+
 fn outcome(v: &Value) -> Outcome {
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-    let cumulative = v.get("modelUsage").and_then(Value::as_object).map(|models| {
-        models.values().fold(Usage::default(), |a, m| {
-            let n = |k: &str| m.get(k).and_then(Value::as_u64).unwrap_or(0);
-            Usage {
-                input_tokens: a.input_tokens + n("inputTokens"),
-                cache_creation_input_tokens: a.cache_creation_input_tokens + n("cacheCreationInputTokens"),
-                cache_read_input_tokens: a.cache_read_input_tokens + n("cacheReadInputTokens"),
-                output_tokens: a.output_tokens + n("outputTokens"),
-            }
-        })
-    });
+    let cumulative = per_model(v.get("modelUsage")).map(|(u, _)| u);
+    let invocation = per_model(v.get("model_usage_since_last_result"));
     Outcome {
         is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(true),
         subtype: s("subtype"),
@@ -190,6 +219,9 @@ fn outcome(v: &Value) -> Outcome {
         total_cost_usd: v.get("total_cost_usd").and_then(Value::as_f64),
         usage: v.get("usage").map(Usage::of).unwrap_or_default(),
         cumulative,
+        invocation: invocation.map(|(u, _)| u),
+        invocation_cost_usd: invocation.and_then(|(_, c)| c),
+        text: s("result"),
         permission_denials: v.get("permission_denials").and_then(Value::as_array).map_or(0, Vec::len),
         duration_ms: v.get("duration_ms").and_then(Value::as_u64),
     }
