@@ -28,8 +28,11 @@ use crate::harness::Harness;
 use crate::mcp::{KnowledgeServer, serve_connection};
 use crate::workspace::Workspace;
 
-/// Longest request line a client may send (a CLI argv with many paths fits easily).
-pub const REQUEST_BYTES_MAX: u64 = 1024 * 1024;
+/// Longest request line a client may send (a CLI argv with many paths, or a hook's 1 MiB of
+/// stdin JSON-escaped, fits).
+pub const REQUEST_BYTES_MAX: u64 = 4 * 1024 * 1024;
+/// Most stdin a client sends along, bytes.
+pub const STDIN_BYTES_MAX: u64 = 1024 * 1024;
 
 /// How long shutdown waits for running commands and appends before closing anyway.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,6 +64,9 @@ pub enum Request {
         cwd: PathBuf,
         /// The workspace the client means (must be the daemon's).
         dir: PathBuf,
+        /// The client's standard input, for the commands that read one (hooks).
+        #[serde(default)]
+        stdin: Option<String>,
     },
     /// Speak MCP on the rest of the connection.
     Mcp,
@@ -104,9 +110,14 @@ pub fn connect(ws: &Workspace) -> Option<std::os::unix::net::UnixStream> {
 }
 
 /// Runs a CLI command in the daemon and relays its output; returns its exit code.
-pub fn forward_cli(stream: std::os::unix::net::UnixStream, argv: Vec<String>, dir: &Path) -> anyhow::Result<u8> {
+pub fn forward_cli(
+    stream: std::os::unix::net::UnixStream,
+    argv: Vec<String>,
+    dir: &Path,
+    stdin: Option<String>,
+) -> anyhow::Result<u8> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
-    let request = Request::Cli { argv, cwd, dir: dir.to_owned() };
+    let request = Request::Cli { argv, cwd, dir: dir.to_owned(), stdin };
     let mut w = &stream;
     serde_json::to_writer(&mut w, &request)?;
     w.write_all(b"\n")?;
@@ -272,6 +283,50 @@ async fn run(
     Ok(())
 }
 
+/// Serves the CLI (hooks included) and MCP over the workspace's socket with `journal`, owned by
+/// the caller, until `stop` fires: how `strata run` lets its workers' hooks and `strata mcp`
+/// reach the journal it holds. Running commands finish (up to [`DRAIN_TIMEOUT`]); the journal
+/// stays open.
+pub async fn listen(
+    ws: Workspace,
+    journal: strata_journal::Journal,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<()> {
+    let harness = Harness::new(journal.clone())?;
+    let root = std::fs::canonicalize(ws.root()).with_context(|| format!("cannot resolve {}", ws.root().display()))?;
+    let listener = bind_private(&ws)?;
+    let commands = Arc::new(crate::inflight::InFlight::default());
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone() };
+                connections.spawn(async move {
+                    if let Err(e) = ctx.handle(stream).await {
+                        errln!("strata run: worker connection: {e:#}");
+                    }
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = std::fs::remove_file(socket_path(&ws));
+    harness.stop_writes();
+    let drained = async {
+        while harness.in_flight().count() > 0 || commands.count() > 0 {
+            harness.in_flight().idle().await;
+            commands.idle().await;
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, drained).await;
+    connections.shutdown().await;
+    Ok(())
+}
+
 /// Binds the socket where no other user can reach it: in a fresh 0700 directory, chmod 0600,
 /// then renamed into `.strata/` (so there is no moment when it is open to others).
 fn bind_private(ws: &Workspace) -> anyhow::Result<tokio::net::UnixListener> {
@@ -380,8 +435,8 @@ impl Conn {
             Request::Mcp => {
                 serve_connection(KnowledgeServer::new(self.harness.clone()), reader, write).await?;
             }
-            Request::Cli { argv, cwd, dir } => {
-                let reply = self.cli(argv, cwd, dir).await;
+            Request::Cli { argv, cwd, dir, stdin } => {
+                let reply = self.cli(argv, cwd, dir, stdin).await;
                 write.write_all(format!("{}\n", serde_json::to_string(&reply)?).as_bytes()).await?;
                 write.flush().await?;
             }
@@ -389,7 +444,7 @@ impl Conn {
         Ok(())
     }
 
-    async fn cli(&self, argv: Vec<String>, cwd: PathBuf, dir: PathBuf) -> CliReply {
+    async fn cli(&self, argv: Vec<String>, cwd: PathBuf, dir: PathBuf, stdin: Option<String>) -> CliReply {
         let same = std::fs::canonicalize(&dir).map(|d| d == self.root).unwrap_or(false);
         if !same {
             return CliReply {
@@ -410,7 +465,9 @@ impl Conn {
         // A plain thread: commands block on the journal and may run their own small runtime.
         let spawned = std::thread::Builder::new().name("strata-cli".into()).spawn(move || {
             let (code, captured) = crate::output::capture(|| {
-                crate::workspace::serving(&journal, &cwd, || crate::cli::run_served(argv, root))
+                crate::output::with_input(stdin.map(String::into_bytes), || {
+                    crate::workspace::serving(&journal, &cwd, || crate::cli::run_served(argv, root))
+                })
             });
             drop(counted);
             let _ = tx.send(CliReply {

@@ -53,6 +53,7 @@ fn run_thousand(dir: &Path) -> (Vec<u64>, u64, usize) {
         repo: Some(repo),
         on_violation: "flag".into(),
         prompts_dir: ws.strata_dir().join("prompts"),
+        workspace: ws.root().to_path_buf(),
     };
     let plan: Plan = toml::from_str(&plan_text()).expect("plan TOML");
     let checked = plan::check(&plan).expect("plan checks");
@@ -65,6 +66,7 @@ fn run_thousand(dir: &Path) -> (Vec<u64>, u64, usize) {
     drop(c);
     let head = journal.head().seq;
     journal.close_blocking().expect("close");
+    drop(journal);
     assert!(g.finished, "the 1,000-task run finished");
     let done = g.tasks.values().filter(|t| t.status.is_terminal()).count();
     assert_eq!(done, TASKS);

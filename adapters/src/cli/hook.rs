@@ -4,11 +4,14 @@
 //! JSON deny on stdout and the reason on stderr and exits 2 (both runtimes block on exit 2;
 //! Claude Code shows the JSON reason, Codex the stderr text).
 //!
+//! When the journal's owner serves a socket in the workspace given as `--journal` (`strata
+//! serve`, or `strata run` while real workers run), the hook runs there, with its stdin sent
+//! along; otherwise it opens the journal itself.
+//!
 //! Fail closed: unreadable input, a journal that cannot be opened within [`HOOK_LOCK_WAIT`]
 //! (well inside the runtimes' hook timeouts, which fail open), an unknown lineage or a decision
 //! that cannot be recorded all deny.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -56,6 +59,15 @@ pub enum HookEvent {
 }
 
 /// Runs a hook; the exit code is the runtime's: 0 lets the call go ahead, 2 blocks it.
+impl HookCommand {
+    /// The journal (a journal directory or a workspace root) the hook decides against.
+    pub fn journal(&self) -> &Path {
+        let (HookCommand::Claude(HookEvent::PreToolUse { journal, .. })
+        | HookCommand::Codex(HookEvent::PreToolUse { journal, .. })) = self;
+        journal
+    }
+}
+
 pub fn run(cmd: HookCommand) -> ExitCode {
     let (runtime, HookEvent::PreToolUse { journal, lineage, root }) = match cmd {
         HookCommand::Claude(e) => (Runtime::Claude, e),
@@ -81,15 +93,11 @@ fn deny(reason: &str) -> ExitCode {
 }
 
 fn read_input() -> Result<Value, String> {
-    let mut text = String::new();
-    std::io::stdin()
-        .take(INPUT_BYTES_MAX + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("stdin unreadable: {e}"))?;
-    if text.len() as u64 > INPUT_BYTES_MAX {
+    let bytes = crate::output::stdin_bytes(INPUT_BYTES_MAX).map_err(|e| format!("stdin unreadable: {e}"))?;
+    if bytes.len() as u64 > INPUT_BYTES_MAX {
         return Err(format!("hook input over {INPUT_BYTES_MAX} bytes"));
     }
-    serde_json::from_str(&text).map_err(|e| format!("hook input is not JSON: {e}"))
+    serde_json::from_slice(&bytes).map_err(|e| format!("hook input is not JSON: {e}"))
 }
 
 fn decide_and_record(
@@ -101,6 +109,11 @@ fn decide_and_record(
 ) -> Result<Verdict, String> {
     ledger::check_lineage_id(lineage).map_err(|e| e.detail)?;
     let root = root.to_str().ok_or("the worker root is not UTF-8")?;
+    // Run by the journal's owner (`strata serve`, or `strata run` while its workers run): its
+    // handle, kept open.
+    if let Some(j) = crate::workspace::served_journal() {
+        return decide_on(&j, lineage, runtime, root, input);
+    }
     let j = super::ce::open_journal_at(journal, false, HOOK_LOCK_WAIT).map_err(|e| format!("journal: {}", e.detail))?;
     let result = decide_on(&j, lineage, runtime, root, input);
     let closed = j.close_blocking().map_err(|e| e.to_string());

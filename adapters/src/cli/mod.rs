@@ -197,7 +197,6 @@ impl Command {
                 | Command::Mcp
                 | Command::Ce { .. }
                 | Command::Eval(_)
-                | Command::Hook(_)
                 | Command::Rollout { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
                 | Command::Telemetry(telemetry::TelemetryCommand::Record)
@@ -208,10 +207,21 @@ impl Command {
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A hook goes to the owner of the journal it names (`strata serve`, or `strata run` while
+    // real workers run), with its stdin; everything else to the daemon of `--dir`.
+    let (target, input) = match &cli.command {
+        Command::Hook(h) => {
+            let bytes = crate::output::stdin_bytes(crate::daemon::STDIN_BYTES_MAX).unwrap_or_default();
+            (h.journal().to_path_buf(), Some(bytes))
+        }
+        _ => (cli.dir.clone(), None),
+    };
     if cli.command.forwardable()
-        && let Some(stream) = crate::daemon::connect(&Workspace::at(&cli.dir))
+        && let Some(stream) = crate::daemon::connect(&Workspace::at(&target))
     {
-        return match forward(stream, &cli.dir) {
+        // Input over the limit or not UTF-8 is sent as such and refused by the hook there.
+        let stdin = input.clone().map(|b| String::from_utf8(b).unwrap_or_default());
+        return match forward(stream, &target, stdin) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 errln!("error: {e:#}");
@@ -219,7 +229,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    match run(cli) {
+    match crate::output::with_input(input, || run(cli)) {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {e:#}");
@@ -228,7 +238,7 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path) -> anyhow::Result<u8> {
+fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path, stdin: Option<String>) -> anyhow::Result<u8> {
     let argv = std::env::args_os()
         .map(|a| {
             a.into_string().map_err(|a| {
@@ -237,7 +247,7 @@ fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path) -> any
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let dir = std::fs::canonicalize(dir).map_err(|e| anyhow::anyhow!("cannot resolve --dir {}: {e}", dir.display()))?;
-    crate::daemon::forward_cli(stream, argv, &dir)
+    crate::daemon::forward_cli(stream, argv, &dir, stdin)
 }
 
 /// Runs a command the daemon received from a client (output already captured by the caller);

@@ -76,6 +76,8 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         repo,
         on_violation: args.on_violation.clone(),
         prompts_dir: ws.strata_dir().join("prompts"),
+        workspace: std::fs::canonicalize(ws.root())
+            .with_context(|| format!("cannot resolve {}", ws.root().display()))?,
     };
     let mut c = Coordinator::open(&journal, config, options)?;
     let wg = match (&plan_text, &args.resume) {

@@ -58,6 +58,19 @@ fn exclude_strata(root: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", exclude.display()))
 }
 
+/// Where a workgroup's worktrees of the repository whose top directory is `root` live: under
+/// the system's temporary directory, keyed by the repository's path.
+fn worktrees_of(root: &Path, workgroup: &str) -> PathBuf {
+    let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
+    std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup)
+}
+
+/// The worktree `task`'s `attempt` of `workgroup` runs in, for the repository whose top
+/// directory is `root` (as `git rev-parse --show-toplevel` prints it).
+pub fn worktree_path(root: &Path, workgroup: &str, task: &str, attempt: u32) -> PathBuf {
+    worktrees_of(root, workgroup).join(format!("{task}.{attempt}"))
+}
+
 /// The repository a workgroup writes to, and its integration worktree.
 #[derive(Clone, Debug)]
 pub struct Repo {
@@ -86,8 +99,7 @@ impl Repo {
         git(&root, &["rev-parse", "--verify", "HEAD"])
             .context("[STRATA-E1722] the repository has no commit yet; commit once, then rerun")?;
         exclude_strata(&root)?;
-        let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
-        let base = std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup);
+        let base = worktrees_of(&root, workgroup);
         let repo = Repo { root, branch: format!("strata/{workgroup}"), base };
         let integration = repo.integration();
         if !integration.join(".git").exists() {
@@ -145,7 +157,7 @@ impl Repo {
     /// A fresh worktree for `task`'s `attempt` at the integration tip (an earlier one at that
     /// path, from a run that stopped, is removed first).
     pub fn worktree(&self, task: &str, attempt: u32) -> anyhow::Result<PathBuf> {
-        let path = self.base.join(format!("{task}.{attempt}"));
+        let path = worktree_path(&self.root, self.branch.trim_start_matches("strata/"), task, attempt);
         if path.exists() {
             self.remove(&path)?;
         }

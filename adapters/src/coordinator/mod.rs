@@ -22,7 +22,7 @@ pub mod example;
 pub mod git;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -50,6 +50,8 @@ use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
 use crate::config::Config;
+use crate::providers::claude_worker::{ClaudeConfig, ClaudeProvider};
+use crate::providers::codex_worker::{CodexConfig, CodexProvider, ModelProvider};
 use crate::providers::sim::SimProvider;
 use crate::system::{SystemClock, V7Ids};
 
@@ -70,6 +72,9 @@ pub struct Options {
     pub on_violation: String,
     /// Where prompts and manifests are written.
     pub prompts_dir: PathBuf,
+    /// The workspace root (its `.strata/` holds the journal; real workers' hooks and `strata
+    /// mcp` reach it through the socket the run serves there).
+    pub workspace: PathBuf,
 }
 
 /// A task's line in the summary.
@@ -236,6 +241,8 @@ pub struct Coordinator<'j> {
     telemetry: Telemetry,
     baseline: Option<u64>,
     sim: Option<Arc<SimProvider>>,
+    claude: Option<Arc<ClaudeProvider>>,
+    codex: Option<Arc<CodexProvider>>,
     repo: Option<git::Repo>,
     runtime: tokio::runtime::Runtime,
     in_flight: BTreeMap<String, InFlight>,
@@ -267,10 +274,12 @@ impl<'j> Coordinator<'j> {
             telemetry: Telemetry::default(),
             baseline: None,
             sim: None,
+            claude: None,
+            codex: None,
             repo: None,
             runtime: tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
-                .enable_time()
+                .enable_all()
                 .build()
                 .context("cannot start the worker runtime")?,
             in_flight: BTreeMap::new(),
@@ -335,10 +344,60 @@ impl<'j> Coordinator<'j> {
                 let sim = self.sim.get_or_insert_with(|| Arc::new(SimProvider::new(seed, self.options.time_scale)));
                 Ok(sim.clone())
             }
-            other => anyhow::bail!(
-                "[STRATA-E1724] the {other} provider is not available in this build of `strata run`: its adapter \
-                 spawns the real CLI and is being built; run with --provider sim"
-            ),
+            "claude" => {
+                let state = self.options.workspace.join(".strata").join("workers");
+                let claude = self.claude.get_or_insert_with(|| {
+                    let program =
+                        std::env::var_os("STRATA_CLAUDE").map_or_else(|| PathBuf::from("claude"), PathBuf::from);
+                    let mut config = ClaudeConfig::new(program, state);
+                    config.env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+                    config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+                    if let Ok(model) = std::env::var("STRATA_CLAUDE_MODEL") {
+                        config.model = Some(model);
+                    }
+                    Arc::new(ClaudeProvider::new(config))
+                });
+                Ok(claude.clone())
+            }
+            "codex" => {
+                let state = self.options.workspace.join(".strata").join("workers");
+                let codex = self.codex.get_or_insert_with(|| {
+                    let program =
+                        std::env::var_os("STRATA_CODEX").map_or_else(|| PathBuf::from("codex"), PathBuf::from);
+                    let mut config = CodexConfig::new(program, state);
+                    // A Responses-API endpoint other than OpenAI's (a gateway, a local server).
+                    if let Some(url) = std::env::var("STRATA_CODEX_BASE_URL").ok().filter(|u| !u.is_empty()) {
+                        config.model_provider = Some(ModelProvider {
+                            id: "strata".into(),
+                            name: "strata".into(),
+                            base_url: url,
+                            wire_api: "responses".into(),
+                            env_key: std::env::var("STRATA_CODEX_ENV_KEY").ok(),
+                            request_max_retries: Some(0),
+                            stream_max_retries: Some(0),
+                        });
+                    }
+                    if let Ok(model) = std::env::var("STRATA_CODEX_MODEL") {
+                        config.model = Some(model);
+                    }
+                    Arc::new(CodexProvider::new(config))
+                });
+                Ok(codex.clone())
+            }
+            "auto" => {
+                let found = |name: &str| {
+                    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+                };
+                let pick = if std::env::var_os("STRATA_CLAUDE").is_some() || found("claude") {
+                    "claude"
+                } else if std::env::var_os("STRATA_CODEX").is_some() || found("codex") {
+                    "codex"
+                } else {
+                    "sim"
+                };
+                self.provider(pick, seed)
+            }
+            other => anyhow::bail!("[STRATA-E1724] no provider {other}; use sim, claude, codex or auto"),
         }
     }
 
@@ -362,11 +421,30 @@ impl<'j> Coordinator<'j> {
             self.measured.elapsed_ms = 0;
             return Ok(self.measured.clone());
         }
+        let mut real = false;
         for t in &g.plan.tasks {
             let name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
-            let seed = g.seed;
-            self.provider(&name, seed)?;
+            real |= self.provider(&name, g.seed)?.name() != "sim";
         }
+        // Real workers' hooks and `strata mcp` reach the journal this run holds through the
+        // workspace's socket, served for as long as the run lasts.
+        let served = if real {
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let ws = crate::workspace::Workspace::at(&self.options.workspace);
+            let task = self.runtime.spawn(crate::daemon::listen(ws, self.journal.clone(), stopped));
+            Some((stop, task))
+        } else {
+            None
+        };
+        let result = self.run_tasks(wg, &g, started);
+        if let Some((stop, task)) = served {
+            let _ = stop.send(());
+            let _ = self.runtime.block_on(task);
+        }
+        result
+    }
+
+    fn run_tasks(&mut self, wg: &str, g: &Workgroup, started: Instant) -> anyhow::Result<Measured> {
         let writers = g.plan.tasks.iter().any(|t| t.writer);
         if writers {
             let dir = self.options.repo.clone().ok_or_else(|| {
@@ -457,6 +535,7 @@ impl<'j> Coordinator<'j> {
             Some((workgroup::lineage_id(wg, p), session))
         });
         let provider = self.provider(&provider_name, seed)?;
+        let provider_name = provider.name().to_owned();
         let caps = provider.capabilities();
 
         // Route against the ledger; the provider's capabilities are facts, and a mode it cannot
@@ -592,15 +671,15 @@ impl<'j> Coordinator<'j> {
             prompt_tokens: d.prompt.tokens,
             owns: t.spec.owns.clone(),
             workdir,
-            journal: self.journal.dir().map(Path::to_path_buf).unwrap_or_default(),
+            journal: self.options.workspace.clone(),
         };
         self.in_flight.insert(
             id.to_owned(),
             InFlight { brief: brief.clone(), provider: provider_name, worktree, overhead: began.elapsed() },
         );
-        let tx = tx.clone();
-        self.runtime.spawn(async move {
-            let task = brief.task.clone();
+        let (tx, watch) = (tx.clone(), tx.clone());
+        let (task, watched) = (id.to_owned(), id.to_owned());
+        let worker = self.runtime.spawn(async move {
             let started =
                 if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
             let worker = match started {
@@ -615,6 +694,14 @@ impl<'j> Coordinator<'j> {
             let result = provider.wait(&worker).await;
             let _ = provider.release(&worker).await;
             let _ = tx.send(Msg::Done { task, attempt, result: Box::new(result), session });
+        });
+        // A worker task that panics still ends its task, as a failure.
+        self.runtime.spawn(async move {
+            if let Err(e) = worker.await {
+                let detail = format!("the worker's task ended abnormally: {e}");
+                let result = Box::new(Err(ProviderError::Unavailable { provider: "coordinator", detail }));
+                let _ = watch.send(Msg::Done { task: watched, attempt, result, session: None });
+            }
         });
         Ok(())
     }
@@ -845,9 +932,11 @@ impl<'j> Coordinator<'j> {
             "codex" => TelemetryProvider::Codex,
             _ => TelemetryProvider::Other,
         };
-        // Simulated sessions have no provider-side running totals that survive the process:
-        // their cumulative counters continue from what the journal holds for the session.
-        let cumulative = if outcome.synthetic {
+        // The session's running totals as the journal holds them plus this turn's usage (which
+        // the adapter derived from the provider's own cumulative counters): simulated sessions
+        // have no totals that outlive the process, and a fork's provider totals start from its
+        // parent's, which this session must not report again.
+        let cumulative = {
             let prior = self.telemetry.sessions().get(&pseudonym).map(|s| s.highest).unwrap_or_default();
             let add = |a: Option<u64>, b: Option<u64>| Some(a.unwrap_or(0).saturating_add(b?));
             let u = &outcome.usage;
@@ -859,8 +948,6 @@ impl<'j> Coordinator<'j> {
                 cost_micros: add(prior.cost_micros, u.cost_micros),
                 wall_ms: add(prior.wall_ms, u.wall_ms),
             }
-        } else {
-            outcome.cumulative
         };
         let req = Request::Usage {
             session: pseudonym,

@@ -1,0 +1,117 @@
+//! A whole `strata run` with real workers: two Claude Code workers and one Codex worker, the
+//! real CLIs from npm pointed at the fake model server on 127.0.0.1. Their write-guard hooks and
+//! their `strata mcp` reach the journal the run holds through the socket it serves; every file
+//! they wrote is answered for by `strata audit file`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use strata_adapters::coordinator::git::worktree_path;
+use strata_tests::fake_model::{FakeModel, Turn};
+use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
+use strata_tests::{strata_bin, strata_ok};
+
+const PLAN: &str = r#"
+workgroup = "real"
+parallel = 1
+pipeline = "light"
+retries = 0
+
+[[task]]
+id = "api"
+role = "backend-builder"
+provider = "claude"
+objective = "Write the API handler."
+owns = ["src/api.rs"]
+
+[[task]]
+id = "db"
+role = "backend-builder"
+provider = "claude"
+objective = "Write the storage layer."
+owns = ["src/db.rs"]
+after = ["api"]
+
+[[task]]
+id = "cli"
+role = "backend-builder"
+provider = "codex"
+objective = "Write the command line."
+owns = ["src/cli.rs"]
+after = ["db"]
+"#;
+
+fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+#[ignore = "needs the claude and codex CLIs from npm; CI runs them"]
+fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_is_audited() {
+    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+    let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new().expect("scratch");
+    let ws = scratch.root().join("ws");
+    let repo = scratch.root().join("repo");
+    std::fs::create_dir_all(repo.join("src")).expect("repo");
+    std::fs::write(repo.join("src/lib.rs"), "// the crate\n").expect("file");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    std::fs::create_dir_all(&ws).expect("ws");
+    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
+    let plan = scratch.root().join("plan.toml");
+    std::fs::write(&plan, PLAN).expect("plan");
+
+    // One worker at a time, so the scripted turns meet their workers in order.
+    let api = worktree_path(&top, "real", "api", 1).join("src/api.rs");
+    let db = worktree_path(&top, "real", "db", 1).join("src/db.rs");
+    let fake = FakeModel::start(vec![
+        Turn::claude_write(&api.display().to_string(), "pub fn handler() {}\n"),
+        Turn::text("The handler is written."),
+        Turn::claude_write(&db.display().to_string(), "pub fn store() {}\n"),
+        Turn::text("The storage layer is written."),
+        Turn::codex_apply_patch("*** Begin Patch\n*** Add File: src/cli.rs\n+fn main() {}\n*** End Patch\n"),
+        Turn::text("The command line is written."),
+    ])
+    .expect("fake model");
+
+    let mut cmd = Command::new(strata_bin!());
+    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--repo"]).arg(&repo).arg("--json");
+    cmd.env_clear();
+    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
+        cmd.env(k, v);
+    }
+    cmd.env("STRATA_CLAUDE", &claude)
+        .env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL)
+        .env("STRATA_CODEX", &codex)
+        .env("STRATA_CODEX_MODEL", real_cli::CODEX_MODEL)
+        .env("STRATA_CODEX_BASE_URL", format!("{}/v1", fake.base_url()));
+    let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
+    let summary: Value =
+        serde_json::from_str(out.stdout_lines.join("\n").trim()).unwrap_or_else(|e| panic!("{e}: {}", out.describe()));
+    assert_eq!(summary["completed"], 3, "{}", out.describe());
+    let providers: Vec<&str> =
+        summary["tasks"].as_array().expect("tasks").iter().filter_map(|t| t["provider"].as_str()).collect();
+    assert_eq!(providers, ["claude", "claude", "codex"]);
+
+    for file in ["src/api.rs", "src/db.rs", "src/cli.rs"] {
+        let audit: Value =
+            serde_json::from_str(&strata_ok(strata_bin!(), &ws, &["audit", "file", file, "--json"])).expect("json");
+        let writes = audit["writes"].as_array().expect("writes");
+        assert!(writes.iter().any(|w| w["source"] == "diff" && !w["prompt"].is_null()), "{file}: {audit}");
+        let shown = git(&repo, &["show", &format!("strata/real:{file}")]);
+        assert!(!shown.is_empty(), "{file} is on the integration branch");
+    }
+    // The Claude writes went through the hook, which recorded them through the run's socket.
+    for file in ["src/api.rs", "src/db.rs"] {
+        let audit: Value =
+            serde_json::from_str(&strata_ok(strata_bin!(), &ws, &["audit", "file", file, "--json"])).expect("json");
+        assert!(audit["writes"].as_array().expect("writes").iter().any(|w| w["source"] == "guard"), "{file}: {audit}");
+    }
+    strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
+}
