@@ -240,6 +240,9 @@ pub struct Coordinator<'j> {
     groups: Workgroups,
     telemetry: Telemetry,
     baseline: Option<u64>,
+    /// Token counters by model-family factor, kept across tasks: their cache (by text hash)
+    /// makes the specifications many prompts share cost one count.
+    counters: BTreeMap<u32, TokenCounter>,
     sim: Option<Arc<SimProvider>>,
     claude: Option<Arc<ClaudeProvider>>,
     codex: Option<Arc<CodexProvider>>,
@@ -273,6 +276,7 @@ impl<'j> Coordinator<'j> {
             groups: Workgroups::default(),
             telemetry: Telemetry::default(),
             baseline: None,
+            counters: BTreeMap::new(),
             sim: None,
             claude: None,
             codex: None,
@@ -402,8 +406,8 @@ impl<'j> Coordinator<'j> {
     }
 
     fn baseline(&mut self, factor: u32) -> u64 {
+        let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
         *self.baseline.get_or_insert_with(|| {
-            let mut tc = TokenCounter::new(factor);
             self.graph
                 .artifacts()
                 .iter()
