@@ -310,15 +310,7 @@ impl Provider for ClaudeProvider {
     /// the stream-json input mode, which this adapter does not run) and `team` (agent teams are
     /// experimental and their resumption and shutdown are unsupported headless).
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            local: false,
-            resume: true,
-            fork: true,
-            recent: false,
-            team: false,
-            followup: false,
-            interrupt: true,
-        }
+        super::worker_process::CLI_CAPABILITIES
     }
 
     async fn spawn(&self, brief: &Brief) -> Result<Worker, ProviderError> {

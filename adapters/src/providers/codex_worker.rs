@@ -355,15 +355,7 @@ impl Provider for CodexProvider {
     /// (a fork carries the whole thread), `followup` (an `exec` turn takes its prompt once) and
     /// `team` (codex's collaboration tools are driven by the model, not by the caller).
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            local: false,
-            resume: true,
-            fork: true,
-            recent: false,
-            team: false,
-            followup: false,
-            interrupt: true,
-        }
+        super::worker_process::CLI_CAPABILITIES
     }
 
     async fn spawn(&self, brief: &Brief) -> Result<Worker, ProviderError> {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_engine::telemetry::events::Counters;
-use strata_engine::workgroup::provider::{Brief, ProviderError, Worker};
+use strata_engine::workgroup::provider::{Brief, Capabilities, ProviderError, Worker};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::watch;
 
@@ -626,14 +626,20 @@ pub const KNOWLEDGE_SERVER: &str = "knowledge";
 /// and a hook that times out fails open in both CLIs, so this is generous.
 pub const HOOK_TIMEOUT_S: u64 = 60;
 
+/// What both CLI providers can do headless (their `capabilities` say why): resume and fork are
+/// native and SIGINT ends a turn keeping the session; `local` is the coordinator's own context,
+/// a fork always carries the whole history (no bounded `recent` window), a turn takes its
+/// prompt once (no follow-up into a running worker), and teams are not driven by the caller.
+pub const CLI_CAPABILITIES: Capabilities =
+    Capabilities { local: false, resume: true, fork: true, recent: false, team: false, followup: false, interrupt: true };
+
 /// Where a worker's `strata mcp` serves the Knowledge API from.
 ///
-/// Mind the journal's single owner: without `strata serve`, `strata mcp` opens the workspace's
-/// journal for the whole turn, and the write-guard hook opens `brief.journal` itself for every
-/// guarded call. When both are the same journal, the hook finds it held, waits its 5 s and
-/// denies (it fails closed): a worker then cannot write at all. Attach the Knowledge API to a
-/// journal the hook does not use, or keep it `Off` for writers, until the hook can reach the
-/// journal through its owner.
+/// Mind the journal's single owner: both `strata mcp` and the write-guard hook go through the
+/// workspace's socket when its owner serves one (`strata serve`, or `strata run` while its
+/// workers run, with `brief.journal` the workspace root). Without one, `strata mcp` opens the
+/// journal for the whole turn and the hook, finding it held, waits its 5 s and denies (it fails
+/// closed): used outside a run, attach the Knowledge API to another journal or keep it `Off`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Knowledge {
     /// The workspace whose journal is `brief.journal` (`<root>/.strata/journal`, or a workspace
