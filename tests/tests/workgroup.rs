@@ -113,7 +113,25 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     strata_ok(strata_bin!(), &at, &["replay", "--check"]);
     let (groups, ledger) = load(&at);
     assert!(ledger.owners().is_empty(), "every claim was released: {:?}", ledger.owners());
-    assert!(groups.get("cr-1-rollout").is_some_and(|g| g.finished));
+    let g = groups.get("cr-1-rollout").expect("workgroup");
+    assert!(g.finished);
+    // Every fresh worker was briefed with a sealed capsule, recorded on the ledger and written
+    // beside its prompt.
+    let fresh: Vec<_> =
+        g.tasks.values().filter(|t| t.dispatch.as_ref().is_some_and(|(_, d)| d.runs_as == "fresh-capsule")).collect();
+    assert!(fresh.len() >= 4);
+    assert!(fresh.iter().all(|t| {
+        t.dispatch.as_ref().and_then(|(_, d)| d.capsule_hash.as_deref()).is_some_and(|h| h.starts_with("sha256:"))
+    }));
+    let attempts: u64 = fresh.iter().map(|t| u64::from(t.attempts)).sum();
+    assert_eq!(ledger.capsules_sealed(), attempts, "one capsule per fresh dispatch, retries included");
+    let capsule: Value = serde_json::from_slice(
+        &std::fs::read(at.join(".strata/prompts/cr-1-rollout/billing-api.1.prompt.capsule.json"))
+            .expect("capsule file"),
+    )
+    .expect("capsule JSON");
+    assert_eq!(capsule["owned_files"], serde_json::json!(["src/billing"]));
+    assert_eq!(capsule["phase"], "2A");
 }
 
 #[test]

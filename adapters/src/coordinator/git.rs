@@ -140,6 +140,11 @@ impl Repo {
         if path.exists() { self.remove(&path) } else { Ok(()) }
     }
 
+    /// The integration branch's tip.
+    pub fn tip(&self) -> anyhow::Result<String> {
+        Ok(git(&self.integration(), &["rev-parse", "HEAD"])?.trim().to_owned())
+    }
+
     /// The repository's top directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -161,8 +166,8 @@ impl Repo {
         if path.exists() {
             self.remove(&path)?;
         }
-        let tip = git(&self.integration(), &["rev-parse", "HEAD"])?;
-        git(&self.root, &["worktree", "add", "--detach", &path.to_string_lossy(), tip.trim()])?;
+        let tip = self.tip()?;
+        git(&self.root, &["worktree", "add", "--detach", &path.to_string_lossy(), &tip])?;
         Ok(path)
     }
 

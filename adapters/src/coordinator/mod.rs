@@ -5,8 +5,9 @@
 //! slot free) it routes the task against the dispatch ledger (writers claim their files there),
 //! degrades a mode the provider cannot run to a fresh capsule, assembles the task's prompt with
 //! its bill of materials, writes both to `.strata/prompts/` (the planning gate: no worker starts
-//! before they exist), prepares the worker's directory (its own git worktree when it writes) and
-//! records route, claim, prompt and dispatch in one atomic append. When a worker ends, its
+//! before they exist), seals a context capsule for a fresh worker (a seal the privacy scan or
+//! schema refuses holds the task), prepares the worker's directory (its own git worktree when it
+//! writes) and records route, claim, capsule, prompt and dispatch in one atomic append. When a worker ends, its
 //! changes are collected with the post-turn diff check (writes outside ownership are violations:
 //! `flag` discards the task's changes, `stop` fails the task), the outcome, the release of its
 //! files and its usage are recorded in one append, and then its commit is applied to the
@@ -29,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use serde_json::json;
-use strata_engine::ce::ledger::Ledger;
+use strata_engine::ce::capsule;
+use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
 use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
 use strata_engine::context::assemble::{Inputs, Task as AssemblyTask, TokenCounter, assemble};
@@ -42,7 +44,7 @@ use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation, WorkerStarted};
-use strata_engine::workgroup::plan::{Checked, PHASES, overlaps};
+use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, PHASES, overlaps};
 use strata_engine::workgroup::provider::{self, Brief, Outcome, Provider, ProviderError, Worker};
 use strata_engine::workgroup::state::{Status, Workgroup, Workgroups};
 use strata_engine::workgroup::{self, decide};
@@ -608,8 +610,8 @@ impl<'j> Coordinator<'j> {
         let head = self.journal.head();
         let assembly = {
             let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
-            assemble(&inputs, &mut TokenCounter::new(factor))
-                .with_context(|| format!("task {id}: assembling its prompt"))?
+            let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
+            assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?
         };
         let baseline = self.baseline(factor);
         let prompt_path = self.options.prompts_dir.join(wg).join(format!("{id}.{attempt}.prompt.md"));
@@ -635,6 +637,42 @@ impl<'j> Coordinator<'j> {
             (None, None) => std::env::current_dir().context("no current directory")?,
         };
         let from_session = if runs_as == Mode::Resume { prior.map(|(_, s)| s) } else { None };
+        // A fresh worker is briefed with a sealed capsule (schema, privacy scan, hash); one the
+        // seal refuses holds the task: nothing unscanned reaches a worker.
+        let mut ledger_append = ledger_append;
+        let mut prompt_text = assembly.prompt.clone();
+        let capsule_hash = if runs_as == Mode::FreshCapsule {
+            match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.prompt_hash) {
+                Ok((sealed, event)) => {
+                    ledger_append.events.push(event);
+                    let text = serde_json::to_string_pretty(&sealed.capsule)?;
+                    std::fs::write(prompt_path.with_extension("capsule.json"), &text)
+                        .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?;
+                    prompt_text.push_str(&format!(
+                        "\n\n## Context capsule (sealed {})\n\n```json\n{text}\n```\n",
+                        sealed.hash
+                    ));
+                    Some(sealed.hash)
+                }
+                Err(e) => {
+                    let h = events::Held {
+                        task: id.to_owned(),
+                        blocked_by: Vec::new(),
+                        reason: format!("its capsule was refused: {e}"),
+                    };
+                    let g = self.group(wg)?;
+                    let held = decide::append(g, vec![decide::held(g, &h, &mut V7Ids, &SystemClock)?]);
+                    self.commit(vec![held])?;
+                    if let (Some(repo), Some(tree)) = (&self.repo, &worktree) {
+                        repo.remove(tree)?;
+                    }
+                    self.progress(format_args!("{id}: held, {}", h.reason));
+                    return Ok(());
+                }
+            }
+        } else {
+            None
+        };
         let d = Dispatched {
             task: id.to_owned(),
             attempt,
@@ -650,6 +688,7 @@ impl<'j> Coordinator<'j> {
             },
             baseline_tokens: baseline,
             from_session: from_session.clone(),
+            capsule_hash,
         };
         let g = self.group(wg)?;
         let dispatched = decide::append(g, vec![decide::dispatched(g, &d, &mut V7Ids, &SystemClock)?]);
@@ -671,7 +710,7 @@ impl<'j> Coordinator<'j> {
             lineage_id: lineage,
             mode: runs_as,
             from_session,
-            prompt: assembly.prompt,
+            prompt: prompt_text,
             prompt_tokens: d.prompt.tokens,
             owns: t.spec.owns.clone(),
             workdir,
@@ -708,6 +747,72 @@ impl<'j> Coordinator<'j> {
             }
         });
         Ok(())
+    }
+
+    /// Seals the context capsule of `t`'s attempt: what it must do, what it owns, the specs it
+    /// follows, the integration tip it starts from, the last attempt's failure, its constraints.
+    fn seal(
+        &self,
+        wg: &str,
+        t: &strata_engine::workgroup::plan::Task,
+        lineage: &str,
+        attempt: u32,
+        prompt_hash: &str,
+    ) -> anyhow::Result<(capsule::Sealed, EventData)> {
+        let g = self.group(wg)?;
+        let failures: Vec<serde_json::Value> = g
+            .tasks
+            .get(t.id())
+            .and_then(|s| s.failed.as_ref())
+            .map(|(_, f)| json!({"command": format!("attempt {}", f.attempt), "summary": events::bounded(&f.reason).chars().take(2048).collect::<String>(), "artifact": null}))
+            .into_iter()
+            .collect();
+        let mut nodes: Vec<String> = t.spec.change_request.iter().chain(&t.spec.specs).cloned().collect();
+        nodes.dedup();
+        let mut constraints = vec![
+            "Write only the owned files; every other write is denied and recorded.".to_owned(),
+            format!("The prompt this capsule goes with is {prompt_hash}."),
+        ];
+        if let Some(s) = t.spec.sensitivity.as_deref().filter(|s| *s != "normal") {
+            constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
+        }
+        let checkpoint = self.repo.as_ref().and_then(|r| r.tip().ok());
+        let draft = json!({
+            "schema": "knowzcode.context-capsule/v1",
+            "task_id": lineage,
+            "workgroup_id": wg,
+            "phase": CAPSULE_PHASES[t.phase],
+            "objective": t.spec.objective,
+            "node_ids": nodes,
+            "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
+            "read_files": [],
+            "specs": [],
+            "approved_decisions": [],
+            "checkpoint_sha": checkpoint,
+            "failures": failures,
+            "risks": [],
+            "constraints": constraints,
+            "next_action": format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
+        });
+        let sealed = capsule::seal(&capsule::SealRequest {
+            capsule: &draft,
+            max_bytes: capsule::MAX_BYTES_DEFAULT,
+            artifact_path: None,
+            artifact_roots: Vec::new(),
+        })
+        .map_err(|e| anyhow::anyhow!("{} ({})", e.code.as_str(), e.code.message()))?;
+        let event = ledger::event(
+            &mut V7Ids,
+            &SystemClock,
+            ledger::CAPSULE_SEALED,
+            &ledger::CapsuleSealed {
+                capsule_hash: sealed.hash.clone(),
+                bytes: sealed.bytes as u64,
+                externalized: Vec::new(),
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
+        Ok((sealed, event))
     }
 
     fn handle(&mut self, wg: &str, msg: Msg) -> anyhow::Result<()> {

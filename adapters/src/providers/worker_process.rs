@@ -630,8 +630,15 @@ pub const HOOK_TIMEOUT_S: u64 = 60;
 /// native and SIGINT ends a turn keeping the session; `local` is the coordinator's own context,
 /// a fork always carries the whole history (no bounded `recent` window), a turn takes its
 /// prompt once (no follow-up into a running worker), and teams are not driven by the caller.
-pub const CLI_CAPABILITIES: Capabilities =
-    Capabilities { local: false, resume: true, fork: true, recent: false, team: false, followup: false, interrupt: true };
+pub const CLI_CAPABILITIES: Capabilities = Capabilities {
+    local: false,
+    resume: true,
+    fork: true,
+    recent: false,
+    team: false,
+    followup: false,
+    interrupt: true,
+};
 
 /// Where a worker's `strata mcp` serves the Knowledge API from.
 ///

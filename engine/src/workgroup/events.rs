@@ -114,6 +114,10 @@ pub struct Dispatched {
     pub baseline_tokens: u64,
     /// The session resumed or forked from, when the mode reuses one.
     pub from_session: Option<String>,
+    /// The sealed context capsule a fresh worker is briefed with (`ce.capsule-sealed` on the
+    /// ledger in the same append).
+    #[serde(default)]
+    pub capsule_hash: Option<String>,
 }
 
 /// `worker.started` v1.

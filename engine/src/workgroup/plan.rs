@@ -24,12 +24,13 @@ use crate::ce::router::is_writer_role;
 
 /// Most tasks in one plan.
 pub const TASKS_MAX: usize = 10_000;
-/// Most files one task owns.
-pub const OWNS_MAX: usize = 256;
-/// Most dependencies and spec references of one task, each.
-pub const REFS_MAX: usize = 64;
-/// Longest objective, bytes.
-pub const OBJECTIVE_BYTES_MAX: usize = 8 * 1024;
+/// Most files one task owns (what a sealed capsule's `owned_files` holds).
+pub const OWNS_MAX: usize = 64;
+/// Most dependencies and spec references of one task, each (a change request and the spec
+/// references become a capsule's `node_ids`, at most 64).
+pub const REFS_MAX: usize = 63;
+/// Longest objective, bytes (what a sealed capsule's `objective` holds).
+pub const OBJECTIVE_BYTES_MAX: usize = 4 * 1024;
 /// Longest name (workgroup, task, role, profile), bytes: a lineage id `<workgroup>.<task>` fits
 /// the ledger's 128.
 pub const NAME_BYTES_MAX: usize = 63;
@@ -43,6 +44,8 @@ pub const RETRIES_MAX: u32 = 5;
 pub const RETRIES_DEFAULT: u32 = 1;
 /// The phases, in gate order.
 pub const PHASES: [&str; 5] = ["discover", "plan", "build", "verify", "review"];
+/// The context-capsule phase of each of [`PHASES`] (the reference protocol's 1A … 3).
+pub const CAPSULE_PHASES: [&str; 5] = ["1A", "1B", "2A", "2B", "3"];
 /// A task's phase when the plan does not say.
 pub const PHASE_DEFAULT: &str = "build";
 /// Sensitivities, as the router reads them.
