@@ -20,7 +20,11 @@
 //! branch is missing, and never reruns a completed task.
 
 pub mod example;
+mod from_env;
 pub mod git;
+mod summary;
+
+pub use summary::{Summary, TaskLine, summary};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,8 +56,8 @@ use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
 use crate::config::Config;
-use crate::providers::claude_worker::{ClaudeConfig, ClaudeProvider};
-use crate::providers::codex_worker::{CodexConfig, CodexProvider, ModelProvider};
+use crate::providers::claude_worker::ClaudeProvider;
+use crate::providers::codex_worker::CodexProvider;
 use crate::providers::sim::SimProvider;
 use crate::system::{SystemClock, V7Ids};
 
@@ -77,114 +81,6 @@ pub struct Options {
     /// The workspace root (its `.strata/` holds the journal; real workers' hooks and `strata
     /// mcp` reach it through the socket the run serves there).
     pub workspace: PathBuf,
-}
-
-/// A task's line in the summary.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct TaskLine {
-    /// Task.
-    pub task: String,
-    /// Phase.
-    pub phase: String,
-    /// Status.
-    pub status: Status,
-    /// Attempts.
-    pub attempts: u32,
-    /// Provider.
-    pub provider: Option<String>,
-    /// Mode that ran.
-    pub mode: Option<String>,
-    /// Reason codes.
-    pub reasons: Vec<String>,
-    /// Prompt tokens.
-    pub prompt_tokens: Option<u64>,
-    /// Load-everything baseline tokens.
-    pub baseline_tokens: Option<u64>,
-    /// Cost of every attempt, micro-USD (estimated for simulated workers).
-    pub cost_micros: Option<u64>,
-    /// Worker wall time of every attempt, milliseconds.
-    pub wall_ms: Option<u64>,
-    /// Files changed.
-    pub files: Vec<String>,
-    /// Violations recorded.
-    pub violations: usize,
-    /// Why it failed or is held.
-    pub problem: Option<String>,
-}
-
-/// The summary of a workgroup, from the journal.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Summary {
-    /// Workgroup.
-    pub workgroup: String,
-    /// Tasks.
-    pub tasks: Vec<TaskLine>,
-    /// Counts by status.
-    pub completed: usize,
-    /// Failed or conflicted.
-    pub failed: usize,
-    /// Held.
-    pub held: usize,
-    /// Sum of prompt tokens.
-    pub prompt_tokens: u64,
-    /// Sum of baseline tokens.
-    pub baseline_tokens: u64,
-    /// Sum of known costs, micro-USD.
-    pub cost_micros: u64,
-    /// Whether any figure is simulated.
-    pub synthetic: bool,
-    /// Violations.
-    pub violations: usize,
-    /// Finished.
-    pub finished: bool,
-}
-
-/// The summary of `g`.
-pub fn summary(g: &Workgroup) -> Summary {
-    let mut tasks = Vec::new();
-    for t in &g.plan.tasks {
-        let Some(s) = g.tasks.get(t.id()) else { continue };
-        let d = s.dispatch.as_ref().map(|(_, d)| d);
-        let problem = match s.status {
-            Status::Failed => s.failed.as_ref().map(|(_, f)| f.reason.clone()),
-            Status::Conflicted => {
-                s.conflicted.as_ref().map(|c| format!("conflict on {}: {}", c.branch, c.files.join(", ")))
-            }
-            Status::Held => s.held.as_ref().map(|h| format!("{} ({})", h.reason, h.blocked_by.join(", "))),
-            _ => None,
-        };
-        tasks.push(TaskLine {
-            task: t.id().to_owned(),
-            phase: PHASES[t.phase].to_owned(),
-            status: s.status,
-            attempts: s.attempts,
-            provider: d.map(|d| d.provider.clone()),
-            mode: d.map(|d| d.runs_as.clone()),
-            reasons: d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
-            prompt_tokens: d.map(|d| d.prompt.tokens),
-            baseline_tokens: d.map(|d| d.baseline_tokens),
-            cost_micros: s.spent.cost_micros,
-            wall_ms: s.spent.wall_ms,
-            files: s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default(),
-            violations: s.violations.len(),
-            problem,
-        });
-    }
-    let synthetic = g.tasks.values().any(|s| s.completed.as_ref().is_some_and(|(_, c)| c.synthetic))
-        || g.tasks.values().any(|s| s.dispatch.as_ref().is_some_and(|(_, d)| d.provider == "sim"));
-    Summary {
-        workgroup: g.plan.workgroup.clone(),
-        completed: g.count(Status::Completed),
-        failed: g.count(Status::Failed) + g.count(Status::Conflicted),
-        held: g.count(Status::Held),
-        prompt_tokens: tasks.iter().filter_map(|t| t.prompt_tokens).sum(),
-        baseline_tokens: tasks.iter().filter_map(|t| t.baseline_tokens).sum(),
-        cost_micros: tasks.iter().filter_map(|t| t.cost_micros).sum(),
-        violations: tasks.iter().map(|t| t.violations).sum(),
-        tasks,
-        synthetic,
-        finished: g.finished,
-    }
 }
 
 /// What a run measured about itself.
@@ -352,57 +248,13 @@ impl<'j> Coordinator<'j> {
             }
             "claude" => {
                 let state = self.options.workspace.join(".strata").join("workers");
-                let claude = self.claude.get_or_insert_with(|| {
-                    let program =
-                        std::env::var_os("STRATA_CLAUDE").map_or_else(|| PathBuf::from("claude"), PathBuf::from);
-                    let mut config = ClaudeConfig::new(program, state);
-                    config.env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
-                    config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
-                    if let Ok(model) = std::env::var("STRATA_CLAUDE_MODEL") {
-                        config.model = Some(model);
-                    }
-                    Arc::new(ClaudeProvider::new(config))
-                });
-                Ok(claude.clone())
+                Ok(self.claude.get_or_insert_with(|| Arc::new(from_env::claude(state))).clone())
             }
             "codex" => {
                 let state = self.options.workspace.join(".strata").join("workers");
-                let codex = self.codex.get_or_insert_with(|| {
-                    let program =
-                        std::env::var_os("STRATA_CODEX").map_or_else(|| PathBuf::from("codex"), PathBuf::from);
-                    let mut config = CodexConfig::new(program, state);
-                    // A Responses-API endpoint other than OpenAI's (a gateway, a local server).
-                    if let Some(url) = std::env::var("STRATA_CODEX_BASE_URL").ok().filter(|u| !u.is_empty()) {
-                        config.model_provider = Some(ModelProvider {
-                            id: "strata".into(),
-                            name: "strata".into(),
-                            base_url: url,
-                            wire_api: "responses".into(),
-                            env_key: std::env::var("STRATA_CODEX_ENV_KEY").ok(),
-                            request_max_retries: Some(0),
-                            stream_max_retries: Some(0),
-                        });
-                    }
-                    if let Ok(model) = std::env::var("STRATA_CODEX_MODEL") {
-                        config.model = Some(model);
-                    }
-                    Arc::new(CodexProvider::new(config))
-                });
-                Ok(codex.clone())
+                Ok(self.codex.get_or_insert_with(|| Arc::new(from_env::codex(state))).clone())
             }
-            "auto" => {
-                let found = |name: &str| {
-                    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-                };
-                let pick = if std::env::var_os("STRATA_CLAUDE").is_some() || found("claude") {
-                    "claude"
-                } else if std::env::var_os("STRATA_CODEX").is_some() || found("codex") {
-                    "codex"
-                } else {
-                    "sim"
-                };
-                self.provider(pick, seed)
-            }
+            "auto" => self.provider(from_env::auto(), seed),
             other => anyhow::bail!("[STRATA-E1724] no provider {other}; use sim, claude, codex or auto"),
         }
     }

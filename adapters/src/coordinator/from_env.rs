@@ -1,0 +1,55 @@
+//! The real providers as `strata run` builds them: the CLIs on `PATH` or named by `STRATA_CLAUDE`
+//! / `STRATA_CODEX`, models by `STRATA_CLAUDE_MODEL` / `STRATA_CODEX_MODEL`, and a Responses-API
+//! endpoint for Codex by `STRATA_CODEX_BASE_URL` (its key's variable by `STRATA_CODEX_ENV_KEY`).
+
+use std::path::PathBuf;
+
+use crate::providers::claude_worker::{ClaudeConfig, ClaudeProvider};
+use crate::providers::codex_worker::{CodexConfig, CodexProvider, ModelProvider};
+
+fn program(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
+}
+
+/// Claude Code workers keeping their state in `state`.
+pub fn claude(state: PathBuf) -> ClaudeProvider {
+    let mut config = ClaudeConfig::new(program("STRATA_CLAUDE", "claude"), state);
+    config.env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
+    config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+    config.model = std::env::var("STRATA_CLAUDE_MODEL").ok();
+    ClaudeProvider::new(config)
+}
+
+/// Codex workers keeping their state in `state`.
+pub fn codex(state: PathBuf) -> CodexProvider {
+    let mut config = CodexConfig::new(program("STRATA_CODEX", "codex"), state);
+    // A Responses-API endpoint other than OpenAI's (a gateway, a local server).
+    if let Some(url) = std::env::var("STRATA_CODEX_BASE_URL").ok().filter(|u| !u.is_empty()) {
+        config.model_provider = Some(ModelProvider {
+            id: "strata".into(),
+            name: "strata".into(),
+            base_url: url,
+            wire_api: "responses".into(),
+            env_key: std::env::var("STRATA_CODEX_ENV_KEY").ok(),
+            request_max_retries: Some(0),
+            stream_max_retries: Some(0),
+        });
+    }
+    config.model = std::env::var("STRATA_CODEX_MODEL").ok();
+    CodexProvider::new(config)
+}
+
+/// What `--provider auto` runs on: `claude` if found, else `codex`, else the simulated provider.
+pub fn auto() -> &'static str {
+    let found = |var: &str, name: &str| {
+        std::env::var_os(var).is_some()
+            || std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    if found("STRATA_CLAUDE", "claude") {
+        "claude"
+    } else if found("STRATA_CODEX", "codex") {
+        "codex"
+    } else {
+        "sim"
+    }
+}

@@ -1,0 +1,113 @@
+//! A workgroup's summary, built from the `workgroups` projection alone: what `strata run`
+//! prints at the end and `strata audit run` prints at any time.
+
+use strata_engine::workgroup::plan::PHASES;
+use strata_engine::workgroup::state::{Status, Workgroup};
+
+/// A task's line in the summary.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TaskLine {
+    /// Task.
+    pub task: String,
+    /// Phase.
+    pub phase: String,
+    /// Status.
+    pub status: Status,
+    /// Attempts.
+    pub attempts: u32,
+    /// Provider.
+    pub provider: Option<String>,
+    /// Mode that ran.
+    pub mode: Option<String>,
+    /// Reason codes.
+    pub reasons: Vec<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: Option<u64>,
+    /// Load-everything baseline tokens.
+    pub baseline_tokens: Option<u64>,
+    /// Cost of every attempt, micro-USD (estimated for simulated workers).
+    pub cost_micros: Option<u64>,
+    /// Worker wall time of every attempt, milliseconds.
+    pub wall_ms: Option<u64>,
+    /// Files changed.
+    pub files: Vec<String>,
+    /// Violations recorded.
+    pub violations: usize,
+    /// Why it failed or is held.
+    pub problem: Option<String>,
+}
+
+/// The summary of a workgroup, from the journal.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    /// Workgroup.
+    pub workgroup: String,
+    /// Tasks.
+    pub tasks: Vec<TaskLine>,
+    /// Counts by status.
+    pub completed: usize,
+    /// Failed or conflicted.
+    pub failed: usize,
+    /// Held.
+    pub held: usize,
+    /// Sum of prompt tokens.
+    pub prompt_tokens: u64,
+    /// Sum of baseline tokens.
+    pub baseline_tokens: u64,
+    /// Sum of known costs, micro-USD.
+    pub cost_micros: u64,
+    /// Whether any figure is simulated.
+    pub synthetic: bool,
+    /// Violations.
+    pub violations: usize,
+    /// Finished.
+    pub finished: bool,
+}
+
+/// The summary of `g`.
+pub fn summary(g: &Workgroup) -> Summary {
+    let mut tasks = Vec::new();
+    for t in &g.plan.tasks {
+        let Some(s) = g.tasks.get(t.id()) else { continue };
+        let d = s.dispatch.as_ref().map(|(_, d)| d);
+        let problem = match s.status {
+            Status::Failed => s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+            Status::Conflicted => {
+                s.conflicted.as_ref().map(|c| format!("conflict on {}: {}", c.branch, c.files.join(", ")))
+            }
+            Status::Held => s.held.as_ref().map(|h| format!("{} ({})", h.reason, h.blocked_by.join(", "))),
+            _ => None,
+        };
+        tasks.push(TaskLine {
+            task: t.id().to_owned(),
+            phase: PHASES[t.phase].to_owned(),
+            status: s.status,
+            attempts: s.attempts,
+            provider: d.map(|d| d.provider.clone()),
+            mode: d.map(|d| d.runs_as.clone()),
+            reasons: d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
+            prompt_tokens: d.map(|d| d.prompt.tokens),
+            baseline_tokens: d.map(|d| d.baseline_tokens),
+            cost_micros: s.spent.cost_micros,
+            wall_ms: s.spent.wall_ms,
+            files: s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default(),
+            violations: s.violations.len(),
+            problem,
+        });
+    }
+    let synthetic = g.tasks.values().any(|s| s.completed.as_ref().is_some_and(|(_, c)| c.synthetic))
+        || g.tasks.values().any(|s| s.dispatch.as_ref().is_some_and(|(_, d)| d.provider == "sim"));
+    Summary {
+        workgroup: g.plan.workgroup.clone(),
+        completed: g.count(Status::Completed),
+        failed: g.count(Status::Failed) + g.count(Status::Conflicted),
+        held: g.count(Status::Held),
+        prompt_tokens: tasks.iter().filter_map(|t| t.prompt_tokens).sum(),
+        baseline_tokens: tasks.iter().filter_map(|t| t.baseline_tokens).sum(),
+        cost_micros: tasks.iter().filter_map(|t| t.cost_micros).sum(),
+        violations: tasks.iter().map(|t| t.violations).sum(),
+        tasks,
+        synthetic,
+        finished: g.finished,
+    }
+}
