@@ -115,3 +115,87 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     }
     strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
 }
+
+const STALL_PLAN: &str = r#"
+workgroup = "orphan"
+pipeline = "light"
+retries = 0
+
+[[task]]
+id = "slow"
+role = "backend-builder"
+provider = "claude"
+objective = "Write the slow part."
+owns = ["src/slow.rs"]
+"#;
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the_task_runs_again() {
+    use strata_adapters::providers::worker_process::group_alive;
+    use strata_engine::workgroup::state::{Status, Workgroups};
+    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new().expect("scratch");
+    let ws = scratch.root().join("ws");
+    let repo = scratch.root().join("repo");
+    std::fs::create_dir_all(repo.join("src")).expect("repo");
+    std::fs::write(repo.join("src/lib.rs"), "// the crate\n").expect("file");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    std::fs::create_dir_all(&ws).expect("ws");
+    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
+    let plan = scratch.root().join("plan.toml");
+    std::fs::write(&plan, STALL_PLAN).expect("plan");
+    let fake = FakeModel::start(vec![Turn::stall()]).expect("fake model");
+    let command = |args: &[&str]| {
+        let mut cmd = Command::new(strata_bin!());
+        cmd.arg("--dir").arg(&ws).args(args).arg("--repo").arg(&repo);
+        cmd.env_clear();
+        for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
+            cmd.env(k, v);
+        }
+        cmd.env("STRATA_CLAUDE", &claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+        cmd
+    };
+    let mut run = command(&["run", plan.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("strata run starts");
+    assert!(fake.wait_for_stall(std::time::Duration::from_secs(120)), "the worker reached the model");
+    run.kill().expect("SIGKILL the coordinator");
+    let _ = run.wait();
+
+    let load = || {
+        let j = strata_journal::Journal::open(
+            &ws.join(".strata/journal"),
+            &strata_tests::options(strata_journal::Durability::Process),
+        )
+        .expect("journal");
+        let mut g = Workgroups::default();
+        strata_journal::projection::catch_up_one(&mut g, &j).expect("fold");
+        j.close_blocking().expect("close");
+        g
+    };
+    let groups = load();
+    let task = groups.get("orphan").and_then(|g| g.tasks.get("slow")).expect("task").clone();
+    assert_eq!(task.status, Status::Running);
+    let pid = task.pid.expect("the real worker's pid is recorded") as u32;
+    assert!(group_alive(pid), "the worker outlived its coordinator");
+
+    fake.clear_turns();
+    let file = worktree_path(&PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim()), "orphan", "slow", 2)
+        .join("src/slow.rs");
+    fake.push(Turn::claude_write(&file.display().to_string(), "pub fn slow() {}\n"));
+    fake.push(Turn::text("Written."));
+    let mut resume = command(&["run", "--resume", "orphan"]);
+    resume.stdin(std::process::Stdio::null());
+    let out = real_cli::run_with_timeout(resume, std::time::Duration::from_secs(300)).expect("resume");
+    fake.release_stalled();
+    assert!(!group_alive(pid), "resume released the orphaned worker: {}", out.describe());
+    assert!(out.stderr.contains("released the claude worker"), "{}", out.describe());
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let t = load().get("orphan").and_then(|g| g.tasks.get("slow")).expect("task").clone();
+    assert_eq!((t.status, t.attempts), (Status::Completed, 2));
+}

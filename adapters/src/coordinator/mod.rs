@@ -323,6 +323,19 @@ impl<'j> Coordinator<'j> {
             .filter(|t| g.tasks.get(t.id()).is_some_and(|s| matches!(s.status, Status::Dispatched | Status::Running)))
             .map(|t| t.id().to_owned())
             .collect();
+        // Their real workers may outlive the stopped coordinator (each runs in its own process
+        // group): released before the task runs again.
+        for task in &stale {
+            let Some(s) = g.tasks.get(task) else { continue };
+            let (Some(pid), Some((_, d))) = (s.pid, &s.dispatch) else { continue };
+            let pgid = u32::try_from(pid).unwrap_or(0);
+            if crate::providers::worker_process::release_orphan(pgid, &d.provider, Duration::from_secs(5)) {
+                self.progress(format_args!(
+                    "{task}: released the {} worker (pid {pid}) the stopped run left",
+                    d.provider
+                ));
+            }
+        }
         let (tx, rx) = mpsc::channel::<Msg>();
         for task in stale {
             self.dispatch(wg, &task, &tx)?;
@@ -673,12 +686,14 @@ impl<'j> Coordinator<'j> {
                 let began = Instant::now();
                 let g = self.group(wg)?;
                 let provider = g.tasks.get(&task).and_then(|s| s.dispatch.as_ref()).map(|(_, d)| d.provider.clone());
+                let real = provider.as_deref().is_some_and(|p| p != "sim");
                 let s = WorkerStarted {
                     task: task.clone(),
                     attempt,
                     session_id: worker.session_id.clone(),
-                    synthetic: provider.as_deref() == Some("sim"),
+                    synthetic: !real,
                     provider: provider.unwrap_or_default(),
+                    pid: real.then_some(worker.handle),
                 };
                 let e = decide::started(g, &s, &mut V7Ids, &SystemClock)?;
                 let append = decide::append(g, vec![e]);
@@ -729,6 +744,7 @@ impl<'j> Coordinator<'j> {
                 session_id: outcome.session_id.clone(),
                 provider: flight.provider.clone(),
                 synthetic: outcome.synthetic,
+                pid: None,
             };
             let g = self.group(wg)?;
             let started = decide::append(g, vec![decide::started(g, &s, &mut V7Ids, &SystemClock)?]);

@@ -357,6 +357,29 @@ fn kill(pid: i32, sig: i32) -> std::io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
+/// Ends a worker a stopped coordinator left running: when process group `pgid` is alive and its
+/// leader's command line names `program`, SIGTERM to the group, then SIGKILL after
+/// `grace`. Returns whether a worker was released (false when none runs there, or the process
+/// is another program's: a pid reused since is never signalled).
+pub fn release_orphan(pgid: u32, program: &str, grace: Duration) -> bool {
+    if !group_alive(pgid) {
+        return false;
+    }
+    let cmdline = std::fs::read(format!("/proc/{pgid}/cmdline")).unwrap_or_default();
+    if !String::from_utf8_lossy(&cmdline).contains(program) {
+        return false;
+    }
+    let _ = signal(pgid, true, libc::SIGTERM);
+    let deadline = std::time::Instant::now() + grace;
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if group_alive(pgid) {
+        let _ = signal(pgid, true, libc::SIGKILL);
+    }
+    true
+}
+
 /// Whether any live (non-zombie) process is in process group `pgid`, from `/proc`.
 pub fn group_alive(pgid: u32) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else { return false };

@@ -134,6 +134,10 @@ pub struct WorkerStarted {
     pub provider: String,
     /// The worker is simulated.
     pub synthetic: bool,
+    /// The worker's process (its process group's leader), for a real worker: after a crash the
+    /// next run releases a worker still running there.
+    #[serde(default)]
+    pub pid: Option<u64>,
 }
 
 /// `worker.output` v1.

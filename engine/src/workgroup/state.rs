@@ -72,6 +72,8 @@ pub struct TaskState {
     pub dispatch: Option<(u64, Dispatched)>,
     /// The latest worker session.
     pub session_id: Option<String>,
+    /// The latest real worker's process, while it runs.
+    pub pid: Option<u64>,
     /// The completion.
     pub completed: Option<(u64, Completed)>,
     /// The failure.
@@ -264,6 +266,7 @@ impl Workgroups {
                         attempts: 0,
                         dispatch: None,
                         session_id: None,
+                        pid: None,
                         completed: None,
                         failed: None,
                         held: None,
@@ -299,6 +302,7 @@ impl Workgroups {
                 }
                 t.status = Status::Running;
                 t.session_id = Some(x.session_id);
+                t.pid = x.pid;
             }
             events::WORKER_OUTPUT => {
                 let x: events::WorkerOutput = de(r)?;
@@ -334,6 +338,7 @@ impl Workgroups {
                 }
                 let t = Self::task(self.group(r)?, r, &x.task)?;
                 t.spent = t.spent.plus(&x.usage);
+                t.pid = None;
                 t.completed = Some((r.seq, x));
             }
             events::FAILED => {
@@ -343,6 +348,7 @@ impl Workgroups {
                     return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
                 }
                 t.status = if x.retry { Status::Pending } else { Status::Failed };
+                t.pid = None;
                 t.spent = t.spent.plus(&x.usage);
                 t.failed = Some((r.seq, x));
             }
