@@ -109,3 +109,22 @@ pub fn strata_ok_with_stdin(bin: &str, dir: &Path, args: &[&str], stdin: &str) -
     assert!(out.status.success(), "strata {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8 stdout")
 }
+
+/// Runs `git -C repo args…` and returns its stdout; panics with git's stderr on failure.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A git repository at `dir` holding `files` (path, text) in one first commit on `main`.
+pub fn init_repo(dir: &Path, files: &[(&str, &str)]) {
+    for (path, text) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().expect("a file has a parent")).expect("repository directory");
+        std::fs::write(&p, text).expect("repository file");
+    }
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+}

@@ -3,14 +3,14 @@
 //! their `strata mcp` reach the journal the run holds through the socket it serves; every file
 //! they wrote is answered for by `strata audit file`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
 use strata_tests::fake_model::{FakeModel, Turn};
 use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
-use strata_tests::{strata_bin, strata_ok};
+use strata_tests::{git, init_repo, strata_bin, strata_ok};
 
 const PLAN: &str = r#"
 workgroup = "real"
@@ -42,12 +42,6 @@ owns = ["src/cli.rs"]
 after = ["db"]
 "#;
 
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 #[ignore = "needs the claude and codex CLIs from npm; CI runs them"]
 fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_is_audited() {
@@ -56,11 +50,7 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     let scratch = Scratch::new().expect("scratch");
     let ws = scratch.root().join("ws");
     let repo = scratch.root().join("repo");
-    std::fs::create_dir_all(repo.join("src")).expect("repo");
-    std::fs::write(repo.join("src/lib.rs"), "// the crate\n").expect("file");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    init_repo(&repo, &[("src/lib.rs", "// the crate\n")]);
     let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
     std::fs::create_dir_all(&ws).expect("ws");
     strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
@@ -138,11 +128,7 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     let scratch = Scratch::new().expect("scratch");
     let ws = scratch.root().join("ws");
     let repo = scratch.root().join("repo");
-    std::fs::create_dir_all(repo.join("src")).expect("repo");
-    std::fs::write(repo.join("src/lib.rs"), "// the crate\n").expect("file");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    init_repo(&repo, &[("src/lib.rs", "// the crate\n")]);
     std::fs::create_dir_all(&ws).expect("ws");
     strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
     let plan = scratch.root().join("plan.toml");

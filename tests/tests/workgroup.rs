@@ -13,7 +13,7 @@ use strata_engine::ce::ledger::Ledger;
 use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::state::{Status, Workgroups};
 use strata_journal::projection::catch_up_one;
-use strata_tests::{strata, strata_bin, strata_ok};
+use strata_tests::{git, init_repo, strata, strata_bin, strata_ok};
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out.trim()).expect("one JSON document")
@@ -25,12 +25,6 @@ fn run_example(at: &Path, extra: &[&str]) -> (Value, std::process::Output) {
     let out = strata(strata_bin!(), at.parent().expect("parent"), &args);
     let v = json(&String::from_utf8_lossy(&out.stdout));
     (v, out)
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(repo).args(args).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn load(dir: &Path) -> (Workgroups, Ledger) {
@@ -213,11 +207,7 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
     let repo = tmp.path().join("repo");
-    std::fs::create_dir_all(repo.join("src")).expect("repo dir");
-    std::fs::write(repo.join("src/README.md"), "sources\n").expect("file");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    init_repo(&repo, &[("src/README.md", "sources\n")]);
     std::fs::create_dir_all(&ws).expect("ws");
     strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
     let plan = tmp.path().join("plan.toml");
@@ -353,11 +343,7 @@ fn a_change_that_does_not_apply_is_a_conflict_and_the_integration_branch_stays_c
     use strata_adapters::coordinator::git::Repo;
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("repo");
-    std::fs::create_dir_all(&root).expect("dir");
-    std::fs::write(root.join("shared.txt"), "one\n").expect("file");
-    git(&root, &["init", "-q", "-b", "main"]);
-    git(&root, &["add", "-A"]);
-    git(&root, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
+    init_repo(&root, &[("shared.txt", "one\n")]);
     let repo = Repo::open(&root, "conflict-test").expect("opens");
     // Two workers start from the same tip and change the same line.
     let a = repo.worktree("a", 1).expect("worktree a");
