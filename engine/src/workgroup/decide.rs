@@ -150,8 +150,21 @@ fn order(task: &str, rule: impl Into<String>) -> WorkgroupError {
     WorkgroupError::Order { task: task.to_owned(), rule: rule.into() }
 }
 
-fn state_of<'a>(g: &'a Workgroup, task: &str) -> Result<&'a super::state::TaskState, WorkgroupError> {
-    g.tasks.get(task).ok_or_else(|| order(task, format!("not a task of workgroup {}", g.plan.workgroup)))
+/// Event `t` about `task`'s `attempt`, refused unless the task's state admits it (the same
+/// rule the fold applies: [`super::state::admits`]).
+fn task_event(
+    g: &Workgroup,
+    task: &str,
+    attempt: u32,
+    t: &str,
+    payload: &impl Serialize,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<EventData, WorkgroupError> {
+    let state =
+        g.tasks.get(task).ok_or_else(|| order(task, format!("not a task of workgroup {}", g.plan.workgroup)))?;
+    super::state::admits(state, t, attempt).map_err(|rule| order(task, rule))?;
+    event(ids, clock, t, payload)
 }
 
 /// `task.dispatched`: a pending task's first attempt, or the next attempt of a task whose
@@ -162,31 +175,17 @@ pub fn dispatched(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &d.task)?;
-    if t.status.is_terminal() || d.attempt != t.attempts + 1 {
-        return Err(order(
-            &d.task,
-            format!("is {} after {} attempt(s); cannot dispatch attempt {}", t.status.as_str(), t.attempts, d.attempt),
-        ));
-    }
-    event(ids, clock, events::DISPATCHED, d)
+    task_event(g, &d.task, d.attempt, events::DISPATCHED, d, ids, clock)
 }
 
-/// `worker.started` for the task's current attempt.
+/// `worker.started` for the task's dispatched attempt.
 pub fn started(
     g: &Workgroup,
     s: &WorkerStarted,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &s.task)?;
-    if t.status != Status::Dispatched || s.attempt != t.attempts {
-        return Err(order(
-            &s.task,
-            format!("is {}, attempt {}; a worker starts only for a dispatched attempt", t.status.as_str(), t.attempts),
-        ));
-    }
-    event(ids, clock, events::WORKER_STARTED, s)
+    task_event(g, &s.task, s.attempt, events::WORKER_STARTED, s, ids, clock)
 }
 
 /// `task.completed` for the running attempt.
@@ -196,49 +195,31 @@ pub fn completed(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &c.task)?;
-    if t.status != Status::Running || c.attempt != t.attempts {
-        return Err(order(
-            &c.task,
-            format!("is {}, attempt {}; only a running attempt completes", t.status.as_str(), t.attempts),
-        ));
-    }
-    event(ids, clock, events::COMPLETED, c)
+    task_event(g, &c.task, c.attempt, events::COMPLETED, c, ids, clock)
 }
 
 /// `task.failed` for the dispatched or running attempt.
 pub fn failed(g: &Workgroup, f: &Failed, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &f.task)?;
-    if !matches!(t.status, Status::Dispatched | Status::Running) || f.attempt != t.attempts {
-        return Err(order(
-            &f.task,
-            format!("is {}, attempt {}; only an open attempt fails", t.status.as_str(), t.attempts),
-        ));
-    }
-    event(ids, clock, events::FAILED, f)
+    task_event(g, &f.task, f.attempt, events::FAILED, f, ids, clock)
 }
 
 /// `task.held` for a pending task.
 pub fn held(g: &Workgroup, h: &Held, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &h.task)?;
-    if t.status != Status::Pending {
-        return Err(order(&h.task, format!("is {}; only a pending task is held", t.status.as_str())));
-    }
-    event(ids, clock, events::HELD, h)
+    let attempts = g.tasks.get(&h.task).map_or(0, |t| t.attempts);
+    task_event(g, &h.task, attempts, events::HELD, h, ids, clock)
 }
 
-/// `task.write-violation` for the current attempt.
+/// `task.write-violation` for the current attempt, naming at least one path.
 pub fn violation(
     g: &Workgroup,
     v: &Violation,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &v.task)?;
-    if v.attempt != t.attempts || v.paths.is_empty() {
-        return Err(order(&v.task, "a violation names the current attempt and at least one path"));
+    if v.paths.is_empty() {
+        return Err(order(&v.task, "a violation names at least one path"));
     }
-    event(ids, clock, events::VIOLATION, v)
+    task_event(g, &v.task, v.attempt, events::VIOLATION, v, ids, clock)
 }
 
 /// `task.conflicted` for a completed task.
@@ -248,16 +229,12 @@ pub fn conflicted(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<EventData, WorkgroupError> {
-    let t = state_of(g, &c.task)?;
-    if t.status != Status::Completed || c.attempt != t.attempts {
-        return Err(order(&c.task, format!("is {}; only a completed task's changes conflict", t.status.as_str())));
-    }
-    event(ids, clock, events::CONFLICTED, c)
+    task_event(g, &c.task, c.attempt, events::CONFLICTED, c, ids, clock)
 }
 
 /// `workgroup.finished`, once every task is completed, failed or held.
 pub fn finished(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<EventData>, WorkgroupError> {
-    if g.finished || g.tasks.len() as u64 != g.task_count || !g.tasks.values().all(|t| t.status.is_terminal()) {
+    if g.finished || !g.all_ended() {
         return Ok(None);
     }
     let f = Finished {

@@ -61,6 +61,32 @@ impl Status {
     }
 }
 
+/// The one rule of a task's order, shared by the fold and the deciders: whether an event of
+/// `event_type` for `attempt` may follow the task's state. A dispatch opens the next attempt of
+/// a task not yet ended; the start, output, outcome, violation and conflict events name the
+/// current attempt, each from its own state; only a pending task is held.
+pub fn admits(t: &TaskState, event_type: &str, attempt: u32) -> Result<(), String> {
+    let current = attempt == t.attempts;
+    let ok = match event_type {
+        events::DISPATCHED => !t.status.is_terminal() && attempt == t.attempts + 1,
+        events::WORKER_STARTED => current && t.status == Status::Dispatched,
+        events::WORKER_OUTPUT | events::COMPLETED => current && t.status == Status::Running,
+        events::FAILED => current && matches!(t.status, Status::Dispatched | Status::Running),
+        events::CONFLICTED => current && t.status == Status::Completed,
+        events::VIOLATION => current,
+        events::HELD => t.status == Status::Pending,
+        _ => true,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(format!(
+        "{event_type} for attempt {attempt} cannot follow a task that is {} after {} attempt(s)",
+        t.status.as_str(),
+        t.attempts
+    ))
+}
+
 /// One task as folded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskState {
@@ -110,6 +136,11 @@ pub struct Workgroup {
 }
 
 impl Workgroup {
+    /// Whether every task of the plan is in and completed, failed, conflicted or held.
+    pub fn all_ended(&self) -> bool {
+        self.tasks.len() as u64 == self.task_count && self.tasks.values().all(|t| t.status.is_terminal())
+    }
+
     /// Tasks with `status`.
     pub fn count(&self, status: Status) -> usize {
         self.tasks.values().filter(|t| t.status == status).count()
@@ -284,9 +315,7 @@ impl Workgroups {
                 let g = self.group(r)?;
                 let wg = g.plan.workgroup.clone();
                 let t = Self::task(g, r, &x.task)?;
-                if t.status.is_terminal() || x.attempt != t.attempts + 1 {
-                    return bad(&format!("task {} is {} at attempt {}", x.task, t.status.as_str(), t.attempts));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = Status::Dispatched;
                 t.attempts = x.attempt;
                 t.session_id = None;
@@ -297,9 +326,7 @@ impl Workgroups {
             events::WORKER_STARTED => {
                 let x: WorkerStarted = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if t.status != Status::Dispatched || x.attempt != t.attempts {
-                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = Status::Running;
                 t.session_id = Some(x.session_id);
                 t.pid = x.pid;
@@ -307,9 +334,7 @@ impl Workgroups {
             events::WORKER_OUTPUT => {
                 let x: events::WorkerOutput = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if t.status != Status::Running || x.attempt != t.attempts {
-                    return bad(&format!("task {} is not running attempt {}", x.task, x.attempt));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.output_bytes += x.text.len() as u64;
             }
             events::COMPLETED => {
@@ -317,9 +342,7 @@ impl Workgroups {
                 let g = self.group(r)?;
                 let wg = g.plan.workgroup.clone();
                 let t = Self::task(g, r, &x.task)?;
-                if t.status != Status::Running || x.attempt != t.attempts {
-                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = Status::Completed;
                 let prompt = t.dispatch.as_ref().map(|(_, d)| d.prompt.clone());
                 if let Some(p) = prompt {
@@ -344,9 +367,7 @@ impl Workgroups {
             events::FAILED => {
                 let x: Failed = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if !matches!(t.status, Status::Dispatched | Status::Running) || x.attempt != t.attempts {
-                    return bad(&format!("task {} is {}, attempt {}", x.task, t.status.as_str(), t.attempts));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = if x.retry { Status::Pending } else { Status::Failed };
                 t.pid = None;
                 t.spent = t.spent.plus(&x.usage);
@@ -355,41 +376,27 @@ impl Workgroups {
             events::HELD => {
                 let x: Held = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if t.status != Status::Pending {
-                    return bad(&format!("task {} is {}, not pending", x.task, t.status.as_str()));
-                }
+                admits(t, r.event_type, t.attempts).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = Status::Held;
                 t.held = Some(x);
             }
             events::VIOLATION => {
                 let x: Violation = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if x.attempt != t.attempts {
-                    return bad(&format!("task {} is at attempt {}", x.task, t.attempts));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.violations.push(x);
             }
             events::CONFLICTED => {
                 let x: events::Conflicted = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
-                if t.status != Status::Completed || x.attempt != t.attempts {
-                    return bad(&format!(
-                        "task {} is {}, not completed at attempt {}",
-                        x.task,
-                        t.status.as_str(),
-                        x.attempt
-                    ));
-                }
+                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
                 t.status = Status::Conflicted;
                 t.conflicted = Some(x);
             }
             events::FINISHED => {
                 let _: events::Finished = de(r)?;
                 let g = self.group(r)?;
-                if g.finished
-                    || g.tasks.len() as u64 != g.task_count
-                    || !g.tasks.values().all(|t| t.status.is_terminal())
-                {
+                if g.finished || !g.all_ended() {
                     return bad("finished twice, or with tasks still open");
                 }
                 g.finished = true;
