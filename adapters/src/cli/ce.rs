@@ -24,6 +24,9 @@ use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// Pause before looking again at a journal another process is still creating (its lock file may
+/// not exist yet, so there is nothing to wait on).
+const CREATE_RETRY: Duration = Duration::from_millis(10);
 /// Decisions retried when another writer moved the ledger between reading and appending.
 pub(crate) const LEDGER_RETRIES: usize = 16;
 
@@ -134,7 +137,19 @@ pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Resul
             Ok(j) => return Ok(j),
             Err(JournalError::NotAJournal { .. }) if create && is_missing_or_empty(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
-                return Journal::create(dir, "ce", &options).map_err(unavailable);
+                match Journal::create(dir, "ce", &options) {
+                    Ok(j) => return Ok(j),
+                    // Another process created it first: open theirs.
+                    Err(_) if Instant::now() < deadline => continue,
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
+            // Another process is creating it right now: wait for it to let go, then open it.
+            Err(e @ JournalError::NotAJournal { .. }) if create && Instant::now() < deadline => {
+                if !lock_released(&dir.join("LOCK"), deadline) {
+                    return Err(unavailable(e));
+                }
+                std::thread::sleep(CREATE_RETRY);
             }
             Err(e @ JournalError::Locked { .. }) => {
                 if !lock_released(&dir.join("LOCK"), deadline) {
