@@ -64,6 +64,12 @@ pub enum Stream {
 #[derive(Debug)]
 pub struct Writer(Stream);
 
+/// Whether this thread's stderr is the process's and a terminal (a live display may redraw it).
+pub fn stderr_is_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    CAPTURE.with(|c| c.borrow().is_none()) && io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
 /// This thread's stdout.
 pub fn stdout() -> Writer {
     Writer(Stream::Out)

@@ -63,6 +63,8 @@ pub const EVENT_TYPES: &[(&str, &[u32])] = &[
     ("task.dispatched", &[1]),
     ("worker.started", &[1]),
     ("worker.output", &[1]),
+    ("worker.completed", &[1]),
+    ("worker.failed", &[1]),
     ("task.completed", &[1]),
     ("task.failed", &[1]),
     ("task.held", &[1]),

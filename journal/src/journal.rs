@@ -704,6 +704,17 @@ impl Journal {
         }
     }
 
+    /// [`Journal::wait_for_head`], giving up after `timeout`; the head either way.
+    pub fn wait_for_head_timeout(&self, seq: u64, timeout: std::time::Duration) -> u64 {
+        let shared = &self.inner.shared;
+        let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+        let (head, _) = shared
+            .head_cv
+            .wait_timeout_while(head, timeout, |h| *h < seq && !shared.closed.load(Ordering::SeqCst))
+            .unwrap_or_else(PoisonError::into_inner);
+        *head
+    }
+
     /// Blocks until the durable head reaches `seq` or the journal closes; returns the head.
     pub fn wait_for_head(&self, seq: u64) -> u64 {
         let shared = &self.inner.shared;

@@ -126,6 +126,26 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     .expect("capsule JSON");
     assert_eq!(capsule["owned_files"], serde_json::json!(["src/billing"]));
     assert_eq!(capsule["phase"], "2A");
+    // Completed sessions are warm lineages on the ledger; billing-tests resumed billing-api's
+    // session only because its lineage's lease was live, and the resume renewed it.
+    let api = ledger.lineages().get("cr-1-rollout.billing-api").expect("billing-api's lineage is recorded");
+    assert_eq!(api.record["platform"], "other");
+    assert_eq!(api.record["platform_handle"], session);
+    assert!(ledger.leases().contains_key("cr-1-rollout.billing-api"), "its lease is live");
+    let tests = ledger.lineages().get("cr-1-rollout.billing-tests").expect("billing-tests' lineage");
+    assert_eq!(tests.record["parent_lineage_id"], "cr-1-rollout.billing-api");
+    let log = json(&strata_ok(
+        strata_bin!(),
+        &at,
+        &["journal", "log", "--stream", "ce/ledger", "--from", "1", "--limit", "100000", "--json"],
+    ));
+    let renewed = log
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["type"] == "ce.lease-renewed" && e["payload"]["lineage_id"] == "cr-1-rollout.billing-api")
+        .count();
+    assert!(renewed >= 1, "the resume renewed billing-api's lease");
 }
 
 #[test]
@@ -252,6 +272,12 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
     let open: Vec<&String> = g.tasks.iter().filter(|(_, t)| !t.status.is_terminal()).map(|(id, _)| id).collect();
     assert!(!open.is_empty(), "the kill left work to do");
     let owned_at_kill = ledger.owners().len();
+    let in_flight_at_kill: Vec<(String, Status, u32)> = g
+        .tasks
+        .iter()
+        .filter(|(_, t)| matches!(t.status, Status::Dispatched | Status::Running))
+        .map(|(id, t)| (id.clone(), t.status, t.attempts))
+        .collect();
 
     let out = strata(
         strata_bin!(),
@@ -273,6 +299,20 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
         );
     }
     assert!(ledger.owners().is_empty(), "every file released (at the kill {owned_at_kill} lineages owned files)");
+    // The runner's catch-up: a worker the killed run started is recorded as abandoned and its task
+    // runs again as the next attempt; a dispatch whose worker never started runs as that attempt.
+    for (id, status, attempts) in &in_flight_at_kill {
+        let state = g.tasks.get(id).expect("task");
+        assert_eq!(state.status, Status::Completed, "{id}");
+        if *status == Status::Running {
+            assert_eq!(state.attempts, attempts + 1, "{id} ran again after its worker was abandoned");
+            let (_, f) = state.failed.as_ref().expect("the abandoned attempt is a failure");
+            assert_eq!(f.attempt, *attempts);
+            assert!(f.retry && f.reason.contains("stopped"), "{id}: {f:?}");
+        } else {
+            assert_eq!(state.attempts, *attempts, "{id}'s dispatch ran as the attempt it was recorded as");
+        }
+    }
     // Each completed task's change reached the integration branch exactly once.
     let log = git(&repo, &["log", "--format=%s", "strata/crash"]);
     for i in 0..10 {

@@ -73,6 +73,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         seed: args.seed,
         time_scale: args.time_scale,
         progress: !json,
+        live: !json && crate::output::stderr_is_terminal(),
         repo,
         on_violation: args.on_violation.clone(),
         prompts_dir: ws.strata_dir().join("prompts"),

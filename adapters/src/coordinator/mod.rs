@@ -4,32 +4,36 @@
 //! For each task that becomes ready (dependencies completed, earlier phases completed, a worker
 //! slot free) it routes the task against the dispatch ledger (writers claim their files there),
 //! degrades a mode the provider cannot run to a fresh capsule, assembles the task's prompt with
-//! its bill of materials, writes both to `.strata/prompts/` (the planning gate: no worker starts
-//! before they exist), seals a context capsule for a fresh worker (a seal the privacy scan or
-//! schema refuses holds the task), prepares the worker's directory (its own git worktree when it
-//! writes) and records route, claim, capsule, prompt and dispatch in one atomic append. When a worker ends, its
-//! changes are collected with the post-turn diff check (writes outside ownership are violations:
-//! `flag` discards the task's changes, `stop` fails the task), the outcome, the release of its
+//! its bill of materials, writes both to `.strata/prompts/` with the worker's input (the planning
+//! gate: no worker starts before they exist), seals a context capsule for a fresh worker (a seal
+//! the privacy scan or schema refuses holds the task), prepares the worker's directory (its own
+//! git worktree when it writes) and records route, claim, capsule, prompt and dispatch in one
+//! atomic append. The coordinator never calls a provider: the [`runner`], the adapters' catch-up
+//! subscription to the journal, starts the worker of each dispatch and records its start and
+//! end on the attempt's worker stream. When the journal shows a worker's end, its changes are
+//! collected with the post-turn diff check (writes outside ownership are violations: `flag`
+//! discards the task's changes, `stop` fails the task), the task's outcome, the release of its
 //! files and its usage are recorded in one append, and then its commit is applied to the
 //! integration branch (completion order is dependency order); a conflict is recorded as
 //! `task.conflicted`. A task whose dependency failed, conflicted or was held is held.
 //!
 //! The journal is the only state: after a crash, `strata run --resume WG` rebuilds everything
-//! from it, dispatches the tasks that were in flight again as their next attempt (their lineage
-//! still owns its files, so no second claim is made), applies completed commits the integration
-//! branch is missing, and never reruns a completed task.
+//! from it. The runner starts the workers of dispatches that never got one and releases workers
+//! the stopped run left (recorded as abandoned, so their tasks are dispatched again as their next
+//! attempt; their lineage still owns its files, so no second claim is made); completed commits
+//! the integration branch is missing are applied; a completed task is never rerun.
 
 pub mod example;
 mod from_env;
 pub mod git;
+pub mod runner;
 mod summary;
 
 pub use summary::{Summary, TaskLine, summary};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::mpsc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -47,11 +51,14 @@ use strata_engine::kb::graph::Graph;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
-use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation, WorkerStarted};
+use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation};
 use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, PHASES, overlaps};
-use strata_engine::workgroup::provider::{self, Brief, Outcome, Provider, ProviderError, Worker};
-use strata_engine::workgroup::state::{Status, Workgroup, Workgroups};
-use strata_engine::workgroup::{self, decide};
+use strata_engine::workgroup::provider::{self, Provider};
+use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
+use strata_engine::workgroup::{self, decide, warm};
+
+/// How long a completed task's session stays warm for a task that continues it.
+const WARM_MINUTES: u64 = strata_engine::ce::lineage::WARM_LEASE_MINUTES_DEFAULT;
 use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
@@ -60,6 +67,7 @@ use crate::providers::claude_worker::ClaudeProvider;
 use crate::providers::codex_worker::CodexProvider;
 use crate::providers::sim::SimProvider;
 use crate::system::{SystemClock, V7Ids};
+use strata_engine::ports::Clock as _;
 
 /// How a run goes.
 #[derive(Clone, Debug)]
@@ -72,6 +80,9 @@ pub struct Options {
     pub time_scale: u64,
     /// Print a line per step on stderr.
     pub progress: bool,
+    /// Keep a status line (tasks done, running, failed, held; time) redrawn below the steps:
+    /// for a terminal.
+    pub live: bool,
     /// The repository writing tasks change (default: none; then writers are refused).
     pub repo: Option<PathBuf>,
     /// What a write outside ownership does: `flag` or `stop`.
@@ -104,22 +115,23 @@ impl Measured {
     }
 }
 
-enum Msg {
-    Started { task: String, attempt: u32, worker: Worker },
-    Done { task: String, attempt: u32, result: Box<Result<Outcome, ProviderError>>, session: Option<String> },
-}
-
 /// What ends a task: its workgroup events, the other streams' appends that go with them, and
 /// the progress lines to print once they are durable.
 #[derive(Default)]
 struct Closing {
     events: Vec<EventData>,
+    /// Ledger events besides the release (a completed session kept warm).
+    ledger: Vec<EventData>,
     extra: Vec<StreamAppend>,
     notes: Vec<String>,
 }
 
+/// A dispatched attempt the coordinator waits for.
 struct InFlight {
-    brief: Brief,
+    attempt: u32,
+    lineage: String,
+    owns: Vec<String>,
+    mode: Mode,
     provider: String,
     worktree: Option<PathBuf>,
     overhead: Duration,
@@ -147,6 +159,9 @@ pub struct Coordinator<'j> {
     repo: Option<git::Repo>,
     runtime: tokio::runtime::Runtime,
     in_flight: BTreeMap<String, InFlight>,
+    runner: runner::SharedRef,
+    /// The live status line, when the display is live.
+    status: String,
     measured: Measured,
 }
 
@@ -185,6 +200,8 @@ impl<'j> Coordinator<'j> {
                 .build()
                 .context("cannot start the worker runtime")?,
             in_flight: BTreeMap::new(),
+            runner: runner::SharedRef::default(),
+            status: String::new(),
             measured: Measured::default(),
         };
         let head = journal.head().seq;
@@ -279,11 +296,15 @@ impl<'j> Coordinator<'j> {
             self.measured.elapsed_ms = 0;
             return Ok(self.measured.clone());
         }
-        let mut real = false;
-        for t in &g.plan.tasks {
-            let name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
-            real |= self.provider(&name, g.seed)?.name() != "sim";
+        // Every provider the plan names, for the runner; a stopped run's dispatches name theirs.
+        let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+        let named = g.plan.tasks.iter().map(|t| self.options.provider.clone().or(t.spec.provider.clone()));
+        let recorded = g.tasks.values().filter_map(|s| s.dispatch.as_ref().map(|(_, d)| Some(d.provider.clone())));
+        for name in named.chain(recorded).collect::<Vec<_>>() {
+            let p = self.provider(&name.unwrap_or_else(|| "sim".into()), g.seed)?;
+            providers.insert(p.name().to_owned(), p);
         }
+        let real = providers.keys().any(|p| p != "sim");
         // Real workers' hooks and `strata mcp` reach the journal this run holds through the
         // workspace's socket, served for as long as the run lasts.
         let served = if real {
@@ -294,7 +315,28 @@ impl<'j> Coordinator<'j> {
         } else {
             None
         };
-        let result = self.run_tasks(wg, &g, started);
+        let result = self.prepare(wg).and_then(|()| {
+            let setup = runner::Setup {
+                prompts_dir: self.options.prompts_dir.clone(),
+                repo_root: self.repo.as_ref().map(|r| r.root().to_path_buf()),
+                workspace: self.options.workspace.clone(),
+                cwd: std::env::current_dir().context("no current directory")?,
+            };
+            let r = runner::Runner::new(
+                self.journal.clone(),
+                wg,
+                self.groups.clone(),
+                providers,
+                setup,
+                self.runner.clone(),
+            );
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let task = self.runtime.spawn(r.run(self.cursor + 1, stopped));
+            let result = self.run_tasks(wg, started);
+            let _ = stop.send(());
+            let _ = self.runtime.block_on(task);
+            result
+        });
         if let Some((stop, task)) = served {
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
@@ -302,9 +344,11 @@ impl<'j> Coordinator<'j> {
         result
     }
 
-    fn run_tasks(&mut self, wg: &str, g: &Workgroup, started: Instant) -> anyhow::Result<Measured> {
-        let writers = g.plan.tasks.iter().any(|t| t.writer);
-        if writers {
+    /// Opens the repository writers change, applies what a stopped run completed and the
+    /// integration branch misses, and waits again for the attempts it left in flight.
+    fn prepare(&mut self, wg: &str) -> anyhow::Result<()> {
+        let g = self.group(wg)?.clone();
+        if g.plan.tasks.iter().any(|t| t.writer) {
             let dir = self.options.repo.clone().ok_or_else(|| {
                 anyhow::anyhow!(
                     "[STRATA-E1722] the plan has writing tasks; give the repository they change with --repo DIR"
@@ -315,31 +359,31 @@ impl<'j> Coordinator<'j> {
             self.repo = Some(repo);
             self.reconcile(wg)?;
         }
-        // Tasks a stopped coordinator left in flight run again as their next attempt.
-        let stale: Vec<String> = g
-            .plan
-            .tasks
-            .iter()
-            .filter(|t| g.tasks.get(t.id()).is_some_and(|s| matches!(s.status, Status::Dispatched | Status::Running)))
-            .map(|t| t.id().to_owned())
-            .collect();
-        // Their real workers may outlive the stopped coordinator (each runs in its own process
-        // group): released before the task runs again.
-        for task in &stale {
-            let Some(s) = g.tasks.get(task) else { continue };
-            let (Some(pid), Some((_, d))) = (s.pid, &s.dispatch) else { continue };
-            let pgid = u32::try_from(pid).unwrap_or(0);
-            if crate::providers::worker_process::release_orphan(pgid, &d.provider, Duration::from_secs(5)) {
-                self.progress(format_args!(
-                    "{task}: released the {} worker (pid {pid}) the stopped run left",
-                    d.provider
-                ));
-            }
+        for t in &g.plan.tasks {
+            let Some(s) = g.tasks.get(t.id()) else { continue };
+            let Some((_, d)) = s.dispatch.as_ref().filter(|_| matches!(s.status, Status::Dispatched | Status::Running))
+            else {
+                continue;
+            };
+            let worktree = match (&self.repo, t.writer) {
+                (Some(repo), true) => Some(git::worktree_path(repo.root(), wg, t.id(), d.attempt)),
+                _ => None,
+            };
+            let flight = InFlight {
+                attempt: d.attempt,
+                lineage: d.lineage_id.clone(),
+                owns: t.spec.owns.clone(),
+                mode: Mode::parse(&d.runs_as).unwrap_or(Mode::FreshCapsule),
+                provider: d.provider.clone(),
+                worktree,
+                overhead: Duration::ZERO,
+            };
+            self.in_flight.insert(t.id().to_owned(), flight);
         }
-        let (tx, rx) = mpsc::channel::<Msg>();
-        for task in stale {
-            self.dispatch(wg, &task, &tx)?;
-        }
+        Ok(())
+    }
+
+    fn run_tasks(&mut self, wg: &str, started: Instant) -> anyhow::Result<Measured> {
         loop {
             let next = decide::next(self.group(wg)?);
             if !next.hold.is_empty() {
@@ -355,7 +399,7 @@ impl<'j> Coordinator<'j> {
                 }
             }
             for task in &next.dispatch {
-                self.dispatch(wg, task, &tx)?;
+                self.dispatch(wg, task)?;
             }
             if self.in_flight.is_empty() {
                 let next = decide::next(self.group(wg)?);
@@ -364,8 +408,13 @@ impl<'j> Coordinator<'j> {
                 }
                 continue;
             }
-            let msg = rx.recv().context("the worker runtime stopped")?;
-            self.handle(wg, msg)?;
+            for (task, end) in self.await_ends(wg, started)? {
+                self.finish_task(wg, &task, end)?;
+            }
+        }
+        if self.options.live && self.options.progress {
+            err!("\r\x1b[2K");
+            self.status.clear();
         }
         let g = self.group(wg)?;
         if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {
@@ -383,14 +432,72 @@ impl<'j> Coordinator<'j> {
         Ok(self.measured.clone())
     }
 
+    /// Follows the journal until it shows the end of at least one attempt in flight; those ends.
+    fn await_ends(&mut self, wg: &str, started: Instant) -> anyhow::Result<Vec<(String, WorkerEnd)>> {
+        loop {
+            self.redraw(wg, started);
+            let g = self.group(wg)?;
+            let ended: Vec<(String, WorkerEnd)> = self
+                .in_flight
+                .iter()
+                .filter_map(|(id, f)| {
+                    let t = g.tasks.get(id).filter(|t| t.attempts == f.attempt)?;
+                    Some((id.clone(), t.worker_end.clone()?))
+                })
+                .collect();
+            let (notes, errors) = {
+                let mut s = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
+                (std::mem::take(&mut s.notes), std::mem::take(&mut s.errors))
+            };
+            for n in notes {
+                self.progress(format_args!("{n}"));
+            }
+            if !errors.is_empty() {
+                anyhow::bail!(
+                    "[STRATA-E1726] a worker's start or end could not be recorded: {}; fix that, then continue with --resume",
+                    errors.join("; ")
+                );
+            }
+            if !ended.is_empty() {
+                return Ok(ended);
+            }
+            self.journal.wait_for_head_timeout(self.cursor + 1, Duration::from_millis(250));
+            self.follow()?;
+        }
+    }
+
     fn progress(&self, line: std::fmt::Arguments<'_>) {
-        if self.options.progress {
+        if !self.options.progress {
+            return;
+        }
+        if self.options.live {
+            // The status line is cleared, the step printed above it, the status line redrawn.
+            err!("\r\x1b[2K  {line}\n{}", self.status);
+        } else {
             errln!("  {line}");
         }
     }
 
-    /// Routes, assembles, claims and records task `id`, then starts its worker.
-    fn dispatch(&mut self, wg: &str, id: &str, tx: &mpsc::Sender<Msg>) -> anyhow::Result<()> {
+    /// Redraws the live status line of workgroup `wg` (a terminal only).
+    fn redraw(&mut self, wg: &str, started: Instant) {
+        if !(self.options.progress && self.options.live) {
+            return;
+        }
+        let Some(g) = self.groups.get(wg) else { return };
+        let running = g.count(Status::Dispatched) + g.count(Status::Running);
+        self.status = format!(
+            "  [{wg}] {}/{} completed · {running} running · {} failed · {} held · {:.1} s",
+            g.count(Status::Completed),
+            g.tasks.len(),
+            g.count(Status::Failed) + g.count(Status::Conflicted),
+            g.count(Status::Held),
+            started.elapsed().as_secs_f64()
+        );
+        err!("\r\x1b[2K{}", self.status);
+    }
+
+    /// Routes, assembles, claims and records task `id`; the runner starts its worker.
+    fn dispatch(&mut self, wg: &str, id: &str) -> anyhow::Result<()> {
         let began = Instant::now();
         let g = self.group(wg)?;
         let t = g.plan.task(id).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?.clone();
@@ -419,9 +526,14 @@ impl<'j> Coordinator<'j> {
             "independent_reviewer": PHASES[t.phase] == "review",
             "capsule_sufficient": true,
         });
-        if let Some((prior_lineage, _)) = &prior {
-            input["lineage"] =
-                json!({"lineage_id": prior_lineage, "role": t.spec.role, "compatible": true, "resumable": true});
+        // A task that continues another resumes its session only while the ledger keeps it warm.
+        let now = SystemClock.now_ns();
+        if let Some((prior_lineage, session)) = &prior {
+            let warm = warm::resumable(&self.ledger, prior_lineage, session, &provider_name, now);
+            if let Err(why) = &warm {
+                self.progress(format_args!("{id}: does not resume {prior_lineage}: {why}"));
+            }
+            input["lineage"] = json!({"lineage_id": prior_lineage, "role": t.spec.role, "compatible": warm.is_ok(), "resumable": warm.is_ok()});
         }
         let mut facts =
             RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
@@ -491,20 +603,18 @@ impl<'j> Coordinator<'j> {
         let prompt_append =
             prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
 
-        // The worker's directory: its own worktree when it writes, the integration tree otherwise.
+        // A writer's own worktree (readers run in the repository's top directory).
         let worktree = match (&self.repo, t.writer) {
             (Some(repo), true) => Some(repo.worktree(id, attempt)?),
             _ => None,
         };
-        let workdir = match (&worktree, &self.repo) {
-            (Some(w), _) => w.clone(),
-            (None, Some(repo)) => repo.root().to_path_buf(),
-            (None, None) => std::env::current_dir().context("no current directory")?,
-        };
-        let from_session = if runs_as == Mode::Resume { prior.map(|(_, s)| s) } else { None };
+        let from_session = if runs_as == Mode::Resume { prior.clone().map(|(_, s)| s) } else { None };
         // A fresh worker is briefed with a sealed capsule (schema, privacy scan, hash); one the
         // seal refuses holds the task: nothing unscanned reaches a worker.
         let mut ledger_append = ledger_append;
+        if let (Mode::Resume, Some((prior_lineage, _))) = (runs_as, &prior) {
+            ledger_append.events.push(warm::renewed(prior_lineage, now, WARM_MINUTES, &mut V7Ids, &SystemClock)?);
+        }
         let mut prompt_text = assembly.prompt.clone();
         let capsule_hash = if runs_as == Mode::FreshCapsule {
             match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.prompt_hash) {
@@ -538,6 +648,12 @@ impl<'j> Coordinator<'j> {
         } else {
             None
         };
+        // The worker's input; with the prompt and manifest, the planning gate before dispatch.
+        let input = runner::input_path(&self.options.prompts_dir, wg, id, attempt);
+        std::fs::write(&input, &prompt_text).with_context(|| format!("cannot write {}", input.display()))?;
+        if !prompt_path.exists() || !manifest_path.exists() {
+            anyhow::bail!("[STRATA-E1725] task {id}: its prompt or manifest is missing; no worker starts without both");
+        }
         let d = Dispatched {
             task: id.to_owned(),
             attempt,
@@ -552,65 +668,33 @@ impl<'j> Coordinator<'j> {
                 tokens: assembly.manifest.total_tokens as u64,
             },
             baseline_tokens: baseline,
-            from_session: from_session.clone(),
+            from_session,
             capsule_hash,
         };
         let g = self.group(wg)?;
         let dispatched = decide::append(g, vec![decide::dispatched(g, &d, &mut V7Ids, &SystemClock)?]);
+        self.in_flight.insert(
+            id.to_owned(),
+            InFlight {
+                attempt,
+                lineage,
+                owns: t.spec.owns.clone(),
+                mode: runs_as,
+                provider: provider_name.clone(),
+                worktree,
+                overhead: Duration::ZERO,
+            },
+        );
         self.commit(vec![ledger_append, prompt_append, dispatched])?;
-        // The planning gate.
-        if !prompt_path.exists() || !manifest_path.exists() {
-            anyhow::bail!("[STRATA-E1725] task {id}: its prompt or manifest is missing; no worker starts without both");
-        }
         self.progress(format_args!(
             "{id}: dispatched to {provider_name} as {} ({}), prompt {} tokens",
             runs_as.as_str(),
             d.reason_codes.join(", "),
             d.prompt.tokens
         ));
-        let brief = Brief {
-            workgroup: wg.to_owned(),
-            task: id.to_owned(),
-            attempt,
-            lineage_id: lineage,
-            mode: runs_as,
-            from_session,
-            prompt: prompt_text,
-            prompt_tokens: d.prompt.tokens,
-            owns: t.spec.owns.clone(),
-            workdir,
-            journal: self.options.workspace.clone(),
-        };
-        self.in_flight.insert(
-            id.to_owned(),
-            InFlight { brief: brief.clone(), provider: provider_name, worktree, overhead: began.elapsed() },
-        );
-        let (tx, watch) = (tx.clone(), tx.clone());
-        let (task, watched) = (id.to_owned(), id.to_owned());
-        let worker = self.runtime.spawn(async move {
-            let started =
-                if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
-            let worker = match started {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = tx.send(Msg::Done { task, attempt, result: Box::new(Err(e)), session: None });
-                    return;
-                }
-            };
-            let session = Some(worker.session_id.clone());
-            let _ = tx.send(Msg::Started { task: task.clone(), attempt, worker: worker.clone() });
-            let result = provider.wait(&worker).await;
-            let _ = provider.release(&worker).await;
-            let _ = tx.send(Msg::Done { task, attempt, result: Box::new(result), session });
-        });
-        // A worker task that panics still ends its task, as a failure.
-        self.runtime.spawn(async move {
-            if let Err(e) = worker.await {
-                let detail = format!("the worker's task ended abnormally: {e}");
-                let result = Box::new(Err(ProviderError::Unavailable { provider: "coordinator", detail }));
-                let _ = watch.send(Msg::Done { task: watched, attempt, result, session: None });
-            }
-        });
+        if let Some(f) = self.in_flight.get_mut(id) {
+            f.overhead = began.elapsed();
+        }
         Ok(())
     }
 
@@ -680,152 +764,122 @@ impl<'j> Coordinator<'j> {
         Ok((sealed, event))
     }
 
-    fn handle(&mut self, wg: &str, msg: Msg) -> anyhow::Result<()> {
-        match msg {
-            Msg::Started { task, attempt, worker } => {
-                let began = Instant::now();
-                let g = self.group(wg)?;
-                let provider = g.tasks.get(&task).and_then(|s| s.dispatch.as_ref()).map(|(_, d)| d.provider.clone());
-                let real = provider.as_deref().is_some_and(|p| p != "sim");
-                let s = WorkerStarted {
-                    task: task.clone(),
-                    attempt,
-                    session_id: worker.session_id.clone(),
-                    synthetic: !real,
-                    provider: provider.unwrap_or_default(),
-                    pid: real.then_some(worker.handle),
-                };
-                let e = decide::started(g, &s, &mut V7Ids, &SystemClock)?;
-                let append = decide::append(g, vec![e]);
-                self.commit(vec![append])?;
-                if let Some(f) = self.in_flight.get_mut(&task) {
-                    f.overhead += began.elapsed();
-                }
-                Ok(())
-            }
-            Msg::Done { task, attempt, result, session } => self.finish_task(wg, &task, attempt, *result, session),
-        }
-    }
-
-    fn finish_task(
-        &mut self,
-        wg: &str,
-        id: &str,
-        attempt: u32,
-        result: Result<Outcome, ProviderError>,
-        session: Option<String>,
-    ) -> anyhow::Result<()> {
+    /// Judges the attempt whose worker ended: the post-turn diff check, then the task's
+    /// completion or failure with the release of its files and its usage, in one append.
+    fn finish_task(&mut self, wg: &str, id: &str, end: WorkerEnd) -> anyhow::Result<()> {
         let began = Instant::now();
-        let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
-        let lineage = flight.brief.lineage_id.clone();
+        let Some(mut flight) = self.in_flight.remove(id) else { return Ok(()) };
+        let attempt = flight.attempt;
+        if let Some(own) =
+            self.runner.lock().unwrap_or_else(PoisonError::into_inner).overhead.remove(&(id.to_owned(), attempt))
+        {
+            flight.overhead += own;
+        }
+        let lineage = flight.lineage.clone();
         let retries = self.group(wg)?.plan.retries;
-        let mut end = Closing::default();
-        let outcome = match result {
-            Ok(o) => o,
-            Err(e) => {
-                let f = Failed {
-                    task: id.to_owned(),
-                    attempt,
-                    session_id: session,
-                    reason: e.to_string(),
-                    usage: Counters::default(),
-                    retry: attempt <= retries,
-                };
-                end.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
-                end.notes.push(format!("{id}: failed to start: {e}"));
-                return self.close_task(wg, &lineage, end, flight, began);
-            }
-        };
-        if self.group(wg)?.tasks.get(id).is_some_and(|s| s.status == Status::Dispatched) {
-            // The worker ended before its start was recorded.
-            let s = WorkerStarted {
-                task: id.to_owned(),
-                attempt,
-                session_id: outcome.session_id.clone(),
-                provider: flight.provider.clone(),
-                synthetic: outcome.synthetic,
-                pid: None,
-            };
-            let g = self.group(wg)?;
-            let started = decide::append(g, vec![decide::started(g, &s, &mut V7Ids, &SystemClock)?]);
-            self.commit(vec![started])?;
-        }
-        let text = outcome.output.join("\n");
-        if !text.is_empty() {
-            let o = events::WorkerOutput { task: id.to_owned(), attempt, text: events::bounded(&text) };
-            end.events.push(decide::event(&mut V7Ids, &SystemClock, events::WORKER_OUTPUT, &o)?);
-        }
-        let mut failure: Option<String> =
-            if outcome.succeeded { None } else { Some(events::bounded(&outcome.summary)) };
+        let mut end_events = Closing::default();
+        let x = end.ended;
+        let session = x.session_id.clone().unwrap_or_default();
+        let mut failure: Option<String> = if end.succeeded { None } else { Some(x.summary.clone()) };
         let mut retryable = true;
         let mut files = Vec::new();
         let mut commit = None;
-        if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
+        if let (Some(repo), Some(tree)) = (&self.repo, flight.worktree.as_ref().filter(|t| t.is_dir())) {
             let changes = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
             let outside: Vec<String> =
-                changes.files.iter().filter(|f| !flight.brief.owns.iter().any(|o| overlaps(f, o))).cloned().collect();
+                changes.files.iter().filter(|f| !flight.owns.iter().any(|o| overlaps(f, o))).cloned().collect();
             if !outside.is_empty() {
                 let v = Violation {
                     task: id.to_owned(),
                     attempt,
-                    session_id: outcome.session_id.clone(),
+                    session_id: session.clone(),
                     paths: outside.clone(),
                     policy: self.options.on_violation.clone(),
                 };
-                end.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
-                end.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
+                end_events.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
+                end_events.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
                 if self.options.on_violation == "stop" && failure.is_none() {
                     failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
                     retryable = false;
                 }
             }
-            let clean = outside.is_empty();
-            if failure.is_none() && clean {
+            if failure.is_none() && outside.is_empty() {
                 files = changes.files;
                 commit = changes.commit;
-            } else if failure.is_none() {
-                // Flagged: the owned part is not applied either; the task's changes are discarded.
-                files = Vec::new();
             }
+            // Flagged: the owned part is not applied either; the task's changes are discarded.
         }
         match failure {
             None => {
                 let c = Completed {
                     task: id.to_owned(),
                     attempt,
-                    session_id: outcome.session_id.clone(),
+                    session_id: session,
                     files,
-                    summary: events::bounded(&outcome.summary),
-                    usage: outcome.usage,
-                    synthetic: outcome.synthetic,
+                    summary: x.summary.clone(),
+                    usage: x.usage,
+                    synthetic: x.synthetic,
                     commit: commit.clone(),
                 };
-                end.events.push(decide::completed(self.group(wg)?, &c, &mut V7Ids, &SystemClock)?);
-                end.notes.push(format!("{id}: completed ({} files)", c.files.len()));
+                end_events.events.push(decide::completed(self.group(wg)?, &c, &mut V7Ids, &SystemClock)?);
+                end_events.notes.push(format!("{id}: completed ({} files)", c.files.len()));
+                if let Some(warm) = self.keep_warm(wg, id, &c.session_id)? {
+                    end_events.ledger.extend(warm);
+                }
             }
             Some(reason) => {
                 let f = Failed {
                     task: id.to_owned(),
                     attempt,
-                    session_id: Some(outcome.session_id.clone()),
+                    session_id: x.session_id.clone(),
                     reason: reason.clone(),
-                    usage: outcome.usage,
-                    retry: retryable && attempt <= retries,
+                    usage: x.usage,
+                    retry: x.abandoned || (retryable && attempt <= retries),
                 };
-                end.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
+                end_events.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
                 let again = if f.retry { "; retrying" } else { "" };
-                end.notes.push(format!("{id}: failed: {reason}{again}"));
+                end_events.notes.push(format!("{id}: failed: {reason}{again}"));
             }
         }
-        if let Some(t) = self.usage(&flight, &outcome)? {
-            end.extra.push(t);
+        if let Some(t) = self.usage(&flight, &x)? {
+            end_events.extra.push(t);
         }
-        self.close_task(wg, &lineage, end, flight, began)?;
+        self.close_task(wg, &lineage, end_events, flight, began)?;
         // The completion is durable; now its changes go onto the integration branch.
         if let Some(commit) = commit {
             self.integrate(wg, id, attempt, &commit)?;
         }
         Ok(())
+    }
+
+    /// The ledger events keeping the session that completed `id` warm, when its provider can
+    /// resume sessions.
+    fn keep_warm(&self, wg: &str, id: &str, session: &str) -> anyhow::Result<Option<Vec<EventData>>> {
+        let g = self.group(wg)?;
+        let (Some(t), Some((_, d))) = (g.plan.task(id), g.tasks.get(id).and_then(|s| s.dispatch.as_ref())) else {
+            return Ok(None);
+        };
+        let resumes = match d.provider.as_str() {
+            "sim" => self.sim.as_ref().is_some_and(|p| p.capabilities().resume),
+            "claude" => self.claude.as_ref().is_some_and(|p| p.capabilities().resume),
+            "codex" => self.codex.as_ref().is_some_and(|p| p.capabilities().resume),
+            _ => false,
+        };
+        if !resumes || session.is_empty() {
+            return Ok(None);
+        }
+        let parent = t.spec.continues.as_ref().map(|p| workgroup::lineage_id(wg, p));
+        let c = warm::Completion {
+            workgroup: wg,
+            task: t,
+            dispatch: d,
+            session,
+            parent: parent.as_deref(),
+            checkpoint: None,
+            now_ns: SystemClock.now_ns(),
+            warm_minutes: WARM_MINUTES,
+        };
+        Ok(Some(warm::completed(&self.ledger, &c, &mut V7Ids, &SystemClock)?))
     }
 
     /// Applies a completed task's commit to the integration branch; a conflict is recorded and
@@ -847,21 +901,18 @@ impl<'j> Coordinator<'j> {
     }
 
     /// After a stop: applies completed tasks' commits the integration branch does not hold yet (in
-    /// completion order) and removes the worktrees of attempts that were in flight.
+    /// completion order). The worktrees of attempts in flight stay: a dispatched worker that never
+    /// started runs in its own, and an abandoned one's goes when its task fails.
     fn reconcile(&mut self, wg: &str) -> anyhow::Result<()> {
         let Some(repo) = &self.repo else { return Ok(()) };
         let applied = repo.applied()?;
         let g = self.group(wg)?;
         let mut pending: Vec<(u64, String, u32, String)> = Vec::new();
         for (id, t) in &g.tasks {
-            match (&t.status, &t.completed) {
-                (Status::Completed, Some((seq, c))) => {
-                    if let Some(commit) = c.commit.as_ref().filter(|c| !applied.contains(*c)) {
-                        pending.push((*seq, id.clone(), c.attempt, commit.clone()));
-                    }
-                }
-                (Status::Dispatched | Status::Running, _) => repo.remove_attempt(id, t.attempts)?,
-                _ => {}
+            if let (Status::Completed, Some((seq, c))) = (&t.status, &t.completed)
+                && let Some(commit) = c.commit.as_ref().filter(|c| !applied.contains(*c))
+            {
+                pending.push((*seq, id.clone(), c.attempt, commit.clone()));
             }
         }
         pending.sort();
@@ -882,11 +933,17 @@ impl<'j> Coordinator<'j> {
     ) -> anyhow::Result<()> {
         let mut appends = vec![decide::append(self.group(wg)?, end.events)];
         appends.extend(end.extra);
-        if let Some(release) =
-            ownership::release(&self.ledger, lineage, &mut V7Ids, &SystemClock).map_err(|e| anyhow::anyhow!("{e}"))?
-        {
-            appends.push(release);
-        }
+        let mut ledger_events: Vec<EventData> =
+            ownership::release_event(&self.ledger, lineage, &mut V7Ids, &SystemClock)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .into_iter()
+                .collect();
+        ledger_events.extend(end.ledger);
+        appends.push(StreamAppend {
+            stream: ownership::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(self.ledger.version()),
+            events: ledger_events,
+        });
         self.commit(appends)?;
         for n in end.notes {
             self.progress(format_args!("{n}"));
@@ -900,9 +957,9 @@ impl<'j> Coordinator<'j> {
     }
 
     /// The usage report of a worker's turn, on the telemetry stream of the session's pseudonym.
-    fn usage(&self, flight: &InFlight, outcome: &Outcome) -> anyhow::Result<Option<StreamAppend>> {
-        let Some(source) = outcome.accounting else { return Ok(None) };
-        let pseudonym = format!("s-{}", &blake3::hash(outcome.session_id.as_bytes()).to_hex()[..20]);
+    fn usage(&self, flight: &InFlight, outcome: &events::WorkerEnded) -> anyhow::Result<Option<StreamAppend>> {
+        let (Some(source), Some(session)) = (outcome.accounting, &outcome.session_id) else { return Ok(None) };
+        let pseudonym = format!("s-{}", &blake3::hash(session.as_bytes()).to_hex()[..20]);
         let provider = match flight.provider.as_str() {
             _ if outcome.synthetic => TelemetryProvider::Simulated,
             "claude" => TelemetryProvider::Claude,
@@ -931,7 +988,7 @@ impl<'j> Coordinator<'j> {
             provider,
             model: None,
             profile: None,
-            mode: Some(flight.brief.mode.as_str().to_owned()),
+            mode: Some(flight.mode.as_str().to_owned()),
             stratum: None,
             arm: None,
             accounting_source: if outcome.synthetic { AccountingSource::Estimated } else { source },

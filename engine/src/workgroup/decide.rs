@@ -6,9 +6,11 @@ use serde::Serialize;
 use strata_journal::{EventData, ExpectedVersion, StreamAppend};
 
 use super::WorkgroupError;
-use super::events::{self, Completed, Dispatched, Failed, Finished, Held, Planned, Violation, WorkerStarted};
+use super::events::{
+    self, Completed, Dispatched, Failed, Finished, Held, Planned, Violation, WorkerEnded, WorkerStarted,
+};
 use super::plan::{Checked, PHASES};
-use super::state::{Status, Workgroup, Workgroups, stream};
+use super::state::{Status, Workgroup, Workgroups, stream, worker_stream};
 use crate::ports::{Clock, Ids};
 
 /// Builds one event, stamped by the ports.
@@ -178,17 +180,48 @@ pub fn dispatched(
     task_event(g, &d.task, d.attempt, events::DISPATCHED, d, ids, clock)
 }
 
-/// `worker.started` for the task's dispatched attempt.
+/// `worker.started`, the first event on the attempt's worker stream (expected empty: a second
+/// start of one attempt is a version conflict, never a second record).
 pub fn started(
-    g: &Workgroup,
+    workgroup: &str,
     s: &WorkerStarted,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
-) -> Result<EventData, WorkgroupError> {
-    task_event(g, &s.task, s.attempt, events::WORKER_STARTED, s, ids, clock)
+) -> Result<StreamAppend, WorkgroupError> {
+    Ok(StreamAppend {
+        stream: worker_stream(workgroup, &s.task, s.attempt),
+        expected: ExpectedVersion::EMPTY,
+        events: vec![event(ids, clock, events::WORKER_STARTED, s)?],
+    })
 }
 
-/// `task.completed` for the running attempt.
+/// The end of the attempt's worker: its output excerpt (when there is one) and
+/// `worker.completed` or `worker.failed`, after the `worker.started` when `started` (expecting
+/// the stream at that version, so one attempt ends once).
+pub fn worker_ended(
+    workgroup: &str,
+    e: &WorkerEnded,
+    succeeded: bool,
+    output: &str,
+    started: bool,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    let mut out = Vec::new();
+    if started && !output.is_empty() {
+        let o = events::WorkerOutput { task: e.task.clone(), attempt: e.attempt, text: events::bounded(output) };
+        out.push(event(ids, clock, events::WORKER_OUTPUT, &o)?);
+    }
+    let t = if succeeded && started { events::WORKER_COMPLETED } else { events::WORKER_FAILED };
+    out.push(event(ids, clock, t, e)?);
+    Ok(StreamAppend {
+        stream: worker_stream(workgroup, &e.task, e.attempt),
+        expected: ExpectedVersion::Exact(u64::from(started)),
+        events: out,
+    })
+}
+
+/// `task.completed` for the running attempt whose worker completed.
 pub fn completed(
     g: &Workgroup,
     c: &Completed,

@@ -1,15 +1,21 @@
-//! The workgroup events (all schema version 1), on the workgroup's stream `workgroup/<name>`.
+//! The workgroup events (all schema version 1). The coordinator's are on the workgroup's stream
+//! `workgroup/<name>`; the provider adapter's, about one worker, on that attempt's own stream
+//! `worker/<workgroup>/<task>/<attempt>` (so the two never contend for a stream version).
 //!
-//! A task moves `pending → dispatched → running → completed | failed`; a failure the plan's
-//! retries allow sends it back to `pending`; a completed task whose changes do not apply is
-//! `conflicted`; a pending task whose dependency failed, conflicted or was held is `held`. After a crash a dispatched or running task is dispatched again
-//! with the next attempt number. Ownership claims and releases are on the dispatch ledger
-//! (`ce/ledger`), appended in the same atomic batch as the task event they belong to.
+//! A task moves `pending → dispatched → running → completed | failed`: the coordinator records
+//! `task.dispatched`; the adapter, which follows the journal, starts the worker and records
+//! `worker.started`, then `worker.output` and `worker.completed` or `worker.failed`; the
+//! coordinator judges the attempt (post-turn diff check) and records `task.completed` or
+//! `task.failed`. A failure the plan's retries allow sends the task back to `pending`, and so
+//! does a worker abandoned by a stopped coordinator; a completed task whose changes do not apply
+//! is `conflicted`; a pending task whose dependency failed, conflicted or was held is `held`.
+//! Ownership claims and releases are on the dispatch ledger (`ce/ledger`), appended in the same
+//! atomic batch as the task event they belong to.
 
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Checked, Task};
-use crate::telemetry::events::Counters;
+use crate::telemetry::events::{AccountingSource, Counters};
 
 /// `workgroup.planned`: the checked plan's settings; its tasks follow in `workgroup.tasks-added`.
 pub const PLANNED: &str = "workgroup.planned";
@@ -22,6 +28,10 @@ pub const DISPATCHED: &str = "task.dispatched";
 pub const WORKER_STARTED: &str = "worker.started";
 /// `worker.output`: a bounded excerpt of what the worker said.
 pub const WORKER_OUTPUT: &str = "worker.output";
+/// `worker.completed`: the worker's turn ended in success by its provider's rules.
+pub const WORKER_COMPLETED: &str = "worker.completed";
+/// `worker.failed`: the worker could not start, its turn failed, or it was abandoned.
+pub const WORKER_FAILED: &str = "worker.failed";
 /// `task.completed`: the worker succeeded; its changes and usage.
 pub const COMPLETED: &str = "task.completed";
 /// `task.failed`: the worker failed, or could not be started.
@@ -34,13 +44,15 @@ pub const VIOLATION: &str = "task.write-violation";
 pub const CONFLICTED: &str = "task.conflicted";
 /// `workgroup.finished`: every task is completed, failed, conflicted or held.
 pub const FINISHED: &str = "workgroup.finished";
-/// Every type the `workgroups` projection folds from workgroup streams.
-pub const ALL: [&str; 11] = [
+/// Every type the `workgroups` projection folds from workgroup and worker streams.
+pub const ALL: [&str; 13] = [
     PLANNED,
     TASKS_ADDED,
     DISPATCHED,
     WORKER_STARTED,
     WORKER_OUTPUT,
+    WORKER_COMPLETED,
+    WORKER_FAILED,
     COMPLETED,
     FAILED,
     HELD,
@@ -150,6 +162,30 @@ pub struct WorkerOutput {
     pub attempt: u32,
     /// At most [`TEXT_BYTES_MAX`] bytes.
     pub text: String,
+}
+
+/// `worker.completed` and `worker.failed` v1: how the worker's turn ended, as its adapter saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerEnded {
+    /// The task.
+    pub task: String,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The worker's session, if one started.
+    pub session_id: Option<String>,
+    /// The worker's closing words, or what went wrong, at most [`TEXT_BYTES_MAX`] bytes.
+    pub summary: String,
+    /// This invocation's usage (unknown counters `null`).
+    pub usage: Counters,
+    /// Who vouches for the billing counters, when the provider reported any.
+    pub accounting: Option<AccountingSource>,
+    /// The worker is simulated.
+    pub synthetic: bool,
+    /// The worker was started by a coordinator that stopped before it ended; the adapter that
+    /// caught up released it. Not the task's fault: it runs again whatever its retries.
+    #[serde(default)]
+    pub abandoned: bool,
 }
 
 /// `task.completed` v1.

@@ -5,7 +5,8 @@
 //!
 //! * [`plan`]: the plan (TOML in the adapter) and its checks: names, dependencies without
 //!   cycles, phases as gates, ownership ordered by dependencies, the pipeline's rule.
-//! * [`events`]: the workgroup events on `workgroup/<name>`.
+//! * [`events`]: the workgroup events on `workgroup/<name>` and the worker events on
+//!   `worker/<workgroup>/<task>/<attempt>`.
 //! * [`state`]: the `workgroups` projection (tasks, sessions, writes per file).
 //! * [`decide`]: pure decisions: the plan event, what to dispatch or hold next, each task event
 //!   checked against the task's state.
@@ -13,6 +14,8 @@
 //!   interrupt, release, form a team) with its capability declaration, and how a mode a provider
 //!   cannot run degrades to a fresh capsule with `CAPABILITY_FALLBACK`.
 //! * [`sim`]: the simulated provider's seeded model of cost, latency and outcome per mode.
+//! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
+//!   `continues` one may resume it.
 
 pub mod decide;
 pub mod events;
@@ -20,9 +23,14 @@ pub mod plan;
 pub mod provider;
 pub mod sim;
 pub mod state;
+pub mod warm;
 
 /// Stream prefix; a workgroup's stream is the prefix followed by its name.
 pub const STREAM_PREFIX: &str = "workgroup/";
+
+/// Prefix of the streams provider adapters append one worker's events to:
+/// `worker/<workgroup>/<task>/<attempt>`.
+pub const WORKER_STREAM_PREFIX: &str = "worker/";
 
 /// The lineage a task's workers run as: `<workgroup>.<task>` (at most 127 bytes).
 pub fn lineage_id(workgroup: &str, task: &str) -> String {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use strata_journal::Record;
 
-use super::events::{self, Completed, Dispatched, Failed, Held, Planned, Violation, WorkerStarted};
+use super::events::{self, Completed, Dispatched, Failed, Held, Planned, Violation, WorkerEnded, WorkerStarted};
 use super::plan::Checked;
 use crate::guard::{self, Verdict};
 use crate::projections::kept::EventLog;
@@ -64,13 +64,19 @@ impl Status {
 /// The one rule of a task's order, shared by the fold and the deciders: whether an event of
 /// `event_type` for `attempt` may follow the task's state. A dispatch opens the next attempt of
 /// a task not yet ended; the start, output, outcome, violation and conflict events name the
-/// current attempt, each from its own state; only a pending task is held.
+/// current attempt, each from its own state: the worker's events come before its end, the
+/// task's completion after the worker's; only a pending task is held.
 pub fn admits(t: &TaskState, event_type: &str, attempt: u32) -> Result<(), String> {
     let current = attempt == t.attempts;
+    let open = t.worker_end.is_none();
     let ok = match event_type {
         events::DISPATCHED => !t.status.is_terminal() && attempt == t.attempts + 1,
-        events::WORKER_STARTED => current && t.status == Status::Dispatched,
-        events::WORKER_OUTPUT | events::COMPLETED => current && t.status == Status::Running,
+        events::WORKER_STARTED => current && open && t.status == Status::Dispatched,
+        events::WORKER_OUTPUT | events::WORKER_COMPLETED => current && open && t.status == Status::Running,
+        events::WORKER_FAILED => current && open && matches!(t.status, Status::Dispatched | Status::Running),
+        events::COMPLETED => {
+            current && t.status == Status::Running && t.worker_end.as_ref().is_some_and(|e| e.succeeded)
+        }
         events::FAILED => current && matches!(t.status, Status::Dispatched | Status::Running),
         events::CONFLICTED => current && t.status == Status::Completed,
         events::VIOLATION => current,
@@ -80,11 +86,27 @@ pub fn admits(t: &TaskState, event_type: &str, attempt: u32) -> Result<(), Strin
     if ok {
         return Ok(());
     }
+    let worker = match &t.worker_end {
+        Some(e) if e.succeeded => ", its worker completed",
+        Some(_) => ", its worker failed",
+        None => "",
+    };
     Err(format!(
-        "{event_type} for attempt {attempt} cannot follow a task that is {} after {} attempt(s)",
+        "{event_type} for attempt {attempt} cannot follow a task that is {} after {} attempt(s){worker}",
         t.status.as_str(),
         t.attempts
     ))
+}
+
+/// How the current attempt's worker ended (`worker.completed` or `worker.failed`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerEnd {
+    /// Journal sequence of the event.
+    pub seq: u64,
+    /// `worker.completed`, not `worker.failed`.
+    pub succeeded: bool,
+    /// What the adapter recorded.
+    pub ended: WorkerEnded,
 }
 
 /// One task as folded.
@@ -100,6 +122,8 @@ pub struct TaskState {
     pub session_id: Option<String>,
     /// The latest real worker's process, while it runs.
     pub pid: Option<u64>,
+    /// How the current attempt's worker ended, once its adapter recorded it.
+    pub worker_end: Option<WorkerEnd>,
     /// The completion.
     pub completed: Option<(u64, Completed)>,
     /// The failure.
@@ -182,17 +206,32 @@ pub fn stream(workgroup: &str) -> String {
     format!("{}{workgroup}", super::STREAM_PREFIX)
 }
 
+/// The stream of one worker: the attempt `attempt` of `task` in `workgroup`.
+pub fn worker_stream(workgroup: &str, task: &str, attempt: u32) -> String {
+    format!("{}{workgroup}/{task}/{attempt}", super::WORKER_STREAM_PREFIX)
+}
+
+/// `(workgroup, task, attempt)` of a worker stream's name.
+pub fn parse_worker_stream(stream: &str) -> Option<(&str, &str, u32)> {
+    let rest = stream.strip_prefix(super::WORKER_STREAM_PREFIX)?;
+    let mut parts = rest.split('/');
+    let (wg, task, attempt) = (parts.next()?, parts.next()?, parts.next()?.parse().ok()?);
+    parts.next().is_none().then_some((wg, task, attempt))
+}
+
 fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
     serde_json::from_slice(r.payload).map_err(|e| format!("{} at seq {}: {e}", r.event_type, r.seq))
 }
 
-/// Event types folded: the workgroup events and the guard's allowed writes.
-pub const FOLDED: [&str; 12] = [
+/// Event types folded: the workgroup and worker events and the guard's allowed writes.
+pub const FOLDED: [&str; 14] = [
     events::PLANNED,
     events::TASKS_ADDED,
     events::DISPATCHED,
     events::WORKER_STARTED,
     events::WORKER_OUTPUT,
+    events::WORKER_COMPLETED,
+    events::WORKER_FAILED,
     events::COMPLETED,
     events::FAILED,
     events::HELD,
@@ -258,6 +297,9 @@ impl Workgroups {
         if r.event_type == guard::ALLOWED {
             return self.fold_guard(r);
         }
+        if r.stream.starts_with(super::WORKER_STREAM_PREFIX) {
+            return self.fold_worker(r);
+        }
         if !r.stream.starts_with(super::STREAM_PREFIX) {
             return bad(&format!("on stream {}, not a workgroup stream", r.stream));
         }
@@ -298,6 +340,7 @@ impl Workgroups {
                         dispatch: None,
                         session_id: None,
                         pid: None,
+                        worker_end: None,
                         completed: None,
                         failed: None,
                         held: None,
@@ -319,23 +362,10 @@ impl Workgroups {
                 t.status = Status::Dispatched;
                 t.attempts = x.attempt;
                 t.session_id = None;
+                t.worker_end = None;
                 let lineage = (x.lineage_id.clone(), (wg, x.task.clone()));
                 t.dispatch = Some((r.seq, x));
                 self.lineages.insert(lineage.0, lineage.1);
-            }
-            events::WORKER_STARTED => {
-                let x: WorkerStarted = de(r)?;
-                let t = Self::task(self.group(r)?, r, &x.task)?;
-                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
-                t.status = Status::Running;
-                t.session_id = Some(x.session_id);
-                t.pid = x.pid;
-            }
-            events::WORKER_OUTPUT => {
-                let x: events::WorkerOutput = de(r)?;
-                let t = Self::task(self.group(r)?, r, &x.task)?;
-                admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
-                t.output_bytes += x.text.len() as u64;
             }
             events::COMPLETED => {
                 let x: Completed = de(r)?;
@@ -406,6 +436,58 @@ impl Workgroups {
         Ok(())
     }
 
+    /// A worker event, on `worker/<workgroup>/<task>/<attempt>`, about that attempt.
+    fn fold_worker(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let bad = |what: &str| Err(format!("{} at seq {}: {what}", r.event_type, r.seq));
+        let Some((wg, task, attempt)) = parse_worker_stream(r.stream) else {
+            return bad(&format!("{} is not a worker stream (worker/<workgroup>/<task>/<attempt>)", r.stream));
+        };
+        let (named_task, named_attempt, event) = match r.event_type {
+            events::WORKER_STARTED => {
+                let x: WorkerStarted = de(r)?;
+                (x.task.clone(), x.attempt, Worker::Started(x))
+            }
+            events::WORKER_OUTPUT => {
+                let x: events::WorkerOutput = de(r)?;
+                (x.task.clone(), x.attempt, Worker::Output(x.text))
+            }
+            events::WORKER_COMPLETED | events::WORKER_FAILED => {
+                let x: WorkerEnded = de(r)?;
+                (x.task.clone(), x.attempt, Worker::Ended(x))
+            }
+            _ => return bad(&format!("not a worker event, on worker stream {}", r.stream)),
+        };
+        if named_task != task || named_attempt != attempt {
+            return bad(&format!(
+                "names task {named_task} attempt {named_attempt}, on the stream of {task} attempt {attempt}"
+            ));
+        }
+        let g = self
+            .groups
+            .get_mut(wg)
+            .ok_or_else(|| format!("{} at seq {}: workgroup {wg} was never planned", r.event_type, r.seq))?;
+        let t = Self::task(g, r, task)?;
+        admits(t, r.event_type, attempt).or_else(|e| bad(&format!("task {task}: {e}")))?;
+        match event {
+            Worker::Started(x) => {
+                t.status = Status::Running;
+                t.session_id = Some(x.session_id);
+                t.pid = x.pid;
+            }
+            Worker::Output(text) => {
+                t.output_bytes += text.len() as u64;
+            }
+            Worker::Ended(x) => {
+                if let Some(s) = &x.session_id {
+                    t.session_id = Some(s.clone());
+                }
+                t.worker_end =
+                    Some(WorkerEnd { seq: r.seq, succeeded: r.event_type == events::WORKER_COMPLETED, ended: x });
+            }
+        }
+        Ok(())
+    }
+
     /// An allowed hook call of a lineage a workgroup dispatched is a write to each target.
     fn fold_guard(&mut self, r: &Record<'_>) -> Result<(), String> {
         let x: Verdict = de(r)?;
@@ -428,4 +510,10 @@ impl Workgroups {
     }
 }
 
-crate::projections::kept::kept_projection!(Workgroups, "workgroups", 1, FOLDED);
+enum Worker {
+    Started(WorkerStarted),
+    Output(String),
+    Ended(WorkerEnded),
+}
+
+crate::projections::kept::kept_projection!(Workgroups, "workgroups", 2, FOLDED);

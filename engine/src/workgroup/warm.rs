@@ -1,0 +1,270 @@
+//! Warm workers. A completed task's session is recorded on the dispatch ledger as the task's
+//! lineage (`ce.lineage-recorded` with a `knowzcode.agent-lineage/v1` record, the first time)
+//! with a lease (`ce.lease-granted`, or `ce.lease-renewed` when the lineage is known), warm for
+//! the warm-lease time. A task that `continues` it resumes that session only while the ledger
+//! says so: the lineage is recorded, never invalidated, its lease is live at the decision's
+//! time, and it ran on the same platform with the same session; the resume renews the lease.
+//! Anything else routes as if there were no warm worker (the router picks a fresh capsule).
+
+use serde_json::{Value, json};
+use strata_journal::EventData;
+
+use super::WorkgroupError;
+use super::events::Dispatched;
+use super::plan::{CAPSULE_PHASES, Task};
+use crate::ce::json::sha256_tagged;
+use crate::ce::ledger::{self, LeaseSet, Ledger, LineageRecorded};
+use crate::ce::time::format_rfc3339;
+use crate::ports::{Clock, Ids};
+
+/// The agent-lineage schema id.
+pub const SCHEMA: &str = "knowzcode.agent-lineage/v1";
+
+/// The lineage platform of a provider.
+pub fn platform(provider: &str) -> &'static str {
+    match provider {
+        "claude" => "claude",
+        "codex" => "codex",
+        _ => "other",
+    }
+}
+
+/// What a completed attempt leaves warm.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion<'a> {
+    /// Workgroup.
+    pub workgroup: &'a str,
+    /// The task as planned.
+    pub task: &'a Task,
+    /// Its dispatch.
+    pub dispatch: &'a Dispatched,
+    /// The session that completed it.
+    pub session: &'a str,
+    /// The lineage it continued, if any.
+    pub parent: Option<&'a str>,
+    /// The integration branch's tip the worker started from, when there is a repository.
+    pub checkpoint: Option<&'a str>,
+    /// The decision's time, ns since the epoch.
+    pub now_ns: i64,
+    /// The warm-lease time, minutes.
+    pub warm_minutes: u64,
+}
+
+fn warm_end(now_ns: i64, warm_minutes: u64) -> i64 {
+    let warm = i64::try_from(warm_minutes).unwrap_or(i64::MAX).saturating_mul(60_000_000_000);
+    now_ns.saturating_add(warm)
+}
+
+fn tagged(parts: &[&str]) -> String {
+    sha256_tagged(parts.join("\n").as_bytes())
+}
+
+/// The lineage record of a completed attempt. The hashes name what a resumed session must still
+/// agree with: its specifications and change request (`spec_hash`), the workgroup and role it
+/// works for (`scope_hash`), the files it may write (`permissions_hash`), the provider's tools
+/// with strata's guard and MCP server (`tools_hash`) and the runtime and profile it started
+/// with (`runtime_prefix_hash`).
+pub fn record(c: &Completion<'_>) -> Value {
+    let t = &c.task.spec;
+    let mut specs: Vec<&str> = t.change_request.iter().chain(&t.specs).map(String::as_str).collect();
+    specs.sort_unstable();
+    let mut owns: Vec<&str> = t.owns.iter().map(String::as_str).collect();
+    owns.sort_unstable();
+    let scope = if owns.is_empty() { "read-only".to_owned() } else { owns.join(", ") };
+    let profile = t.profile.as_deref().unwrap_or("backend-developer");
+    let at = format_rfc3339(c.now_ns);
+    json!({
+        "schema": SCHEMA,
+        "lineage_id": c.dispatch.lineage_id,
+        "workgroup_id": c.workgroup,
+        "platform": platform(&c.dispatch.provider),
+        "platform_handle": c.session,
+        "parent_lineage_id": c.parent,
+        "role": t.role,
+        "scope": scope,
+        "phase": CAPSULE_PHASES[c.task.phase],
+        "fix_loop_id": null,
+        "mode": c.dispatch.runs_as,
+        "model": null,
+        "effort": null,
+        "runtime_prefix_hash": tagged(&[&c.dispatch.provider, profile]),
+        "baseline_hash": null,
+        "tools_hash": tagged(&[&c.dispatch.provider, "strata-guard", "strata-mcp"]),
+        "permissions_hash": tagged(&owns),
+        "spec_hash": tagged(&specs),
+        "scope_hash": tagged(&[c.workgroup, &t.role]),
+        "checkpoint_sha": c.checkpoint,
+        "capsule_hash": c.dispatch.capsule_hash,
+        "sensitivity": t.sensitivity.as_deref().unwrap_or("normal"),
+        "created_at": at,
+        "last_used_at": at,
+        "resumable": true,
+        "lease_expires_at": format_rfc3339(warm_end(c.now_ns, c.warm_minutes)),
+    })
+}
+
+/// The ledger events that keep a completed attempt's session warm: the lineage's record with a
+/// lease when the ledger does not know it or knows another session of it (a retry's), else a
+/// renewed lease (an invalidated lineage stays cold: nothing).
+pub fn completed(
+    ledger: &Ledger,
+    c: &Completion<'_>,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Vec<EventData>, WorkgroupError> {
+    let id = &c.dispatch.lineage_id;
+    let lease = LeaseSet { lineage_id: id.clone(), at_ns: c.now_ns, expires_at_ns: warm_end(c.now_ns, c.warm_minutes) };
+    let enc = |e: crate::ce::CeError| WorkgroupError::Encode(e.detail);
+    match ledger.lineages().get(id) {
+        Some(entry) if entry.invalidated.is_some() => Ok(Vec::new()),
+        Some(entry) if entry.record.get("platform_handle").and_then(Value::as_str) == Some(c.session) => {
+            Ok(vec![ledger::event(ids, clock, ledger::LEASE_RENEWED, &lease).map_err(enc)?])
+        }
+        // Unknown, or a later attempt's new session: (re)recorded with a new lease.
+        _ => {
+            let r = record(c);
+            if !crate::ce::lineage::record_usable(&r) {
+                return Err(WorkgroupError::Encode(format!("the lineage record of {id} does not match its schema")));
+            }
+            let recorded = LineageRecorded { lineage_id: id.clone(), record: r };
+            Ok(vec![
+                ledger::event(ids, clock, ledger::LINEAGE_RECORDED, &recorded).map_err(enc)?,
+                ledger::event(ids, clock, ledger::LEASE_GRANTED, &lease).map_err(enc)?,
+            ])
+        }
+    }
+}
+
+/// Whether the session of lineage `prior` may be resumed by a dispatch on `provider` at
+/// `now_ns`; `Err` says why not.
+pub fn resumable(ledger: &Ledger, prior: &str, session: &str, provider: &str, now_ns: i64) -> Result<(), String> {
+    let entry = ledger.lineages().get(prior).ok_or_else(|| format!("{prior} has no lineage record"))?;
+    if let Some(codes) = &entry.invalidated {
+        return Err(format!("{prior} was invalidated ({})", codes.join(", ")));
+    }
+    let live = ledger.leases().get(prior).is_some_and(|l| l.expires_at_ns > now_ns);
+    if !live {
+        return Err(format!("{prior}'s lease has ended"));
+    }
+    let field = |k: &str| entry.record.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    if field("platform") != platform(provider) {
+        return Err(format!("{prior} ran on {}, this task on {provider}", field("platform")));
+    }
+    if field("platform_handle") != session {
+        return Err(format!("{prior}'s recorded session is not {session}"));
+    }
+    Ok(())
+}
+
+/// `ce.lease-renewed` for `prior`, resumed at `now_ns`.
+pub fn renewed(
+    prior: &str,
+    now_ns: i64,
+    warm_minutes: u64,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<EventData, WorkgroupError> {
+    let lease = LeaseSet { lineage_id: prior.to_owned(), at_ns: now_ns, expires_at_ns: warm_end(now_ns, warm_minutes) };
+    ledger::event(ids, clock, ledger::LEASE_RENEWED, &lease).map_err(|e| WorkgroupError::Encode(e.detail))
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_journal::{ExpectedVersion, Journal, StreamAppend};
+
+    use super::*;
+    use crate::ports::{CountingIds, FixedClock};
+    use crate::workgroup::events::PromptRef;
+    use crate::workgroup::plan::{Plan, check};
+
+    const MINUTE: i64 = 60_000_000_000;
+
+    fn task() -> Task {
+        let plan: Plan = serde_json::from_value(json!({
+            "workgroup": "wg",
+            "pipeline": "light",
+            "task": [{"id": "api", "role": "backend-builder", "phase": "build", "objective": "Build it.",
+                      "owns": ["src/api/"], "specs": ["SPEC-1"]}],
+        }))
+        .expect("plan");
+        check(&plan).expect("checks").tasks.remove(0)
+    }
+
+    fn dispatch(provider: &str) -> Dispatched {
+        Dispatched {
+            task: "api".into(),
+            attempt: 1,
+            lineage_id: "wg.api".into(),
+            provider: provider.into(),
+            routed: "fresh-capsule".into(),
+            runs_as: "fresh-capsule".into(),
+            reason_codes: Vec::new(),
+            prompt: PromptRef { prompt_task: "wg.api".into(), prompt_hash: "sha256:00".into(), tokens: 10 },
+            baseline_tokens: 0,
+            from_session: None,
+            capsule_hash: None,
+        }
+    }
+
+    /// The ledger after appending `events` to it.
+    fn fold(ledger: &mut Ledger, journal: &Journal, events: Vec<EventData>) {
+        let from = journal.head().seq + 1;
+        let append =
+            StreamAppend { stream: ledger::STREAM.into(), expected: ExpectedVersion::Exact(ledger.version()), events };
+        journal.append_multi_blocking(vec![append]).expect("append").expect("no conflict");
+        journal
+            .scan(from, u64::MAX, |r, _| strata_journal::projection::Projection::apply(ledger, r).map(|()| true))
+            .expect("scan")
+            .expect("fold");
+    }
+
+    #[test]
+    fn a_completed_session_is_recorded_warm_then_renewed_and_resumable_only_while_the_lease_lives() {
+        let journal = Journal::in_memory("warm").expect("journal");
+        let mut ledger = Ledger::default();
+        let (t, d) = (task(), dispatch("claude"));
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
+        let now = 1_000 * MINUTE;
+        let c = Completion {
+            workgroup: "wg",
+            task: &t,
+            dispatch: &d,
+            session: "s-1",
+            parent: None,
+            checkpoint: None,
+            now_ns: now,
+            warm_minutes: 20,
+        };
+        assert!(crate::ce::lineage::record_usable(&record(&c)), "{}", record(&c));
+        let first = completed(&ledger, &c, &mut ids, &clock).expect("events");
+        let types: Vec<&str> = first.iter().map(|e| e.event_type.as_str()).collect();
+        assert_eq!(types, [ledger::LINEAGE_RECORDED, ledger::LEASE_GRANTED]);
+        fold(&mut ledger, &journal, first);
+
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 19 * MINUTE), Ok(()));
+        let late = resumable(&ledger, "wg.api", "s-1", "claude", now + 20 * MINUTE).expect_err("lease ended");
+        assert!(late.contains("lease has ended"), "{late}");
+        let other = resumable(&ledger, "wg.api", "s-1", "codex", now).expect_err("another platform");
+        assert!(other.contains("ran on claude"), "{other}");
+        let session = resumable(&ledger, "wg.api", "s-2", "claude", now).expect_err("another session");
+        assert!(session.contains("not s-2"), "{session}");
+        let unknown = resumable(&ledger, "wg.ghost", "s-1", "claude", now).expect_err("unknown");
+        assert!(unknown.contains("no lineage record"), "{unknown}");
+
+        // Completing again (a retry, or the lineage's next turn) renews the lease.
+        let again = Completion { now_ns: now + 30 * MINUTE, ..c };
+        let second = completed(&ledger, &again, &mut ids, &clock).expect("events");
+        assert_eq!(second.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), [ledger::LEASE_RENEWED]);
+        fold(&mut ledger, &journal, second);
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE), Ok(()));
+        // A retry's new session replaces the record: the old session is no longer resumed.
+        let retry = Completion { session: "s-3", ..again };
+        let third = completed(&ledger, &retry, &mut ids, &clock).expect("events");
+        assert_eq!(third.first().map(|e| e.event_type.as_str()), Some(ledger::LINEAGE_RECORDED));
+        fold(&mut ledger, &journal, third);
+        assert!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE).is_err());
+        assert_eq!(resumable(&ledger, "wg.api", "s-3", "claude", now + 45 * MINUTE), Ok(()));
+        let renew = renewed("wg.api", now + 45 * MINUTE, 20, &mut ids, &clock).expect("renew");
+        assert_eq!(renew.event_type, ledger::LEASE_RENEWED);
+    }
+}
