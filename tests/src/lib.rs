@@ -117,6 +117,22 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// A run's setting under `root`: a git repository `repo/` holding `files`, a workspace `ws/`
+/// initialised with process durability by `bin`, and `plan.toml` holding `plan`; the three paths.
+pub fn run_setting(
+    bin: &str,
+    root: &Path,
+    files: &[(&str, &str)],
+    plan: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (ws, repo, plan_path) = (root.join("ws"), root.join("repo"), root.join("plan.toml"));
+    init_repo(&repo, files);
+    std::fs::create_dir_all(&ws).expect("workspace directory");
+    strata_ok(bin, &ws, &["init", "--durability", "process"]);
+    std::fs::write(&plan_path, plan).expect("plan file");
+    (ws, repo, plan_path)
+}
+
 /// A git repository at `dir` holding `files` (path, text) in one first commit on `main`.
 pub fn init_repo(dir: &Path, files: &[(&str, &str)]) {
     for (path, text) in files {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
 use strata_tests::fake_model::{FakeModel, Turn};
 use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
-use strata_tests::{git, init_repo, strata_bin, strata_ok};
+use strata_tests::{git, run_setting, strata_bin, strata_ok};
 
 const PLAN: &str = r#"
 workgroup = "real"
@@ -48,14 +48,8 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
     let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
     let scratch = Scratch::new().expect("scratch");
-    let ws = scratch.root().join("ws");
-    let repo = scratch.root().join("repo");
-    init_repo(&repo, &[("src/lib.rs", "// the crate\n")]);
+    let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], PLAN);
     let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
-    std::fs::create_dir_all(&ws).expect("ws");
-    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
-    let plan = scratch.root().join("plan.toml");
-    std::fs::write(&plan, PLAN).expect("plan");
 
     // One worker at a time, so the scripted turns meet their workers in order.
     let api = worktree_path(&top, "real", "api", 1).join("src/api.rs");
@@ -126,13 +120,7 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     use strata_engine::workgroup::state::{Status, Workgroups};
     let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
     let scratch = Scratch::new().expect("scratch");
-    let ws = scratch.root().join("ws");
-    let repo = scratch.root().join("repo");
-    init_repo(&repo, &[("src/lib.rs", "// the crate\n")]);
-    std::fs::create_dir_all(&ws).expect("ws");
-    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
-    let plan = scratch.root().join("plan.toml");
-    std::fs::write(&plan, STALL_PLAN).expect("plan");
+    let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], STALL_PLAN);
     let fake = FakeModel::start(vec![Turn::stall()]).expect("fake model");
     let command = |args: &[&str]| {
         let mut cmd = Command::new(strata_bin!());

@@ -13,7 +13,7 @@ use strata_engine::ce::ledger::Ledger;
 use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::state::{Status, Workgroups};
 use strata_journal::projection::catch_up_one;
-use strata_tests::{git, init_repo, strata, strata_bin, strata_ok};
+use strata_tests::{git, init_repo, run_setting, strata, strata_bin, strata_ok};
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out.trim()).expect("one JSON document")
@@ -225,13 +225,7 @@ fn crash_plan() -> String {
 #[test]
 fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a_file_twice() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let ws = tmp.path().join("ws");
-    let repo = tmp.path().join("repo");
-    init_repo(&repo, &[("src/README.md", "sources\n")]);
-    std::fs::create_dir_all(&ws).expect("ws");
-    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
-    let plan = tmp.path().join("plan.toml");
-    std::fs::write(&plan, crash_plan()).expect("plan");
+    let (ws, repo, plan) = run_setting(strata_bin!(), tmp.path(), &[("src/README.md", "sources\n")], &crash_plan());
 
     // Simulated turns take 5–40 s; divided by 40 they take 0.1–1 s, so the kill lands mid-run.
     let mut child = Command::new(strata_bin!())
@@ -437,4 +431,79 @@ fn a_plan_larger_than_one_event_is_recorded_in_chunks_in_one_append_and_folds_ba
     assert_eq!(g.plan, checked, "the plan folds back exactly");
     assert_eq!(g.tasks.len(), 1_200);
     assert_eq!(decide::next(g).dispatch.len(), 4, "four at once by default");
+}
+
+const CLASH_PLAN: &str = r#"
+workgroup = "clash"
+pipeline = "light"
+retries = 0
+
+[[task]]
+id = "edit"
+role = "backend-builder"
+phase = "build"
+objective = "Change the shared notes."
+owns = ["docs/notes.txt"]
+
+[[task]]
+id = "follow"
+role = "backend-builder"
+phase = "build"
+after = ["edit"]
+objective = "Follow the change up."
+owns = ["docs/follow.txt"]
+"#;
+
+#[test]
+fn a_completed_change_that_no_longer_applies_is_conflicted_through_strata_run_and_holds_its_dependants() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (ws, repo, plan) = run_setting(strata_bin!(), tmp.path(), &[("docs/notes.txt", "one\n")], CLASH_PLAN);
+    // Simulated turns take 5–40 s; divided by 4, at least a second: time to move the
+    // integration branch under the running worker.
+    let mut child = Command::new(strata_bin!())
+        .arg("--dir")
+        .arg(&ws)
+        .args(["run", plan.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8")])
+        .args(["--time-scale", "4", "--seed", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strata run starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let dispatched = lines.by_ref().map_while(Result::ok).any(|l| l.contains("edit: dispatched"));
+    assert!(dispatched, "edit was dispatched");
+    // Someone commits a different change of the same file onto the integration branch while
+    // edit's worker runs from the tip before it.
+    let worktrees = git(&repo, &["worktree", "list", "--porcelain"]);
+    let integration = worktrees
+        .split("\n\n")
+        .find(|w| w.contains("branch refs/heads/strata/clash"))
+        .and_then(|w| w.lines().next())
+        .and_then(|l| l.strip_prefix("worktree "))
+        .expect("the integration worktree")
+        .to_owned();
+    let integration = Path::new(&integration);
+    std::fs::write(integration.join("docs/notes.txt"), "one\nchanged by hand\n").expect("write");
+    git(integration, &["commit", "-qam", "a change by hand"]);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().expect("the run ends");
+    assert_eq!(out.status.code(), Some(3), "a conflicted task ends the run with 3: {rest:?}");
+    let s = json(&strata_ok(strata_bin!(), &ws, &["audit", "run", "clash", "--json"]));
+    let status =
+        |t: &str| s["tasks"].as_array().and_then(|a| a.iter().find(|x| x["task"] == t)).map(|x| x["status"].clone());
+    assert_eq!(status("edit"), Some(Value::from("conflicted")), "{s}");
+    assert_eq!(status("follow"), Some(Value::from("held")), "{s}");
+
+    let (groups, ledger) = load(&ws);
+    let g = groups.get("clash").expect("workgroup");
+    let edit = g.tasks.get("edit").expect("edit");
+    let c = edit.conflicted.as_ref().expect("the conflict is an event");
+    assert_eq!((c.branch.as_str(), c.files.clone()), ("strata/clash", vec!["docs/notes.txt".to_owned()]));
+    let held = g.tasks.get("follow").and_then(|t| t.held.clone()).expect("follow is held");
+    assert_eq!(held.blocked_by, ["edit"]);
+    assert!(g.finished && ledger.owners().is_empty());
+    // Nothing half applied: the branch holds the change by hand only.
+    assert_eq!(git(&repo, &["show", "strata/clash:docs/notes.txt"]), "one\nchanged by hand\n");
+    strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
 }

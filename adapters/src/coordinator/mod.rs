@@ -160,6 +160,8 @@ pub struct Coordinator<'j> {
     runtime: tokio::runtime::Runtime,
     in_flight: BTreeMap<String, InFlight>,
     runner: runner::SharedRef,
+    /// Coordinator time per attempt closed in this run.
+    overheads: BTreeMap<(String, u32), Duration>,
     /// The live status line, when the display is live.
     status: String,
     measured: Measured,
@@ -201,6 +203,7 @@ impl<'j> Coordinator<'j> {
                 .context("cannot start the worker runtime")?,
             in_flight: BTreeMap::new(),
             runner: runner::SharedRef::default(),
+            overheads: BTreeMap::new(),
             status: String::new(),
             measured: Measured::default(),
         };
@@ -335,7 +338,16 @@ impl<'j> Coordinator<'j> {
             let result = self.run_tasks(wg, started);
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
-            result
+            // Per attempt closed in this run: the coordinator's time plus the runner's.
+            let runner = std::mem::take(&mut self.runner.lock().unwrap_or_else(PoisonError::into_inner).overhead);
+            for (attempt, own) in runner {
+                if let Some(t) = self.overheads.get_mut(&attempt) {
+                    *t += own;
+                }
+            }
+            self.measured.overhead_us = self.overheads.values().map(|d| d.as_micros() as u64).collect();
+            self.measured.overhead_us.sort_unstable();
+            result.map(|_| self.measured.clone())
         });
         if let Some((stop, task)) = served {
             let _ = stop.send(());
@@ -427,7 +439,6 @@ impl<'j> Coordinator<'j> {
         for p in [&self.context as &dyn Projection, &self.ledger, &self.groups, &self.telemetry] {
             save_one(p, self.journal, self.cursor)?;
         }
-        self.measured.overhead_us.sort_unstable();
         self.measured.elapsed_ms = started.elapsed().as_millis() as u64;
         Ok(self.measured.clone())
     }
@@ -768,13 +779,8 @@ impl<'j> Coordinator<'j> {
     /// completion or failure with the release of its files and its usage, in one append.
     fn finish_task(&mut self, wg: &str, id: &str, end: WorkerEnd) -> anyhow::Result<()> {
         let began = Instant::now();
-        let Some(mut flight) = self.in_flight.remove(id) else { return Ok(()) };
+        let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
         let attempt = flight.attempt;
-        if let Some(own) =
-            self.runner.lock().unwrap_or_else(PoisonError::into_inner).overhead.remove(&(id.to_owned(), attempt))
-        {
-            flight.overhead += own;
-        }
         let lineage = flight.lineage.clone();
         let retries = self.group(wg)?.plan.retries;
         let mut end_events = Closing::default();
@@ -844,7 +850,7 @@ impl<'j> Coordinator<'j> {
         if let Some(t) = self.usage(&flight, &x)? {
             end_events.extra.push(t);
         }
-        self.close_task(wg, &lineage, end_events, flight, began)?;
+        self.close_task(wg, id, &lineage, end_events, flight, began)?;
         // The completion is durable; now its changes go onto the integration branch.
         if let Some(commit) = commit {
             self.integrate(wg, id, attempt, &commit)?;
@@ -926,6 +932,7 @@ impl<'j> Coordinator<'j> {
     fn close_task(
         &mut self,
         wg: &str,
+        id: &str,
         lineage: &str,
         end: Closing,
         flight: InFlight,
@@ -951,8 +958,7 @@ impl<'j> Coordinator<'j> {
         if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
             repo.remove(tree)?;
         }
-        let overhead = flight.overhead + began.elapsed();
-        self.measured.overhead_us.push(overhead.as_micros() as u64);
+        self.overheads.insert((id.to_owned(), flight.attempt), flight.overhead + began.elapsed());
         Ok(())
     }
 

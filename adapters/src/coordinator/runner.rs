@@ -73,7 +73,13 @@ pub struct Runner {
     providers: BTreeMap<String, Arc<dyn Provider>>,
     setup: Setup,
     shared: SharedRef,
+    /// The workers' tasks, with the attempt each runs.
+    workers: tokio::task::JoinSet<()>,
+    attempts: BTreeMap<tokio::task::Id, (String, u32)>,
 }
+
+/// How long a stopping runner waits for its workers' last records.
+const DRAIN: Duration = Duration::from_secs(10);
 
 impl Runner {
     /// A runner over `groups` (folded up to `journal`'s sequence `from - 1`).
@@ -85,14 +91,52 @@ impl Runner {
         setup: Setup,
         shared: SharedRef,
     ) -> Runner {
-        Runner { journal, workgroup: workgroup.to_owned(), groups, providers, setup, shared }
+        Runner {
+            journal,
+            workgroup: workgroup.to_owned(),
+            groups,
+            providers,
+            setup,
+            shared,
+            workers: tokio::task::JoinSet::new(),
+            attempts: BTreeMap::new(),
+        }
     }
 
     /// Acts on what the folded state left open, then follows the journal from `from` until
-    /// `stop` fires or the journal closes.
+    /// `stop` fires or the journal closes; then waits (a bounded time) for its workers' last
+    /// records, so what they report is complete when this returns.
     pub async fn run(mut self, from: u64, mut stop: tokio::sync::oneshot::Receiver<()>) {
         if let Err(e) = self.follow(from, &mut stop).await {
             lock(&self.shared).errors.push(e);
+        }
+        let drained = tokio::time::timeout(DRAIN, async {
+            while let Some(joined) = self.workers.join_next_with_id().await {
+                self.joined(joined).await;
+            }
+        })
+        .await;
+        if drained.is_err() {
+            self.workers.abort_all();
+        }
+    }
+
+    /// A worker's task ended: one that panicked still ends its attempt, as a failure.
+    async fn joined(&mut self, joined: Result<(tokio::task::Id, ()), tokio::task::JoinError>) {
+        let (id, panic) = match joined {
+            Ok((id, ())) => (id, None),
+            Err(e) => (e.id(), Some(e)),
+        };
+        let Some((task, attempt)) = self.attempts.remove(&id) else { return };
+        let Some(e) = panic else { return };
+        let ended = ended_without_start(&task, attempt, format!("the worker's task ended abnormally: {e}"));
+        // Whether it got as far as its start is unknown: the end goes after it if so.
+        let recorded = match fail(&self.journal, &self.workgroup, &ended, true).await {
+            Ok(_) => Ok(()),
+            Err(_) => fail(&self.journal, &self.workgroup, &ended, false).await.map(|_| ()),
+        };
+        if let Err(e) = recorded {
+            lock(&self.shared).errors.push(format!("{task} attempt {attempt}: {e}"));
         }
     }
 
@@ -103,6 +147,10 @@ impl Runner {
         loop {
             let next = tokio::select! {
                 _ = &mut *stop => return Ok(()),
+                Some(joined) = self.workers.join_next_with_id(), if !self.workers.is_empty() => {
+                    self.joined(joined).await;
+                    continue;
+                }
                 next = sub.next() => next,
             };
             let Some(e) = next.map_err(|e| format!("the dispatch subscription stopped: {e}"))? else {
@@ -173,9 +221,8 @@ impl Runner {
         let began = Instant::now();
         let brief = self.brief(task, attempt);
         let (journal, wg, shared) = (self.journal.clone(), self.workgroup.clone(), self.shared.clone());
-        let (task, prep) = (task.to_owned(), began.elapsed());
-        let watched = (journal.clone(), wg.clone(), task.clone(), shared.clone());
-        let worker = tokio::spawn(async move {
+        let (task, name, prep) = (task.to_owned(), task.to_owned(), began.elapsed());
+        let handle = self.workers.spawn(async move {
             let result = match brief {
                 Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief).await,
                 Err(reason) => {
@@ -191,21 +238,7 @@ impl Runner {
                 Err(e) => s.errors.push(format!("{task} attempt {attempt}: {e}")),
             }
         });
-        // A worker task that panics still ends its attempt, as a failure.
-        tokio::spawn(async move {
-            let (journal, wg, task, shared) = watched;
-            if let Err(e) = worker.await {
-                let ended = ended_without_start(&task, attempt, format!("the worker's task ended abnormally: {e}"));
-                // Whether it got as far as its start is unknown: the end goes after it if so.
-                let recorded = match fail(&journal, &wg, &ended, true).await {
-                    Ok(_) => Ok(()),
-                    Err(_) => fail(&journal, &wg, &ended, false).await.map(|_| ()),
-                };
-                if let Err(e) = recorded {
-                    lock(&shared).errors.push(format!("{task} attempt {attempt}: {e}"));
-                }
-            }
-        });
+        self.attempts.insert(handle.id(), (name, attempt));
     }
 
     /// The attempt's brief: its dispatch, its plan entry, its input file (written before the
