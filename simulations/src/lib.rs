@@ -1,14 +1,24 @@
 //! strata-simulations: deterministic simulation of strata.
 //!
 //! What it is for: driving the real engine with simulated time and seeded randomness so that a
-//! seed reproduces a run exactly. Today it provides the deterministic implementations of the
-//! engine's ports, [`SimClock`] and [`SeededIds`]; the simulated providers, the in-memory journal
-//! with crash semantics, fault injection and rollout scenarios arrive with the simulation issue.
+//! seed reproduces a run exactly. It provides the deterministic implementations of the engine's
+//! ports ([`SimClock`], [`SeededIds`]), one ChaCha stream per component derived from the run's
+//! seed ([`component_rng`]), an in-memory journal disk with crash semantics ([`store`]) and the
+//! scenarios, each checking its invariants after every step:
+//!
+//! * [`journal_crash`]: twelve writers on the real journal through power losses, torn writes,
+//!   flush failures, stale versions and retries.
+//!
+//! The canary rollout scenario, simulated providers, the coordinator under faults and the HTML
+//! report are not built yet.
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.
 
 #![warn(missing_docs)]
+
+pub mod journal_crash;
+pub mod store;
 
 use std::cell::Cell;
 
@@ -16,6 +26,49 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use strata_engine::ports::{Clock, Ids};
 use uuid::Uuid;
+
+/// A ChaCha stream for one component of a run: seeded by blake3 of the run's seed and the
+/// component's name, so adding a component never shifts another's draws.
+pub fn component_rng(seed: u64, component: &str) -> ChaCha8Rng {
+    let mut h = blake3::Hasher::new_derive_key("strata simulation component v1");
+    h.update(&seed.to_le_bytes());
+    h.update(component.as_bytes());
+    ChaCha8Rng::from_seed(*h.finalize().as_bytes())
+}
+
+/// A broken invariant, with what reproduces it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    /// The scenario.
+    pub scenario: &'static str,
+    /// The seed.
+    pub seed: u64,
+    /// The step after which the invariant was found broken.
+    pub step: u64,
+    /// The invariant.
+    pub invariant: String,
+    /// What was found.
+    pub detail: String,
+    /// The run's arguments besides scenario and seed (steps, an injected defect).
+    pub args: String,
+}
+
+impl Failure {
+    /// The one-line command that reproduces the run.
+    pub fn reproduce(&self) -> String {
+        format!("cargo run -p strata-simulations -- --scenario {} --seed {}{}", self.scenario, self.seed, self.args)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[STRATA-E1801] scenario {} seed {}: invariant {} broken after step {}: {}",
+            self.scenario, self.seed, self.invariant, self.step, self.detail
+        )
+    }
+}
 
 /// A clock that only moves when told to.
 #[derive(Debug, Default)]
