@@ -262,11 +262,11 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
     let open: Vec<&String> = g.tasks.iter().filter(|(_, t)| !t.status.is_terminal()).map(|(id, _)| id).collect();
     assert!(!open.is_empty(), "the kill left work to do");
     let owned_at_kill = ledger.owners().len();
-    let in_flight_at_kill: Vec<(String, Status, u32)> = g
+    let in_flight_at_kill: Vec<(String, Status, u32, bool)> = g
         .tasks
         .iter()
         .filter(|(_, t)| matches!(t.status, Status::Dispatched | Status::Running))
-        .map(|(id, t)| (id.clone(), t.status, t.attempts))
+        .map(|(id, t)| (id.clone(), t.status, t.attempts, t.worker_end.is_some()))
         .collect();
 
     let out = strata(
@@ -289,12 +289,15 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
         );
     }
     assert!(ledger.owners().is_empty(), "every file released (at the kill {owned_at_kill} lineages owned files)");
-    // The runner's catch-up: a worker the killed run started is recorded as abandoned and its task
-    // runs again as the next attempt; a dispatch whose worker never started runs as that attempt.
-    for (id, status, attempts) in &in_flight_at_kill {
+    // The runner's catch-up: a worker the killed run started and never saw end is recorded as
+    // abandoned and its task runs again as the next attempt; a dispatch whose worker never started
+    // runs as that attempt; a worker whose end the journal holds is judged as that attempt.
+    for (id, status, attempts, ended) in &in_flight_at_kill {
         let state = g.tasks.get(id).expect("task");
         assert_eq!(state.status, Status::Completed, "{id}");
-        if *status == Status::Running {
+        if *ended {
+            assert_eq!(state.attempts, *attempts, "{id}'s recorded worker end was judged, not rerun");
+        } else if *status == Status::Running {
             assert_eq!(state.attempts, attempts + 1, "{id} ran again after its worker was abandoned");
             let (_, f) = state.failed.as_ref().expect("the abandoned attempt is a failure");
             assert_eq!(f.attempt, *attempts);

@@ -48,6 +48,7 @@ use strata_engine::context::render::{Level, render};
 use strata_engine::context::state::ContextState;
 use strata_engine::context::summary::Summaries;
 use strata_engine::kb::graph::Graph;
+use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
@@ -56,9 +57,6 @@ use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, PHASES, overlaps};
 use strata_engine::workgroup::provider::{self, Provider};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::{self, decide, warm};
-
-/// How long a completed task's session stays warm for a task that continues it.
-const WARM_MINUTES: u64 = strata_engine::ce::lineage::WARM_LEASE_MINUTES_DEFAULT;
 use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
@@ -67,7 +65,9 @@ use crate::providers::claude_worker::ClaudeProvider;
 use crate::providers::codex_worker::CodexProvider;
 use crate::providers::sim::SimProvider;
 use crate::system::{SystemClock, V7Ids};
-use strata_engine::ports::Clock as _;
+
+/// How long a completed task's session stays warm for a task that continues it.
+const WARM_MINUTES: u64 = strata_engine::ce::lineage::WARM_LEASE_MINUTES_DEFAULT;
 
 /// How a run goes.
 #[derive(Clone, Debug)]
