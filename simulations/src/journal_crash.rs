@@ -22,25 +22,14 @@ use strata_engine::ports::{Clock, Ids};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 use uuid::Uuid;
 
-use crate::store::{CrashStore, Defects};
-use crate::{Failure, SeededIds, SimClock, component_rng};
+use crate::store::CrashStore;
+use crate::{Config, Failure, SeededIds, SimClock, component_rng};
 
 /// The scenario's name.
 pub const NAME: &str = "journal-crash";
 
 /// Simulated writers.
 pub const WRITERS: usize = 12;
-
-/// How a run goes.
-#[derive(Clone, Copy, Debug)]
-pub struct Config {
-    /// The seed every random choice derives from.
-    pub seed: u64,
-    /// Steps to run.
-    pub steps: u64,
-    /// Deliberate defects of the disk.
-    pub defects: Defects,
-}
 
 /// What a run did and checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -95,8 +84,7 @@ struct Run {
 
 /// Runs the scenario; the first broken invariant is a [`Failure`].
 pub fn run(cfg: Config) -> Result<Report, Failure> {
-    let disk = CrashStore::new("simulation", cfg.defects);
-    let journal = Journal::with_store(disk.handle()).map_err(|e| fail(&cfg, 0, "open", e.to_string()))?;
+    let (disk, journal) = CrashStore::open(cfg.defects).map_err(|e| fail(&cfg, 0, "open", e.to_string()))?;
     let mut r = Run {
         cfg,
         disk,
@@ -143,11 +131,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
 }
 
 fn fail(cfg: &Config, step: u64, invariant: &str, detail: String) -> Failure {
-    let mut args = format!(" --steps {}", cfg.steps);
-    if cfg.defects.sync_lies {
-        args.push_str(" --inject sync-lies");
-    }
-    Failure { scenario: NAME, seed: cfg.seed, step, invariant: invariant.to_owned(), detail, args }
+    Failure::new(NAME, cfg, step, invariant, detail)
 }
 
 impl Run {
@@ -250,24 +234,9 @@ impl Run {
 
     fn check_gapless(&mut self) -> Result<(), Failure> {
         self.report.checks += 1;
-        let head = self.journal.head().seq;
-        let mut expect = self.checked_to + 1;
-        let scanned = self.journal.scan(expect, head, |r, _| {
-            if r.seq != expect {
-                return Ok(false);
-            }
-            expect += 1;
-            Ok::<bool, String>(true)
-        });
-        match scanned {
-            Ok(Ok(())) if expect == head + 1 => {
-                self.checked_to = head;
-                Ok(())
-            }
-            Ok(Ok(())) => Err(self.fail("gapless", format!("sequence {expect} is missing below head {head}"))),
-            Ok(Err(e)) => Err(self.fail("gapless", e)),
-            Err(e) => Err(self.fail("gapless", e.to_string())),
-        }
+        self.checked_to =
+            crate::invariants::gapless(&self.journal, self.checked_to + 1).map_err(|e| self.fail("gapless", e))?;
+        Ok(())
     }
 
     fn check_survivors(&mut self) -> Result<(), Failure> {
@@ -297,18 +266,14 @@ impl Run {
 
     fn check_chain(&mut self) -> Result<(), Failure> {
         self.report.checks += 1;
-        let report = strata_journal::verify::verify_store(self.journal.store().as_ref(), None, Vec::new(), &[])
-            .map_err(|e| self.fail("chain", e.to_string()))?;
-        match report.problems.first() {
-            None => Ok(()),
-            Some(p) => Err(self.fail("chain", format!("{p:?}"))),
-        }
+        crate::invariants::chain(&self.journal).map_err(|e| self.fail("chain", e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Defects;
 
     fn cfg(seed: u64, steps: u64, defects: Defects) -> Config {
         Config { seed, steps, defects }
@@ -327,10 +292,12 @@ mod tests {
 
     #[test]
     fn a_sync_that_lies_is_caught_within_the_seed_budget_and_its_seed_reproduces_it() {
-        let caught = (1..=8).find_map(|seed| run(cfg(seed, 300, Defects { sync_lies: true })).err());
+        let caught =
+            (1..=8).find_map(|seed| run(cfg(seed, 300, Defects { sync_lies: true, ..Defects::default() })).err());
         let failure = caught.expect("the invariants catch a lying sync within 8 seeds of 300 steps");
         assert_eq!(failure.invariant, "acknowledged-survive", "{failure}");
-        let again = run(cfg(failure.seed, 300, Defects { sync_lies: true })).expect_err("the seed reproduces it");
+        let again = run(cfg(failure.seed, 300, Defects { sync_lies: true, ..Defects::default() }))
+            .expect_err("the seed reproduces it");
         assert_eq!(again, failure);
         assert_eq!(
             failure.reproduce(),

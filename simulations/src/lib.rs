@@ -8,6 +8,8 @@
 //!
 //! * [`journal_crash`]: twelve writers on the real journal through power losses, torn writes,
 //!   flush failures, stale versions and retries.
+//! * [`ownership_storm`]: twelve writer lineages claiming and releasing overlapping paths through
+//!   the real dispatch ledger, with power losses.
 //!
 //! The canary rollout scenario, simulated providers, the coordinator under faults and the HTML
 //! report are not built yet.
@@ -17,7 +19,9 @@
 
 #![warn(missing_docs)]
 
+pub mod invariants;
 pub mod journal_crash;
+pub mod ownership_storm;
 pub mod store;
 
 use std::cell::Cell;
@@ -34,6 +38,17 @@ pub fn component_rng(seed: u64, component: &str) -> ChaCha8Rng {
     h.update(&seed.to_le_bytes());
     h.update(component.as_bytes());
     ChaCha8Rng::from_seed(*h.finalize().as_bytes())
+}
+
+/// How a scenario's run goes.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// The seed every random choice derives from.
+    pub seed: u64,
+    /// Steps to run.
+    pub steps: u64,
+    /// Deliberate defects (none outside tests).
+    pub defects: store::Defects,
 }
 
 /// A broken invariant, with what reproduces it.
@@ -54,6 +69,18 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The failure of `scenario`'s run `cfg` after `step`.
+    pub fn new(scenario: &'static str, cfg: &Config, step: u64, invariant: &str, detail: String) -> Failure {
+        let mut args = format!(" --steps {}", cfg.steps);
+        if cfg.defects.sync_lies {
+            args.push_str(" --inject sync-lies");
+        }
+        if cfg.defects.ownership_check_off {
+            args.push_str(" --inject ownership-check-off");
+        }
+        Failure { scenario, seed: cfg.seed, step, invariant: invariant.to_owned(), detail, args }
+    }
+
     /// The one-line command that reproduces the run.
     pub fn reproduce(&self) -> String {
         format!("cargo run -p strata-simulations -- --scenario {} --seed {}{}", self.scenario, self.seed, self.args)
@@ -115,9 +142,27 @@ impl Ids for SeededIds {
     }
 }
 
+/// Seeds per scenario the test suite (and so CI) runs, and steps per seed.
+pub const CI_SEEDS: u64 = 16;
+/// Steps per seed in the test suite's budget.
+pub const CI_STEPS: u64 = 500;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_scenario_keeps_its_invariants_over_the_ci_seed_budget() {
+        for seed in 1..=CI_SEEDS {
+            let defects = store::Defects::default();
+            if let Err(f) = journal_crash::run(Config { seed, steps: CI_STEPS, defects }) {
+                panic!("{f}\nreproduce: {}", f.reproduce());
+            }
+            if let Err(f) = ownership_storm::run(Config { seed, steps: CI_STEPS, defects }) {
+                panic!("{f}\nreproduce: {}", f.reproduce());
+            }
+        }
+    }
 
     #[test]
     fn same_seed_same_ids_and_time_only_moves_when_told() {

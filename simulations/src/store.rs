@@ -26,6 +26,8 @@ use strata_journal::{JournalError, MemStore, Store};
 pub struct Defects {
     /// `sync` succeeds without making pending writes durable.
     pub sync_lies: bool,
+    /// Claims are routed without the ledger's active writers (`ownership-storm`).
+    pub ownership_check_off: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -99,6 +101,13 @@ impl CrashStore {
             torn_discarded: 0,
         };
         CrashStore { state: Arc::new(Mutex::new(state)) }
+    }
+
+    /// A fresh disk with `defects` and the journal opened on it.
+    pub fn open(defects: Defects) -> Result<(CrashStore, strata_journal::Journal), JournalError> {
+        let disk = CrashStore::new("simulation", defects);
+        let journal = strata_journal::Journal::with_store(disk.handle())?;
+        Ok((disk, journal))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
