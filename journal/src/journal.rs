@@ -261,6 +261,10 @@ pub fn checkpoints_dir(dir: &Path) -> PathBuf {
     dir.join("checkpoints")
 }
 
+/// Tries of a busy journal lock before it counts as held, and the pause between them.
+const LOCK_RETRIES: u32 = 50;
+const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
 fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
     let path = dir.join("LOCK");
     let mut f = std::fs::OpenOptions::new()
@@ -270,7 +274,21 @@ fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
-    match f.try_lock() {
+    // A lock can be held for a moment by a process that no longer wants it: a child forked by
+    // the holder (or by any thread of a process that holds it) shares the lock's file until it
+    // executes its program, even after the holder released it or died. So a busy lock is
+    // retried for about a second before it counts as held.
+    let mut tries = 0;
+    let locked = loop {
+        match f.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_RETRIES => {
+                tries += 1;
+                std::thread::sleep(LOCK_RETRY_PAUSE);
+            }
+            r => break r,
+        }
+    };
+    match locked {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
             let held_by = std::fs::read_to_string(&path).unwrap_or_default();

@@ -1,6 +1,25 @@
 //! Invariants every scenario checks of the journal it drives.
 
 use strata_journal::Journal;
+use strata_journal::projection::Projection;
+
+/// Folds what `journal` holds after `cursor` into `p`, moving `cursor`; a refused event is an
+/// error (the projection refuses a history its deciders could not have produced).
+pub fn follow(journal: &Journal, p: &mut dyn Projection, cursor: &mut u64) -> Result<(), String> {
+    let head = journal.head().seq;
+    let mut at = *cursor;
+    let folded = journal.scan(at + 1, head, |r, _| {
+        p.apply(r)?;
+        at = r.seq;
+        Ok::<bool, String>(true)
+    });
+    *cursor = at;
+    match folded {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("{} refuses its own history: {e}", p.name())),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// Sequences `from..=head` run without a gap; the head checked to.
 pub fn gapless(journal: &Journal, from: u64) -> Result<u64, String> {

@@ -10,15 +10,21 @@
 //!   flush failures, stale versions and retries.
 //! * [`ownership_storm`]: twelve writer lineages claiming and releasing overlapping paths through
 //!   the real dispatch ledger, with power losses.
+//! * [`canary`]: a candidate routing policy rolled out from shadow to on through the real
+//!   rollout deciders and promotion gates, over a generated five-strata workload (a clearly
+//!   better candidate, one with a regression in one stratum, a marginal one); its results are
+//!   synthetic and the real promotion refuses them.
 //!
-//! The canary rollout scenario, simulated providers, the coordinator under faults and the HTML
-//! report are not built yet.
+//! Not built yet: the coordinator loop under faults (provider outages and latency spikes, lease
+//! expiry races, stale capsules, duplicated and delayed subscription delivery), `strata
+//! simulate`, the HTML report.
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.
 
 #![warn(missing_docs)]
 
+pub mod canary;
 pub mod invariants;
 pub mod journal_crash;
 pub mod ownership_storm;
@@ -146,6 +152,8 @@ impl Ids for SeededIds {
 pub const CI_SEEDS: u64 = 16;
 /// Steps per seed in the test suite's budget.
 pub const CI_STEPS: u64 = 500;
+/// Pairs per evaluation window of the canary scenarios in the test suite's budget.
+pub const CI_CANARY_PAIRS: u64 = 100;
 
 #[cfg(test)]
 mod tests {
@@ -160,6 +168,12 @@ mod tests {
             }
             if let Err(f) = ownership_storm::run(Config { seed, steps: CI_STEPS, defects }) {
                 panic!("{f}\nreproduce: {}", f.reproduce());
+            }
+            for name in canary::NAMES {
+                match canary::run(name, Config { seed, steps: CI_CANARY_PAIRS, defects }) {
+                    Ok(r) => assert!(r.synthetic && !r.promotion.promote, "{name} seed {seed}: {:?}", r.promotion),
+                    Err(f) => panic!("{f}\nreproduce: {}", f.reproduce()),
+                }
             }
         }
     }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use strata_simulations::store::Defects;
-use strata_simulations::{Config, Failure, journal_crash, ownership_storm};
+use strata_simulations::{Config, Failure, canary, journal_crash, ownership_storm};
 
 /// Most steps one run may take.
 const STEPS_MAX: u64 = 1_000_000;
@@ -19,7 +19,8 @@ const SEEDS_MAX: u64 = 100_000;
     about = "Deterministic simulation of strata: a scenario, a seed, its invariants"
 )]
 struct Args {
-    /// The scenario (`journal-crash`, `ownership-storm`).
+    /// The scenario (`journal-crash`, `ownership-storm`, `canary`, `canary-regression`,
+    /// `canary-marginal`).
     #[arg(long)]
     scenario: String,
     /// The seed (every random choice derives from it).
@@ -28,7 +29,7 @@ struct Args {
     /// Run this many seeds, from `--seed` on.
     #[arg(long, default_value_t = 1)]
     seeds: u64,
-    /// Steps per run.
+    /// Steps per run (for the canary scenarios: pairs per evaluation window).
     #[arg(long, default_value_t = 2_000)]
     steps: u64,
     /// Machine-readable JSON output, one line per run.
@@ -65,6 +66,24 @@ fn run_one(scenario: &str, seed: u64, steps: u64, defects: Defects) -> Result<(S
             );
             (serde_json::to_string(&r).unwrap_or_default(), line)
         }),
+        name if canary::NAMES.contains(&name) => canary::run(name, Config { seed, steps, defects }).map(|r| {
+            let path: Vec<String> = r.windows.iter().map(|w| format!("{} {} → {}", w.stage, w.action, w.to)).collect();
+            let line = format!(
+                "{} seed {}: {} tasks simulated (synthetic); {}; ended at {}{}; the real promotion refused the \
+                 simulated pairs (provenance {}); {} invariant checks passed; head {} {}",
+                r.scenario,
+                r.seed,
+                r.tasks,
+                path.join(", "),
+                r.final_stage,
+                if r.rolled_back { " (rolled back)" } else { "" },
+                r.promotion.provenance,
+                r.checks,
+                r.head_seq,
+                r.head_hash
+            );
+            (serde_json::to_string(&r).unwrap_or_default(), line)
+        }),
         _ => ownership_storm::run(Config { seed, steps, defects }).map(|r| {
             let line = format!(
                 "{} seed {}: {} steps, {} claims granted, {} refused as conflicts, {} releases, {} crashes, at most {} \
@@ -88,7 +107,7 @@ fn run_one(scenario: &str, seed: u64, steps: u64, defects: Defects) -> Result<(S
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let scenarios = [journal_crash::NAME, ownership_storm::NAME];
+    let scenarios = [journal_crash::NAME, ownership_storm::NAME, canary::NAMES[0], canary::NAMES[1], canary::NAMES[2]];
     if !scenarios.contains(&args.scenario.as_str()) {
         eprintln!("[STRATA-E1802] no scenario {}; the scenarios are: {}", args.scenario, scenarios.join(", "));
         return ExitCode::from(2);

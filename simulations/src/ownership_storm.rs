@@ -22,7 +22,7 @@ use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
 use strata_engine::ce::paths::overlaps;
 use strata_engine::ce::router::{self, Reason, RouteFacts};
-use strata_journal::projection::{Projection, catch_up_one};
+use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -160,20 +160,8 @@ impl Run {
     }
 
     fn follow(&mut self) -> Result<(), Failure> {
-        let head = self.journal.head().seq;
-        let ledger = &mut self.ledger;
-        let mut cursor = self.cursor;
-        let folded = self.journal.scan(cursor + 1, head, |r, _| {
-            ledger.apply(r)?;
-            cursor = r.seq;
-            Ok::<bool, String>(true)
-        });
-        self.cursor = cursor;
-        match folded {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(self.fail("projection-rebuild", format!("the ledger refuses its own history: {e}"))),
-            Err(e) => Err(self.fail("projection-rebuild", e.to_string())),
-        }
+        crate::invariants::follow(&self.journal, &mut self.ledger, &mut self.cursor)
+            .map_err(|e| self.fail("projection-rebuild", e))
     }
 
     /// A writer asks for one or two paths of the tree.
