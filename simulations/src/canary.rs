@@ -87,8 +87,8 @@ pub struct Window {
     pub exposed: u64,
     /// Pairs evaluated (the stage's windows so far).
     pub pairs: u64,
-    /// Each gate's verdict and estimate.
-    pub gates: Vec<(String, String, Option<f64>)>,
+    /// Each gate's verdict, estimate and bounds.
+    pub gates: Vec<GateResult>,
     /// What the rollout did.
     pub action: String,
     /// The stage after.
@@ -96,6 +96,41 @@ pub struct Window {
     /// Why.
     pub reason: String,
 }
+
+/// One gate's result in a window.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GateResult {
+    /// The gate.
+    pub gate: String,
+    /// `Pass`, `Inconclusive`, `Error` or `Fail`.
+    pub verdict: String,
+    /// Point estimate.
+    pub estimate: Option<f64>,
+    /// One-sided 95% lower bound.
+    pub lower_95: Option<f64>,
+    /// One-sided 95% upper bound.
+    pub upper_95: Option<f64>,
+    /// The threshold, in the estimate's units.
+    pub threshold: f64,
+}
+
+/// One simulated pair, for the report's scatter and distributions.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PairSample {
+    /// Stratum.
+    pub stratum: String,
+    /// Baseline cost, micro-units.
+    pub baseline_cost: u64,
+    /// Candidate cost, micro-units.
+    pub candidate_cost: u64,
+    /// Baseline wall time, ms.
+    pub baseline_wall: u64,
+    /// Candidate wall time, ms.
+    pub candidate_wall: u64,
+}
+
+/// Most pairs the report samples.
+pub const PAIRS_SAMPLED_MAX: usize = 400;
 
 /// The promotion check of the simulated pairs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -127,6 +162,8 @@ pub struct Report {
     pub rolled_back: bool,
     /// The simulated pairs put to the real promotion.
     pub promotion: Promotion,
+    /// Every n-th simulated pair, at most [`PAIRS_SAMPLED_MAX`].
+    pub pairs_sample: Vec<PairSample>,
     /// Invariant checks made.
     pub checks: u64,
     /// The journal's head at the end.
@@ -187,6 +224,7 @@ pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
             final_stage: "off",
             rolled_back: false,
             promotion: Promotion { promote: false, provenance: String::new(), reason: String::new() },
+            pairs_sample: Vec::new(),
             checks: 0,
             head_seq: 0,
             head_hash: String::new(),
@@ -216,7 +254,14 @@ pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
             gates: evaluation
                 .gates
                 .iter()
-                .map(|g| (g.gate.to_owned(), format!("{:?}", g.verdict), g.estimate))
+                .map(|g| GateResult {
+                    gate: g.gate.to_owned(),
+                    verdict: format!("{:?}", g.verdict),
+                    estimate: g.estimate,
+                    lower_95: g.lower_95,
+                    upper_95: g.upper_95,
+                    threshold: g.threshold,
+                })
                 .collect(),
             action: format!("{action:?}"),
             to: to.as_str(),
@@ -231,6 +276,19 @@ pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
     r.report.final_stage = stage.as_str();
     r.report.rolled_back = stage == Stage::Off;
     r.report.promotion = r.promotion()?;
+    let all: Vec<&Pair> = r.pool.values().flatten().collect();
+    let every = all.len().div_ceil(PAIRS_SAMPLED_MAX).max(1);
+    r.report.pairs_sample = all
+        .iter()
+        .step_by(every)
+        .map(|p| PairSample {
+            stratum: p.stratum.clone(),
+            baseline_cost: p.baseline.cost_micros,
+            candidate_cost: p.candidate.cost_micros,
+            baseline_wall: p.baseline.wall_ms,
+            candidate_wall: p.candidate.wall_ms,
+        })
+        .collect();
     if r.report.promotion.promote {
         return Err(r.fail("synthetic-never-promotes", "the real promotion promoted simulated pairs".to_owned()));
     }
@@ -525,7 +583,7 @@ mod tests {
         assert!(r.rolled_back && r.final_stage == "off", "{:#?}", r.windows);
         let last = r.windows.last().expect("a window");
         assert_eq!(last.action, "Rollback");
-        assert!(last.gates.iter().any(|(g, v, _)| g == "quality" && v == "Fail"), "{last:#?}");
+        assert!(last.gates.iter().any(|g| g.gate == "quality" && g.verdict == "Fail"), "{last:#?}");
     }
 
     #[test]

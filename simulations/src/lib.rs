@@ -15,9 +15,11 @@
 //!   better candidate, one with a regression in one stratum, a marginal one); its results are
 //!   synthetic and the real promotion refuses them.
 //!
+//! [`result`] turns a run into a `strata.simulation-result/v1` document and [`html`] draws the
+//! self-contained report from it.
+//!
 //! Not built yet: the coordinator loop under faults (provider outages and latency spikes, lease
-//! expiry races, stale capsules, duplicated and delayed subscription delivery), `strata
-//! simulate`, the HTML report.
+//! expiry races, stale capsules, duplicated and delayed subscription delivery).
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.
@@ -25,9 +27,12 @@
 #![warn(missing_docs)]
 
 pub mod canary;
+pub mod cli;
+pub mod html;
 pub mod invariants;
 pub mod journal_crash;
 pub mod ownership_storm;
+pub mod result;
 pub mod store;
 
 use std::cell::Cell;

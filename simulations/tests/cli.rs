@@ -14,7 +14,7 @@ fn a_seed_reproduces_its_run_and_a_broken_invariant_prints_its_reproduction() {
     assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
     let report: serde_json::Value = serde_json::from_slice(&a.stdout).expect("one JSON line");
     assert_eq!(report["seed"], 5);
-    assert!(report["checks"].as_u64().is_some_and(|c| c > 300), "{report}");
+    assert!(report["invariants"]["checks"].as_u64().is_some_and(|c| c > 300), "{report}");
     assert_eq!(a.stdout, b.stdout, "the same seed, the same run");
 
     let bad =

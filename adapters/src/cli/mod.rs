@@ -16,6 +16,7 @@ mod knowledge;
 mod replay;
 mod rollout;
 mod run;
+mod simulate;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -171,6 +172,10 @@ enum Command {
     /// task, on the workspace's journal (`--resume WG` after a crash; `--example` for the
     /// bundled example with the simulated provider).
     Run(run::RunArgs),
+    /// Deterministic simulation: a scenario (the journal through crashes, an ownership storm,
+    /// canary rollouts of a routing policy) with a seed, its invariants checked after every
+    /// step; `--report out.html` for the HTML report.
+    Simulate(strata_simulations::cli::RunArgs),
     /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
     Rollout {
         /// The journal holding the rollouts (a journal directory or a workspace root; default
@@ -190,6 +195,7 @@ impl Command {
             Command::Init { .. }
                 | Command::Demo { .. }
                 | Command::Run(_)
+                | Command::Simulate(_)
                 | Command::Keygen { .. }
                 | Command::Fixture { .. }
                 | Command::Context(_)
@@ -315,6 +321,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { at } => demo::run(&at, cli.json),
         Command::Run(args) => run::run(&cli.dir, args, cli.json),
+        Command::Simulate(args) => simulate::run(args, cli.json),
         Command::Keygen { name, out } => keygen(&name, &out, cli.json),
         Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),
