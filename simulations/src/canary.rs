@@ -293,10 +293,7 @@ pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
         return Err(r.fail("synthetic-never-promotes", "the real promotion promoted simulated pairs".to_owned()));
     }
     r.report.checks += 1;
-    let head = r.journal.head();
-    r.report.head_seq = head.seq;
-    r.report.head_hash = head.hash.to_hex();
-    let _ = r.journal.close_blocking();
+    (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
     Ok(r.report)
 }
 

@@ -17,7 +17,8 @@ pub const SEEDS_MAX: u64 = 100_000;
 /// What to simulate.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
-    /// The scenario: journal-crash, ownership-storm, canary, canary-regression, canary-marginal.
+    /// The scenario: journal-crash, ownership-storm, coordinator-faults, canary,
+    /// canary-regression, canary-marginal.
     #[arg(long)]
     pub scenario: String,
     /// The seed every random choice derives from.

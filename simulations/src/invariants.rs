@@ -49,3 +49,10 @@ pub fn chain(journal: &Journal) -> Result<(), String> {
         Some(p) => Err(format!("{p:?}")),
     }
 }
+
+/// The journal's head (sequence, hash hex) at the end of a run; the journal is closed.
+pub fn finish(journal: &Journal) -> (u64, String) {
+    let head = journal.head();
+    let _ = journal.close_blocking();
+    (head.seq, head.hash.to_hex())
+}

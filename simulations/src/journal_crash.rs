@@ -123,10 +123,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
     r.restart("at the end")?;
     r.report.steps = cfg.steps;
     r.report.torn = r.disk.torn_discarded();
-    let head = r.journal.head();
-    r.report.head_seq = head.seq;
-    r.report.head_hash = head.hash.to_hex();
-    let _ = r.journal.close_blocking();
+    (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
     Ok(r.report)
 }
 
@@ -218,11 +215,10 @@ impl Run {
 
     /// Power is lost (or the poisoned journal is stopped) and the journal opens again.
     fn restart(&mut self, why: &str) -> Result<(), Failure> {
-        let crashed = self.disk.crash(&mut self.rng);
+        let (crashed, reopened) = self.disk.crash_and_reopen(&mut self.rng);
         self.report.crashes += 1;
         self.report.kept_unsynced += crashed.kept as u64;
-        self.journal = Journal::with_store(self.disk.handle())
-            .map_err(|e| self.fail("recovery", format!("the journal does not open {why}: {e}")))?;
+        self.journal = reopened.map_err(|e| self.fail("recovery", format!("the journal does not open {why}: {e}")))?;
         for (w, v) in self.versions.iter_mut().enumerate() {
             *v = self.journal.stream_version(&format!("writer/{w}"));
         }

@@ -10,6 +10,9 @@
 //!   flush failures, stale versions and retries.
 //! * [`ownership_storm`]: twelve writer lineages claiming and releasing overlapping paths through
 //!   the real dispatch ledger, with power losses.
+//! * [`coordinator_faults`]: a workgroup run by a simulated coordinator loop over the real
+//!   workgroup deciders, ledger and provider model through coordinator crashes, provider outages,
+//!   latency spikes and late or duplicated dispatch deliveries.
 //! * [`canary`]: a candidate routing policy rolled out from shadow to on through the real
 //!   rollout deciders and promotion gates, over a generated five-strata workload (a clearly
 //!   better candidate, one with a regression in one stratum, a marginal one); its results are
@@ -18,8 +21,7 @@
 //! [`result`] turns a run into a `strata.simulation-result/v1` document and [`html`] draws the
 //! self-contained report from it.
 //!
-//! Not built yet: the coordinator loop under faults (provider outages and latency spikes, lease
-//! expiry races, stale capsules, duplicated and delayed subscription delivery).
+//! Not built yet: lease expiry races and stale capsule reconciliation as faults.
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.
@@ -28,6 +30,7 @@
 
 pub mod canary;
 pub mod cli;
+pub mod coordinator_faults;
 pub mod html;
 pub mod invariants;
 pub mod journal_crash;
@@ -172,6 +175,9 @@ mod tests {
                 panic!("{f}\nreproduce: {}", f.reproduce());
             }
             if let Err(f) = ownership_storm::run(Config { seed, steps: CI_STEPS, defects }) {
+                panic!("{f}\nreproduce: {}", f.reproduce());
+            }
+            if let Err(f) = coordinator_faults::run(Config { seed, steps: 5_000, defects }) {
                 panic!("{f}\nreproduce: {}", f.reproduce());
             }
             for name in canary::NAMES {

@@ -130,10 +130,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
     }
     r.restart()?;
     r.report.steps = cfg.steps;
-    let head = r.journal.head();
-    r.report.head_seq = head.seq;
-    r.report.head_hash = head.hash.to_hex();
-    let _ = r.journal.close_blocking();
+    (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
     Ok(r.report)
 }
 
@@ -214,10 +211,10 @@ impl Run {
     }
 
     fn restart(&mut self) -> Result<(), Failure> {
-        self.disk.crash(&mut self.rng);
         self.report.crashes += 1;
-        self.journal = Journal::with_store(self.disk.handle())
-            .map_err(|e| self.fail("recovery", format!("the journal does not open after a crash: {e}")))?;
+        let (_, reopened) = self.disk.crash_and_reopen(&mut self.rng);
+        self.journal =
+            reopened.map_err(|e| self.fail("recovery", format!("the journal does not open after a crash: {e}")))?;
         // Every ledger append was acknowledged, hence durable: the rebuilt ledger must match.
         let mut rebuilt = Ledger::default();
         catch_up_one(&mut rebuilt, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;

@@ -6,14 +6,20 @@
 
 use serde_json::{Value, json};
 
-use crate::{Config, Failure, canary, journal_crash, ownership_storm};
+use crate::{Config, Failure, canary, coordinator_faults, journal_crash, ownership_storm};
 
 /// The result document's schema id.
 pub const SCHEMA: &str = "strata.simulation-result/v1";
 
 /// Every scenario's name.
-pub const SCENARIOS: [&str; 5] =
-    [journal_crash::NAME, ownership_storm::NAME, canary::NAMES[0], canary::NAMES[1], canary::NAMES[2]];
+pub const SCENARIOS: [&str; 6] = [
+    journal_crash::NAME,
+    ownership_storm::NAME,
+    coordinator_faults::NAME,
+    canary::NAMES[0],
+    canary::NAMES[1],
+    canary::NAMES[2],
+];
 
 /// A finished run: its result document and a one-line summary.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,6 +108,56 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                 r.releases,
                 r.crashes,
                 r.peak_owners,
+                r.checks,
+                r.head_seq,
+                r.head_hash
+            );
+            Ok(Outcome { result: doc, line })
+        }
+        coordinator_faults::NAME => {
+            let r = coordinator_faults::run(cfg)?;
+            let mut doc = document(
+                scenario,
+                &cfg,
+                (r.head_seq, &r.head_hash),
+                json!({
+                    "coordinator crashes": r.crashes,
+                    "workers abandoned": r.abandoned,
+                    "provider outages": r.outages,
+                    "starts refused in an outage": r.refused_starts,
+                    "latency spikes": r.spikes,
+                    "deliveries duplicated": r.duplicate_deliveries,
+                    "deliveries late": r.late_deliveries,
+                }),
+                (r.checks, &["gapless", "exclusive-ownership", "start-once", "projection-rebuild", "chain"]),
+            );
+            doc["measures"] = json!({
+                "simulated seconds": r.steps,
+                "attempts dispatched": r.dispatches,
+                "tasks completed": r.completed,
+                "tasks failed": r.failed,
+                "tasks held": r.held,
+                "workgroup finished": u64::from(r.finished),
+            });
+            let line = format!(
+                "{} seed {}: {} simulated s, {} dispatches, {} completed, {} failed, {} held{}; {} crashes ({} workers \
+                 abandoned), {} outages ({} starts refused), {} latency spikes, {} duplicated and {} late deliveries; {} \
+                 invariant checks passed; head {} {}",
+                r.scenario,
+                r.seed,
+                r.steps,
+                r.dispatches,
+                r.completed,
+                r.failed,
+                r.held,
+                if r.finished { "" } else { " (not finished within the steps)" },
+                r.crashes,
+                r.abandoned,
+                r.outages,
+                r.refused_starts,
+                r.spikes,
+                r.duplicate_deliveries,
+                r.late_deliveries,
                 r.checks,
                 r.head_seq,
                 r.head_hash

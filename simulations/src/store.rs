@@ -110,6 +110,12 @@ impl CrashStore {
         Ok((disk, journal))
     }
 
+    /// Power is lost ([`CrashStore::crash`]) and the journal opens again on what survived.
+    pub fn crash_and_reopen(&self, rng: &mut ChaCha8Rng) -> (Crashed, Result<strata_journal::Journal, JournalError>) {
+        let crashed = self.crash(rng);
+        (crashed, strata_journal::Journal::with_store(self.handle()))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

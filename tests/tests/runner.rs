@@ -156,4 +156,21 @@ fn a_worker_a_stopped_run_started_is_recorded_as_abandoned() {
     assert!(!end.succeeded && end.ended.abandoned, "{end:?}");
     assert_eq!(end.ended.session_id.as_deref(), Some("sim-gone"));
     assert!(shared.notes.iter().any(|n| n.contains("stopped")), "{:?}", shared.notes);
+
+    // The coordinator's failure of the abandoned attempt is not the task's own: the plan's
+    // retries are counted against own failures only.
+    let groups = fold(&f.journal);
+    let g = groups.get("solo").expect("workgroup");
+    let failed = strata_engine::workgroup::events::Failed {
+        task: "read".into(),
+        attempt: 1,
+        session_id: Some("sim-gone".into()),
+        reason: end.ended.summary.clone(),
+        usage: Default::default(),
+        retry: true,
+    };
+    let e = decide::failed(g, &failed, &mut f.ids, &FixedClock(0)).expect("failed event");
+    f.journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");
+    let t = fold(&f.journal).get("solo").and_then(|g| g.tasks.get("read")).cloned().expect("task");
+    assert_eq!((t.status, t.failures), (Status::Pending, 0), "an abandoned attempt is no failure of the task");
 }

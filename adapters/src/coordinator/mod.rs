@@ -783,6 +783,7 @@ impl<'j> Coordinator<'j> {
         let attempt = flight.attempt;
         let lineage = flight.lineage.clone();
         let retries = self.group(wg)?.plan.retries;
+        let failures = self.group(wg)?.tasks.get(id).map_or(0, |t| t.failures);
         let mut end_events = Closing::default();
         let x = end.ended;
         let session = x.session_id.clone().unwrap_or_default();
@@ -840,7 +841,8 @@ impl<'j> Coordinator<'j> {
                     session_id: x.session_id.clone(),
                     reason: reason.clone(),
                     usage: x.usage,
-                    retry: x.abandoned || (retryable && attempt <= retries),
+                    // Abandoned workers are not the task's failures; the retries count its own.
+                    retry: x.abandoned || (retryable && failures < retries),
                 };
                 end_events.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
                 let again = if f.retry { "; retrying" } else { "" };

@@ -138,6 +138,9 @@ pub struct TaskState {
     pub output_bytes: u64,
     /// Usage of every attempt, summed.
     pub spent: Counters,
+    /// Attempts that failed on their own: every `task.failed` but those of workers a stopped
+    /// run abandoned. The plan's retries are counted against these.
+    pub failures: u32,
 }
 
 /// One workgroup.
@@ -348,6 +351,7 @@ impl Workgroups {
                         violations: Vec::new(),
                         output_bytes: 0,
                         spent: Counters::default(),
+                        failures: 0,
                     };
                     g.tasks.insert(t.id().to_owned(), s);
                     g.plan.tasks.push(t);
@@ -398,6 +402,9 @@ impl Workgroups {
                 let x: Failed = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
                 admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
+                if !t.worker_end.as_ref().is_some_and(|w| w.ended.abandoned) {
+                    t.failures += 1;
+                }
                 t.status = if x.retry { Status::Pending } else { Status::Failed };
                 t.pid = None;
                 t.spent = t.spent.plus(&x.usage);

@@ -1,0 +1,547 @@
+//! Scenario `coordinator-faults`: a workgroup of 30 tasks (a planner, 28 builders in layered
+//! dependencies, some owning overlapping paths in dependency order, a reviewer) run by a
+//! simulated coordinator loop over the engine's real workgroup deciders, dispatch ledger and
+//! seeded provider model, on the crash disk, through faults: coordinator crashes and restarts
+//! at random points, provider outages (a worker cannot start) and latency spikes, and dispatch
+//! deliveries to the runner that come late or twice.
+//!
+//! The loop is the one `strata run` follows, in simulated time: the coordinator records holds
+//! and dispatches (route, claim and `task.dispatched` in one append); the runner, fed by the
+//! dispatch events, starts each attempt once (`worker.started` expects an empty worker stream)
+//! and records its end; the coordinator judges the end and releases the claim in one append.
+//! After a crash everything is rebuilt from the journal: a dispatch without a start is started,
+//! a start without an end is recorded as abandoned and its task runs again.
+//!
+//! After every step: `gapless`; `exclusive-ownership` (no two lineages own overlapping paths);
+//! `start-once` (a duplicated delivery never starts an attempt twice); `projection-rebuild`
+//! (workgroups and ledger folded from scratch equal the incremental folds, every 25 steps and
+//! after each restart); at the end `chain` and `finished` (every task ended).
+
+use std::collections::BTreeMap;
+
+use rand::Rng as _;
+use rand_chacha::ChaCha8Rng;
+use serde_json::json;
+use strata_engine::ce::ledger::Ledger;
+use strata_engine::ce::ownership;
+use strata_engine::ce::paths::overlaps;
+use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
+use strata_engine::ports::Clock as _;
+use strata_engine::workgroup::events::{Completed, Dispatched, Failed, Held, PromptRef, WorkerEnded, WorkerStarted};
+use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::sim::{Model, Turn};
+use strata_engine::workgroup::state::{Status, Workgroups};
+use strata_engine::workgroup::{decide, lineage_id};
+use strata_journal::projection::catch_up_one;
+use strata_journal::{ExpectedVersion, Journal, StreamAppend};
+
+use crate::store::CrashStore;
+use crate::{Config, Failure, SeededIds, SimClock, component_rng};
+
+/// The scenario's name.
+pub const NAME: &str = "coordinator-faults";
+
+const WG: &str = "sim";
+const SECOND: i64 = 1_000_000_000;
+
+/// What a run did and checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// The scenario.
+    pub scenario: &'static str,
+    /// Its seed.
+    pub seed: u64,
+    /// Steps (simulated seconds) run.
+    pub steps: u64,
+    /// Tasks completed, failed, held.
+    pub completed: u64,
+    /// Tasks failed.
+    pub failed: u64,
+    /// Tasks held.
+    pub held: u64,
+    /// Attempts dispatched.
+    pub dispatches: u64,
+    /// Coordinator crashes.
+    pub crashes: u64,
+    /// Workers recorded as abandoned after a crash.
+    pub abandoned: u64,
+    /// Provider outages begun.
+    pub outages: u64,
+    /// Workers that could not start in an outage.
+    pub refused_starts: u64,
+    /// Latency spikes begun.
+    pub spikes: u64,
+    /// Deliveries that came twice (the second never started anything).
+    pub duplicate_deliveries: u64,
+    /// Deliveries that came late.
+    pub late_deliveries: u64,
+    /// Invariant checks made.
+    pub checks: u64,
+    /// Whether every task ended within the steps.
+    pub finished: bool,
+    /// The journal's head at the end.
+    pub head_seq: u64,
+    /// Its hash, hex.
+    pub head_hash: String,
+}
+
+fn plan() -> Plan {
+    let mut tasks = vec![json!({"id": "plan", "role": "planner", "phase": "plan", "objective": "Plan the change."})];
+    for i in 0..28 {
+        let after = if i < 4 { "plan".to_owned() } else { format!("b{}", i - 4) };
+        // Every seventh builder owns a file inside the previous one's directory: overlapping
+        // ownership, ordered by the dependency.
+        let owns = if i % 7 == 6 { format!("src/p{}/shared.rs", i - 4) } else { format!("src/p{i}/") };
+        tasks.push(json!({"id": format!("b{i}"), "role": "backend-builder", "objective": format!("Build part {i}."), "owns": [owns], "after": [after]}));
+    }
+    tasks.push(json!({"id": "review", "role": "reviewer", "phase": "review", "objective": "Review it all."}));
+    serde_json::from_value(json!({"workgroup": WG, "parallel": 4, "retries": 2, "task": tasks}))
+        .unwrap_or_else(|e| unreachable!("the scenario's plan is well formed: {e}"))
+}
+
+struct Run {
+    cfg: Config,
+    disk: CrashStore,
+    journal: Journal,
+    groups: Workgroups,
+    ledger: Ledger,
+    cursors: (u64, u64),
+    rng: ChaCha8Rng,
+    ids: SeededIds,
+    clock: SimClock,
+    model: Model,
+    /// Dispatch deliveries to the runner: (due, task, attempt).
+    deliveries: Vec<(i64, String, u32)>,
+    /// Workers running: (task, attempt) → (ends at, turn).
+    running: BTreeMap<(String, u32), (i64, Turn)>,
+    outage_until: i64,
+    spike_until: i64,
+    report: Report,
+    step: u64,
+}
+
+/// Runs the scenario; the first broken invariant is a [`Failure`].
+pub fn run(cfg: Config) -> Result<Report, Failure> {
+    let fail0 = |invariant: &str, detail: String| Failure::new(NAME, &cfg, 0, invariant, detail);
+    let (disk, journal) = CrashStore::open(cfg.defects).map_err(|e| fail0("open", e.to_string()))?;
+    let mut r = Run {
+        cfg,
+        disk,
+        journal,
+        groups: Workgroups::default(),
+        ledger: Ledger::default(),
+        cursors: (0, 0),
+        rng: component_rng(cfg.seed, "coordinator-faults/faults"),
+        ids: SeededIds::new(component_rng(cfg.seed, "coordinator-faults/ids").random()),
+        clock: SimClock::new(1_795_000_000_000_000_000),
+        model: Model { seed: cfg.seed },
+        deliveries: Vec::new(),
+        running: BTreeMap::new(),
+        outage_until: 0,
+        spike_until: 0,
+        report: Report { scenario: NAME, seed: cfg.seed, ..Report::default() },
+        step: 0,
+    };
+    let checked = plan::check(&plan()).map_err(|p| fail0("plan", format!("{p:?}")))?;
+    let append =
+        decide::plan(&r.groups, checked, cfg.seed, &mut r.ids, &r.clock).map_err(|e| fail0("plan", e.to_string()))?;
+    r.commit(vec![append])?;
+    let mut checked_to = 0;
+    for step in 1..=cfg.steps {
+        r.step = step;
+        r.clock.advance(SECOND);
+        r.faults()?;
+        r.coordinate()?;
+        r.deliver()?;
+        r.end_workers()?;
+        r.judge()?;
+        r.report.checks += 3;
+        checked_to = crate::invariants::gapless(&r.journal, checked_to + 1).map_err(|e| r.fail("gapless", e))?;
+        r.check_exclusive()?;
+        if step % 25 == 0 {
+            r.check_rebuild()?;
+        }
+        if r.groups.get(WG).is_some_and(|g| g.finished) {
+            r.report.steps = step;
+            break;
+        }
+        r.report.steps = step;
+    }
+    r.check_starts()?;
+    r.report.checks += 1;
+    crate::invariants::chain(&r.journal).map_err(|e| r.fail("chain", e))?;
+    if let Some(g) = r.groups.get(WG) {
+        r.report.completed = g.count(Status::Completed) as u64;
+        r.report.failed = g.count(Status::Failed) as u64;
+        r.report.held = g.count(Status::Held) as u64;
+        r.report.finished = g.finished;
+    }
+    (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
+    Ok(r.report)
+}
+
+impl Run {
+    fn fail(&self, invariant: &str, detail: String) -> Failure {
+        Failure::new(NAME, &self.cfg, self.step, invariant, detail)
+    }
+
+    /// Appends `appends` atomically, then folds.
+    fn commit(&mut self, appends: Vec<StreamAppend>) -> Result<(), Failure> {
+        let appends: Vec<StreamAppend> = appends.into_iter().filter(|a| !a.events.is_empty()).collect();
+        if appends.is_empty() {
+            return Ok(());
+        }
+        match self.journal.append_multi_blocking(appends) {
+            Ok(Ok(_)) => {}
+            Ok(Err(c)) => return Err(self.fail("projection-rebuild", format!("a folded version is stale: {c}"))),
+            Err(e) => return Err(self.fail("append", e.to_string())),
+        }
+        self.follow()
+    }
+
+    fn follow(&mut self) -> Result<(), Failure> {
+        crate::invariants::follow(&self.journal, &mut self.groups, &mut self.cursors.0)
+            .map_err(|e| self.fail("projection-rebuild", e))?;
+        crate::invariants::follow(&self.journal, &mut self.ledger, &mut self.cursors.1)
+            .map_err(|e| self.fail("projection-rebuild", e))
+    }
+
+    fn faults(&mut self) -> Result<(), Failure> {
+        let now = self.clock.now_ns();
+        let roll: f64 = self.rng.random();
+        if roll < 0.03 {
+            self.restart()?;
+        } else if roll < 0.04 && now >= self.outage_until {
+            self.outage_until = now + 10 * SECOND;
+            self.report.outages += 1;
+        } else if roll < 0.07 && now >= self.spike_until {
+            self.spike_until = now + 60 * SECOND;
+            self.report.spikes += 1;
+        }
+        Ok(())
+    }
+
+    /// Holds and dispatches what the workgroup allows.
+    fn coordinate(&mut self) -> Result<(), Failure> {
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let next = decide::next(g);
+        if !next.hold.is_empty() {
+            let mut events = Vec::new();
+            for h in &next.hold {
+                events.push(
+                    decide::held(g, h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?,
+                );
+            }
+            let append = decide::append(g, events);
+            self.commit(vec![append])?;
+        }
+        for task in next.dispatch {
+            self.dispatch(&task)?;
+        }
+        if let Some(g) = self.groups.get(WG)
+            && let Some(e) =
+                decide::finished(g, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?
+        {
+            let append = decide::append(g, vec![e]);
+            self.commit(vec![append])?;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, task: &str) -> Result<(), Failure> {
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let Some(t) = g.plan.task(task).cloned() else { return Ok(()) };
+        let attempt = g.tasks.get(task).map_or(1, |s| s.attempts + 1);
+        let lineage = lineage_id(WG, task);
+        let input = json!({"role": t.spec.role, "owned_files": t.spec.owns, "capsule_sufficient": true});
+        let mut facts =
+            RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| self.fail("route", e.to_string()))?;
+        ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| self.fail("route", e.to_string()))?;
+        let route = router::route(&facts).map_err(|e| self.fail("route", e.to_string()))?;
+        let ledger_events =
+            ownership::route_events(&self.ledger, &lineage, &facts, &route, route.mode, &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("route", e.to_string()))?;
+        let ledger_append = StreamAppend {
+            stream: ownership::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(self.ledger.version()),
+            events: ledger_events,
+        };
+        let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
+        if route.reason_codes.contains(&Reason::WriterOwnershipConflict) {
+            let h =
+                Held { task: task.to_owned(), blocked_by: Vec::new(), reason: "writer ownership conflict".to_owned() };
+            let held =
+                decide::held(g, &h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+            let append = decide::append(g, vec![held]);
+            return self.commit(vec![ledger_append, append]);
+        }
+        let d = Dispatched {
+            task: task.to_owned(),
+            attempt,
+            lineage_id: lineage.clone(),
+            provider: "sim".to_owned(),
+            routed: route.mode.as_str().to_owned(),
+            runs_as: route.mode.as_str().to_owned(),
+            reason_codes: route.reason_codes.iter().map(|r| r.as_str().to_owned()).collect(),
+            prompt: PromptRef {
+                prompt_task: lineage,
+                prompt_hash: format!("sha256:{}", "0".repeat(64)),
+                tokens: 20_000,
+            },
+            baseline_tokens: 600_000,
+            from_session: None,
+            capsule_hash: None,
+        };
+        let e =
+            decide::dispatched(g, &d, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+        let append = decide::append(g, vec![e]);
+        self.commit(vec![ledger_append, append])?;
+        self.report.dispatches += 1;
+        // The runner hears of it now, late, or twice.
+        let now = self.clock.now_ns();
+        let late = self.rng.random_bool(0.1);
+        if late {
+            self.report.late_deliveries += 1;
+        }
+        let delay = if late { self.rng.random_range(10..40) } else { self.rng.random_range(0..3) };
+        self.deliveries.push((now + delay * SECOND, task.to_owned(), attempt));
+        if self.rng.random_bool(0.1) {
+            self.report.duplicate_deliveries += 1;
+            self.deliveries.push((now + self.rng.random_range(0..20) * SECOND, task.to_owned(), attempt));
+        }
+        Ok(())
+    }
+
+    /// The runner: starts the attempt of each delivery that is due, once.
+    fn deliver(&mut self) -> Result<(), Failure> {
+        let now = self.clock.now_ns();
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.deliveries).into_iter().partition(|(at, _, _)| *at <= now);
+        self.deliveries = later;
+        for (_, task, attempt) in due {
+            self.start(&task, attempt)?;
+        }
+        Ok(())
+    }
+
+    fn start(&mut self, task: &str, attempt: u32) -> Result<(), Failure> {
+        let Some(s) = self.groups.get(WG).and_then(|g| g.tasks.get(task)) else { return Ok(()) };
+        let mode = s.dispatch.as_ref().and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        if s.attempts != attempt || s.status != Status::Dispatched || s.worker_end.is_some() {
+            // A stale or repeated delivery: the attempt started already, or ended.
+            return Ok(());
+        }
+        let now = self.clock.now_ns();
+        if now < self.outage_until {
+            self.report.refused_starts += 1;
+            let e = ended(task, attempt, None, "the provider is unavailable (simulated outage)", false);
+            let append = decide::worker_ended(WG, &e, false, "", false, &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
+            return self.commit(vec![append]);
+        }
+        let turn = self.model.turn(WG, task, attempt, mode, 20_000);
+        let s = WorkerStarted {
+            task: task.to_owned(),
+            attempt,
+            session_id: format!("sim-{task}-{attempt}"),
+            provider: "sim".to_owned(),
+            synthetic: true,
+            pid: None,
+        };
+        let append =
+            decide::started(WG, &s, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+        match self.journal.append_multi_blocking(vec![append]) {
+            Ok(Ok(_)) => self.follow()?,
+            // The worker stream is not empty: the attempt started before. Never twice.
+            Ok(Err(_)) => return Ok(()),
+            Err(e) => return Err(self.fail("append", e.to_string())),
+        }
+        let factor = if now < self.spike_until { 5 } else { 1 };
+        let ends = now + i64::try_from(turn.latency_ms * factor).unwrap_or(i64::MAX / 4) * 1_000_000;
+        self.running.insert((task.to_owned(), attempt), (ends, turn));
+        Ok(())
+    }
+
+    fn end_workers(&mut self) -> Result<(), Failure> {
+        let now = self.clock.now_ns();
+        let done: Vec<(String, u32)> =
+            self.running.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
+        for (task, attempt) in done {
+            let Some((_, turn)) = self.running.remove(&(task.clone(), attempt)) else { continue };
+            let mut e = ended(&task, attempt, Some(format!("sim-{task}-{attempt}")), &turn.summary, false);
+            e.usage = turn.usage;
+            let append = decide::worker_ended(WG, &e, turn.succeeded, &turn.summary, true, &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
+            self.commit(vec![append])?;
+        }
+        Ok(())
+    }
+
+    /// The coordinator judges every ended worker: the task's outcome and the release, at once.
+    fn judge(&mut self) -> Result<(), Failure> {
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let retries = g.plan.retries;
+        let ended: Vec<(String, u32, u32, bool, WorkerEnded)> = g
+            .tasks
+            .iter()
+            .filter(|(_, t)| matches!(t.status, Status::Dispatched | Status::Running))
+            .filter_map(|(id, t)| {
+                t.worker_end.as_ref().map(|w| (id.clone(), t.attempts, t.failures, w.succeeded, w.ended.clone()))
+            })
+            .collect();
+        for (task, attempt, failures, succeeded, w) in ended {
+            let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
+            let event = if succeeded {
+                let c = Completed {
+                    task: task.clone(),
+                    attempt,
+                    session_id: w.session_id.clone().unwrap_or_default(),
+                    files: Vec::new(),
+                    summary: w.summary.clone(),
+                    usage: w.usage,
+                    synthetic: true,
+                    commit: None,
+                };
+                decide::completed(g, &c, &mut self.ids, &self.clock)
+            } else {
+                let f = Failed {
+                    task: task.clone(),
+                    attempt,
+                    session_id: w.session_id.clone(),
+                    reason: w.summary.clone(),
+                    usage: w.usage,
+                    retry: w.abandoned || failures < retries,
+                };
+                decide::failed(g, &f, &mut self.ids, &self.clock)
+            }
+            .map_err(|e| self.fail("decide", e.to_string()))?;
+            let mut appends = vec![decide::append(g, vec![event])];
+            if let Some(release) = ownership::release(&self.ledger, &lineage_id(WG, &task), &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("release", e.to_string()))?
+            {
+                appends.push(release);
+            }
+            self.commit(appends)?;
+        }
+        Ok(())
+    }
+
+    /// The coordinator (and its runner) crash; everything is rebuilt from the journal.
+    fn restart(&mut self) -> Result<(), Failure> {
+        self.report.crashes += 1;
+        let (_, reopened) = self.disk.crash_and_reopen(&mut self.rng);
+        self.journal =
+            reopened.map_err(|e| self.fail("recovery", format!("the journal does not open after a crash: {e}")))?;
+        let before = (self.groups.clone(), self.ledger.clone());
+        self.groups = Workgroups::default();
+        self.ledger = Ledger::default();
+        catch_up_one(&mut self.groups, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
+        catch_up_one(&mut self.ledger, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
+        self.cursors = (self.journal.head().seq, self.journal.head().seq);
+        self.report.checks += 1;
+        if (&self.groups, &self.ledger) != (&before.0, &before.1) {
+            return Err(self.fail(
+                "projection-rebuild",
+                "the state rebuilt after a crash differs from the one before it".to_owned(),
+            ));
+        }
+        // The process died with its workers and its undelivered dispatches.
+        self.running.clear();
+        self.deliveries.clear();
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let now = self.clock.now_ns();
+        let open: Vec<(String, Status, u32, Option<String>)> = g
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.worker_end.is_none() && matches!(t.status, Status::Dispatched | Status::Running))
+            .map(|(id, t)| (id.clone(), t.status, t.attempts, t.session_id.clone()))
+            .collect();
+        for (task, status, attempt, session) in open {
+            if status == Status::Dispatched {
+                self.deliveries.push((now, task, attempt));
+                continue;
+            }
+            self.report.abandoned += 1;
+            let e = ended(&task, attempt, session, "the run that started it stopped; its worker is gone", true);
+            let append = decide::worker_ended(WG, &e, false, "", true, &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
+            self.commit(vec![append])?;
+        }
+        Ok(())
+    }
+
+    fn check_exclusive(&mut self) -> Result<(), Failure> {
+        let owners: Vec<(&String, &Vec<String>)> = self.ledger.owners().iter().map(|(k, o)| (k, &o.paths)).collect();
+        for (i, (a, pa)) in owners.iter().enumerate() {
+            for (b, pb) in &owners[i + 1..] {
+                if let Some(x) = pa.iter().find(|x| pb.iter().any(|y| overlaps(x, y))) {
+                    return Err(self.fail("exclusive-ownership", format!("{a} and {b} both own {x}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_rebuild(&mut self) -> Result<(), Failure> {
+        self.report.checks += 1;
+        let (mut g, mut l) = (Workgroups::default(), Ledger::default());
+        catch_up_one(&mut g, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
+        catch_up_one(&mut l, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
+        if g != self.groups || l != self.ledger {
+            return Err(self.fail(
+                "projection-rebuild",
+                "a projection folded from scratch differs from the incremental one".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every attempt's worker stream holds at most one start.
+    fn check_starts(&mut self) -> Result<(), Failure> {
+        self.report.checks += 1;
+        let mut starts: BTreeMap<String, u32> = BTreeMap::new();
+        let head = self.journal.head().seq;
+        let scanned = self.journal.scan(1, head, |r, _| {
+            if r.event_type == "worker.started" {
+                *starts.entry(r.stream.to_owned()).or_default() += 1;
+            }
+            Ok::<bool, String>(true)
+        });
+        if !matches!(scanned, Ok(Ok(()))) {
+            return Err(self.fail("start-once", "the journal could not be scanned".to_owned()));
+        }
+        match starts.iter().find(|(_, n)| **n > 1) {
+            Some((stream, n)) => Err(self.fail("start-once", format!("{stream} started {n} times"))),
+            None => Ok(()),
+        }
+    }
+}
+
+fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str, abandoned: bool) -> WorkerEnded {
+    WorkerEnded {
+        task: task.to_owned(),
+        attempt,
+        session_id: session,
+        summary: summary.to_owned(),
+        usage: Default::default(),
+        accounting: None,
+        synthetic: true,
+        abandoned,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Defects;
+
+    #[test]
+    fn the_workgroup_finishes_through_crashes_outages_and_duplicated_deliveries_and_the_seed_repeats_it() {
+        let cfg = Config { seed: 5, steps: 5_000, defects: Defects::default() };
+        let r = run(cfg).unwrap_or_else(|f| panic!("{f}"));
+        assert!(r.finished, "{r:?}");
+        assert_eq!(r.completed + r.failed + r.held, 30, "{r:?}");
+        assert!(r.crashes > 0 && r.duplicate_deliveries > 0 && r.late_deliveries > 0, "{r:?}");
+        assert_eq!(r, run(cfg).expect("again"));
+    }
+}
