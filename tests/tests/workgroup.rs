@@ -343,6 +343,20 @@ phase = "plan"
 objective = "r"
 after = ["c"]
 continues = "b"
+[[task]]
+id = "e"
+role = "ui-builder"
+objective = "e"
+owns = ["ui/e/"]
+after = ["c"]
+continues = "c"
+[[task]]
+id = "f"
+role = "ui-builder"
+objective = "f"
+owns = ["ui/f/"]
+after = ["c"]
+continues = "c"
 "#;
     let plan: Plan = toml::from_str(text).expect("TOML");
     let problems = plan::check(&plan).expect_err("refused");
@@ -357,6 +371,7 @@ continues = "b"
     assert!(has(Some("c"), "owns", "overlaps"), "{problems:?}");
     assert!(has(Some("d"), "after", "phases are gates"), "{problems:?}");
     assert!(has(Some("d"), "continues", "must also be in after"), "{problems:?}");
+    assert!(has(Some("f"), "continues", "one session cannot run two workers at once"), "{problems:?}");
     assert!(has(None, "task", "review"), "the full pipeline needs a review task: {problems:?}");
     // And through the CLI: exit 1 with the problems named, nothing appended.
     let tmp = tempfile::tempdir().expect("tempdir");

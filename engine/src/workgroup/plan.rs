@@ -367,6 +367,28 @@ fn check_dependencies(c: &mut Checker, tasks: &[Task]) {
             );
         }
     }
+    // One session, one worker at a time: tasks continuing the same task must wait for each other.
+    let deps: BTreeMap<&str, BTreeSet<&str>> =
+        tasks.iter().map(|t| (t.id(), t.spec.after.iter().map(String::as_str).collect())).collect();
+    let mut continuers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for t in tasks {
+        if let Some(prior) = &t.spec.continues {
+            continuers.entry(prior.as_str()).or_default().push(t.id());
+        }
+    }
+    for (prior, ids) in &continuers {
+        for (i, a) in ids.iter().enumerate() {
+            if let Some(b) = ids[i + 1..].iter().find(|b| !ordered(&deps, a, b)) {
+                c.at(
+                    Some(b),
+                    "continues",
+                    format!(
+                        "{a} continues {prior} too, and neither waits for the other; one session cannot run two workers at once: order them with after, or let one start fresh"
+                    ),
+                );
+            }
+        }
+    }
     if let Some(cycle) = find_cycle(tasks) {
         c.at(Some(&cycle[0]), "after", format!("dependency cycle: {}; break it", cycle.join(" → ")));
     }
