@@ -1,4 +1,4 @@
-//! Scenario `coordinator-faults`: a workgroup of 30 tasks (a planner, 28 builders in layered
+//! Scenario `coordinator-faults`: a workgroup of 30 tasks (two workers at once) (a planner, 28 builders in layered
 //! dependencies, some owning overlapping paths in dependency order, a reviewer) run by a
 //! simulated coordinator loop over the engine's real workgroup deciders, dispatch ledger and
 //! seeded provider model, on the crash disk, through faults: coordinator crashes and restarts
@@ -12,8 +12,14 @@
 //! After a crash everything is rebuilt from the journal: a dispatch without a start is started,
 //! a start without an end is recorded as abandoned and its task runs again.
 //!
+//! Some builders continue the session of the builder they wait for: a completed session is kept
+//! warm on the ledger with a lease of one simulated minute (the real `warm` deciders), so delays,
+//! spikes and crashes race the lease's expiry; a continuation resumes only a live lease and
+//! otherwise starts fresh.
+//!
 //! After every step: `gapless`; `exclusive-ownership` (no two lineages own overlapping paths);
-//! `start-once` (a duplicated delivery never starts an attempt twice); `projection-rebuild`
+//! `one-lease-holder` (at most one attempt in flight resumes a session); `start-once` (a
+//! duplicated delivery never starts an attempt twice); `projection-rebuild`
 //! (workgroups and ledger folded from scratch equal the incremental folds, every 25 steps and
 //! after each restart); at the end `chain` and `finished` (every task ended).
 
@@ -31,7 +37,7 @@ use strata_engine::workgroup::events::{Completed, Dispatched, Failed, Held, Prom
 use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, Workgroups};
-use strata_engine::workgroup::{decide, lineage_id};
+use strata_engine::workgroup::{decide, lineage_id, warm};
 use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
@@ -43,6 +49,8 @@ pub const NAME: &str = "coordinator-faults";
 
 const WG: &str = "sim";
 const SECOND: i64 = 1_000_000_000;
+/// Warm leases last one simulated minute here, so that delays and crashes let them expire.
+const WARM_MINUTES: u64 = 1;
 
 /// What a run did and checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -75,6 +83,10 @@ pub struct Report {
     pub duplicate_deliveries: u64,
     /// Deliveries that came late.
     pub late_deliveries: u64,
+    /// Tasks that resumed the warm session they continue.
+    pub resumes: u64,
+    /// Tasks whose warm session's lease had ended (or was never kept): they started fresh.
+    pub cold_continuations: u64,
     /// Invariant checks made.
     pub checks: u64,
     /// Whether every task ended within the steps.
@@ -92,10 +104,15 @@ fn plan() -> Plan {
         // Every seventh builder owns a file inside the previous one's directory: overlapping
         // ownership, ordered by the dependency.
         let owns = if i % 7 == 6 { format!("src/p{}/shared.rs", i - 4) } else { format!("src/p{i}/") };
-        tasks.push(json!({"id": format!("b{i}"), "role": "backend-builder", "objective": format!("Build part {i}."), "owns": [owns], "after": [after]}));
+        let mut t = json!({"id": format!("b{i}"), "role": "backend-builder", "objective": format!("Build part {i}."), "owns": [owns], "after": [after]});
+        // Every fourth builder from b8 on continues the session of the one it waits for.
+        if i >= 8 && i % 4 == 0 {
+            t["continues"] = json!(format!("b{}", i - 4));
+        }
+        tasks.push(t);
     }
     tasks.push(json!({"id": "review", "role": "reviewer", "phase": "review", "objective": "Review it all."}));
-    serde_json::from_value(json!({"workgroup": WG, "parallel": 4, "retries": 2, "task": tasks}))
+    serde_json::from_value(json!({"workgroup": WG, "parallel": 2, "retries": 2, "task": tasks}))
         .unwrap_or_else(|e| unreachable!("the scenario's plan is well formed: {e}"))
 }
 
@@ -158,6 +175,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
         r.report.checks += 3;
         checked_to = crate::invariants::gapless(&r.journal, checked_to + 1).map_err(|e| r.fail("gapless", e))?;
         r.check_exclusive()?;
+        r.check_lease_holders()?;
         if step % 25 == 0 {
             r.check_rebuild()?;
         }
@@ -253,14 +271,30 @@ impl Run {
         let Some(t) = g.plan.task(task).cloned() else { return Ok(()) };
         let attempt = g.tasks.get(task).map_or(1, |s| s.attempts + 1);
         let lineage = lineage_id(WG, task);
-        let input = json!({"role": t.spec.role, "owned_files": t.spec.owns, "capsule_sufficient": true});
+        let mut input = json!({"role": t.spec.role, "owned_files": t.spec.owns, "capsule_sufficient": true});
+        // A continuation resumes the prior session only while the ledger keeps it warm.
+        let now = self.clock.now_ns();
+        let prior = t.spec.continues.as_ref().and_then(|p| {
+            let session = g.tasks.get(p)?.completed.as_ref()?.1.session_id.clone();
+            Some((lineage_id(WG, p), session))
+        });
+        let warm_ok = prior.as_ref().map(|(l, s)| warm::resumable(&self.ledger, l, s, "sim", now).is_ok());
+        if let (Some((l, _)), Some(ok)) = (&prior, warm_ok) {
+            input["lineage"] = json!({"lineage_id": l, "role": t.spec.role, "compatible": ok, "resumable": ok});
+        }
         let mut facts =
             RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| self.fail("route", e.to_string()))?;
         ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| self.fail("route", e.to_string()))?;
         let route = router::route(&facts).map_err(|e| self.fail("route", e.to_string()))?;
-        let ledger_events =
+        let mut ledger_events =
             ownership::route_events(&self.ledger, &lineage, &facts, &route, route.mode, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("route", e.to_string()))?;
+        let resumed = route.mode == Mode::Resume;
+        if let (true, Some((l, _))) = (resumed, &prior) {
+            let renew = warm::renewed(l, now, WARM_MINUTES, &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("warm", e.to_string()))?;
+            ledger_events.push(renew);
+        }
         let ledger_append = StreamAppend {
             stream: ownership::STREAM.to_owned(),
             expected: ExpectedVersion::Exact(self.ledger.version()),
@@ -289,9 +323,16 @@ impl Run {
                 tokens: 20_000,
             },
             baseline_tokens: 600_000,
-            from_session: None,
+            from_session: prior.as_ref().filter(|_| resumed).map(|(_, s)| s.clone()),
             capsule_hash: None,
         };
+        if prior.is_some() {
+            if resumed {
+                self.report.resumes += 1;
+            } else {
+                self.report.cold_continuations += 1;
+            }
+        }
         let e =
             decide::dispatched(g, &d, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
         let append = decide::append(g, vec![e]);
@@ -415,12 +456,38 @@ impl Run {
                 decide::failed(g, &f, &mut self.ids, &self.clock)
             }
             .map_err(|e| self.fail("decide", e.to_string()))?;
-            let mut appends = vec![decide::append(g, vec![event])];
-            if let Some(release) = ownership::release(&self.ledger, &lineage_id(WG, &task), &mut self.ids, &self.clock)
-                .map_err(|e| self.fail("release", e.to_string()))?
+            let mut ledger_events: Vec<_> =
+                ownership::release_event(&self.ledger, &lineage_id(WG, &task), &mut self.ids, &self.clock)
+                    .map_err(|e| self.fail("release", e.to_string()))?
+                    .into_iter()
+                    .collect();
+            // A completed session stays warm for the task that continues it.
+            if let (true, Some(t), Some((_, d))) =
+                (succeeded, g.plan.task(&task), g.tasks.get(&task).and_then(|s| s.dispatch.as_ref()))
             {
-                appends.push(release);
+                let parent = t.spec.continues.as_ref().map(|p| lineage_id(WG, p));
+                let c = warm::Completion {
+                    workgroup: WG,
+                    task: t,
+                    dispatch: d,
+                    session: w.session_id.as_deref().unwrap_or_default(),
+                    parent: parent.as_deref(),
+                    checkpoint: None,
+                    now_ns: self.clock.now_ns(),
+                    warm_minutes: WARM_MINUTES,
+                };
+                let kept = warm::completed(&self.ledger, &c, &mut self.ids, &self.clock)
+                    .map_err(|e| self.fail("warm", e.to_string()))?;
+                ledger_events.extend(kept);
             }
+            let appends = vec![
+                decide::append(g, vec![event]),
+                StreamAppend {
+                    stream: ownership::STREAM.to_owned(),
+                    expected: ExpectedVersion::Exact(self.ledger.version()),
+                    events: ledger_events,
+                },
+            ];
             self.commit(appends)?;
         }
         Ok(())
@@ -466,6 +533,23 @@ impl Run {
             let append = decide::worker_ended(WG, &e, false, "", true, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("decide", e.to_string()))?;
             self.commit(vec![append])?;
+        }
+        Ok(())
+    }
+
+    /// At most one attempt in flight resumes a given session: the lease has one holder.
+    fn check_lease_holders(&mut self) -> Result<(), Failure> {
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
+        for (id, t) in &g.tasks {
+            let Some((_, d)) = t.dispatch.as_ref().filter(|_| matches!(t.status, Status::Dispatched | Status::Running))
+            else {
+                continue;
+            };
+            let Some(session) = d.from_session.as_deref() else { continue };
+            if let Some(other) = holders.insert(session, id) {
+                return Err(self.fail("one-lease-holder", format!("{other} and {id} resume session {session} at once")));
+            }
         }
         Ok(())
     }
@@ -542,6 +626,7 @@ mod tests {
         assert!(r.finished, "{r:?}");
         assert_eq!(r.completed + r.failed + r.held, 30, "{r:?}");
         assert!(r.crashes > 0 && r.duplicate_deliveries > 0 && r.late_deliveries > 0, "{r:?}");
+        assert!(r.resumes > 0 && r.cold_continuations > 0, "warm sessions resumed, and leases raced: {r:?}");
         assert_eq!(r, run(cfg).expect("again"));
     }
 }

@@ -12,7 +12,7 @@
 //!   the real dispatch ledger, with power losses.
 //! * [`coordinator_faults`]: a workgroup run by a simulated coordinator loop over the real
 //!   workgroup deciders, ledger and provider model through coordinator crashes, provider outages,
-//!   latency spikes and late or duplicated dispatch deliveries.
+//!   latency spikes, late or duplicated dispatch deliveries and warm leases racing their expiry.
 //! * [`canary`]: a candidate routing policy rolled out from shadow to on through the real
 //!   rollout deciders and promotion gates, over a generated five-strata workload (a clearly
 //!   better candidate, one with a regression in one stratum, a marginal one); its results are
@@ -21,7 +21,7 @@
 //! [`result`] turns a run into a `strata.simulation-result/v1` document and [`html`] draws the
 //! self-contained report from it.
 //!
-//! Not built yet: lease expiry races and stale capsule reconciliation as faults.
+//! Not built yet: stale capsule reconciliation as a fault.
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.

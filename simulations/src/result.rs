@@ -128,12 +128,24 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                     "latency spikes": r.spikes,
                     "deliveries duplicated": r.duplicate_deliveries,
                     "deliveries late": r.late_deliveries,
+                    "continuations whose lease had ended": r.cold_continuations,
                 }),
-                (r.checks, &["gapless", "exclusive-ownership", "start-once", "projection-rebuild", "chain"]),
+                (
+                    r.checks,
+                    &[
+                        "gapless",
+                        "exclusive-ownership",
+                        "one-lease-holder",
+                        "start-once",
+                        "projection-rebuild",
+                        "chain",
+                    ],
+                ),
             );
             doc["measures"] = json!({
                 "simulated seconds": r.steps,
                 "attempts dispatched": r.dispatches,
+                "warm sessions resumed": r.resumes,
                 "tasks completed": r.completed,
                 "tasks failed": r.failed,
                 "tasks held": r.held,
