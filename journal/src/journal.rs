@@ -261,9 +261,22 @@ pub fn checkpoints_dir(dir: &Path) -> PathBuf {
     dir.join("checkpoints")
 }
 
-/// Tries of a busy journal lock before it counts as held, and the pause between them.
-const LOCK_RETRIES: u32 = 50;
-const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long a busy journal lock is waited for before it counts as held.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Waits at most `timeout` for the holder of the lock file `lock` to let go: a helper thread
+/// blocks on the lock (the kernel wakes it on release) and lets go at once. True once it was
+/// free; on a timeout the helper stays blocked until the holder lets go (or the process exits).
+pub fn wait_for_unlock(lock: &Path, timeout: std::time::Duration) -> bool {
+    let Ok(file) = File::open(lock) else { return true };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let got = file.lock().is_ok();
+        drop(file); // released for the real opener before anyone is told
+        let _ = tx.send(got);
+    });
+    rx.recv_timeout(timeout).is_ok()
+}
 
 fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
     let path = dir.join("LOCK");
@@ -276,17 +289,11 @@ fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
         .map_err(|e| JournalError::io(&path, e))?;
     // A lock can be held for a moment by a process that no longer wants it: a child forked by
     // the holder (or by any thread of a process that holds it) shares the lock's file until it
-    // executes its program, even after the holder released it or died. So a busy lock is
-    // retried for about a second before it counts as held.
-    let mut tries = 0;
-    let locked = loop {
-        match f.try_lock() {
-            Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_RETRIES => {
-                tries += 1;
-                std::thread::sleep(LOCK_RETRY_PAUSE);
-            }
-            r => break r,
-        }
+    // executes its program, even after the holder released it or died. So a busy lock is waited
+    // for, up to a second, before it counts as held.
+    let locked = match f.try_lock() {
+        Err(std::fs::TryLockError::WouldBlock) if wait_for_unlock(&path, LOCK_WAIT) => f.try_lock(),
+        r => r,
     };
     match locked {
         Ok(()) => {}

@@ -47,6 +47,7 @@ pub use hash::Hash;
 pub use journal::{
     AppendResult, Appended, CHECKPOINT_EVENT_TYPE, CHECKPOINT_STREAM, ExpectedVersion, Head, Journal, OpenOptions,
     Position, Recovery, SignedCheckpoint, StreamAppend, Subscription, WriterStats, checkpoint_note, checkpoints_dir,
+    wait_for_unlock,
 };
 pub use record::{Envelope, EventData, Record};
 pub use store::{Durability, MemStore, SledStore, Store};

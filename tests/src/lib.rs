@@ -117,21 +117,6 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Opens the journal at `dir` (process durability), waiting up to 10 s while it is locked: a
-/// process killed while it was starting a child (`git`) leaves the lock with that child between
-/// its fork and its exec, for a moment.
-pub fn open_journal_after_kill(dir: &Path) -> Journal {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        match Journal::open(dir, &options(Durability::Process)) {
-            Err(strata_journal::JournalError::Locked { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            r => return r.unwrap_or_else(|e| panic!("the journal at {} opens: {e}", dir.display())),
-        }
-    }
-}
-
 /// A run's setting under `root`: a git repository `repo/` holding `files`, a workspace `ws/`
 /// initialised with process durability by `bin`, and `plan.toml` holding `plan`; the three paths.
 pub fn run_setting(

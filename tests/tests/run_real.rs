@@ -142,7 +142,11 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     let _ = run.wait();
 
     let load = || {
-        let j = strata_tests::open_journal_after_kill(&ws.join(".strata/journal"));
+        let j = strata_journal::Journal::open(
+            &ws.join(".strata/journal"),
+            &strata_tests::options(strata_journal::Durability::Process),
+        )
+        .expect("journal opens");
         let mut g = Workgroups::default();
         strata_journal::projection::catch_up_one(&mut g, &j).expect("fold");
         j.close_blocking().expect("close");

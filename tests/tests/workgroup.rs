@@ -28,7 +28,11 @@ fn run_example(at: &Path, extra: &[&str]) -> (Value, std::process::Output) {
 }
 
 fn load(dir: &Path) -> (Workgroups, Ledger) {
-    let journal = strata_tests::open_journal_after_kill(&dir.join(".strata/journal"));
+    let journal = strata_journal::Journal::open(
+        &dir.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal opens");
     let mut groups = Workgroups::default();
     let mut ledger = Ledger::default();
     catch_up_one(&mut groups, &journal).expect("workgroups");

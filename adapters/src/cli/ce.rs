@@ -161,18 +161,9 @@ pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Resul
     }
 }
 
-/// Waits, until `deadline`, for the holder of `lock` to let go: a helper thread blocks on the
-/// lock (the kernel wakes it on release) and lets go at once; then the open is tried again.
-/// False on timeout (the helper stays blocked until the process exits).
+/// Waits, until `deadline`, for the holder of `lock` to let go.
 fn lock_released(lock: &Path, deadline: Instant) -> bool {
-    let Ok(file) = std::fs::File::open(lock) else { return true };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let got = file.lock().is_ok();
-        drop(file); // releases it for the real opener before anyone is told
-        let _ = tx.send(got);
-    });
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_ok()
+    strata_journal::wait_for_unlock(lock, deadline.saturating_duration_since(Instant::now()))
 }
 
 fn is_missing_or_empty(dir: &Path) -> bool {
