@@ -227,12 +227,12 @@ impl Runner {
                 Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief).await,
                 Err(reason) => {
                     let e = ended_without_start(&task, attempt, reason);
-                    fail(&journal, &wg, &e, false).await.map(|d| (d, false))
+                    fail(&journal, &wg, &e, false).await
                 }
             };
             let mut s = lock(&shared);
             match result {
-                Ok((own, _)) => {
+                Ok(own) => {
                     s.overhead.insert((task, attempt), prep + own);
                 }
                 Err(e) => s.errors.push(format!("{task} attempt {attempt}: {e}")),
@@ -330,14 +330,14 @@ async fn run_worker(
     wg: &str,
     provider: Arc<dyn Provider>,
     brief: Brief,
-) -> Result<(Duration, bool), String> {
+) -> Result<Duration, String> {
     let (task, attempt) = (brief.task.clone(), brief.attempt);
     let started = if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
     let worker = match started {
         Ok(w) => w,
         Err(e) => {
             let e = ended_without_start(&task, attempt, format!("the worker did not start: {e}"));
-            return fail(journal, wg, &e, false).await.map(|d| (d, false));
+            return fail(journal, wg, &e, false).await;
         }
     };
     let real = provider.name() != "sim";
@@ -369,7 +369,7 @@ async fn run_worker(
     };
     let append = decide::worker_ended(wg, &ended, succeeded, &output, true, &mut V7Ids, &SystemClock)
         .map_err(|e| e.to_string())?;
-    Ok((own + record(journal, append).await?, succeeded))
+    Ok(own + record(journal, append).await?)
 }
 
 fn ended_from(task: &str, attempt: u32, o: Outcome) -> (WorkerEnded, bool, String) {
