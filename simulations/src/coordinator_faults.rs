@@ -17,8 +17,16 @@
 //! spikes and crashes race the lease's expiry; a continuation resumes only a live lease and
 //! otherwise starts fresh.
 //!
+//! The knowledge base changes under the workers (`ce.vault-delta-applied` through the real
+//! journaled `vault-delta` decider, on one of three topics). Every dispatch that starts or
+//! resumes a worker is briefed with a capsule sealed by the real capsule pipeline from its task
+//! and the current knowledge of its topic, so a change on a warm session's topic leaves that
+//! session's capsule stale: a continuation resumes it only reconciled (`ce.lineage-reconciled`
+//! with the capsule as sealed now), never silently hot.
+//!
 //! After every step: `gapless`; `exclusive-ownership` (no two lineages own overlapping paths);
-//! `one-lease-holder` (at most one attempt in flight resumes a session); `start-once` (a
+//! `one-lease-holder` (at most one attempt in flight resumes a session); `no-stale-resume` (after
+//! a resume is recorded, the resumed lineage's record names its capsule as sealed now); `start-once` (a
 //! duplicated delivery never starts an attempt twice); `projection-rebuild`
 //! (workgroups and ledger folded from scratch equal the incremental folds, every 25 steps and
 //! after each restart); at the end `chain` and `finished` (every task ended).
@@ -28,16 +36,20 @@ use std::collections::BTreeMap;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
-use strata_engine::ce::ledger::Ledger;
+use strata_engine::ce::capsule::{self, Sealed};
+use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
 use strata_engine::ce::paths::overlaps;
 use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
+use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
 use strata_engine::workgroup::events::{Completed, Dispatched, Failed, Held, PromptRef, WorkerEnded, WorkerStarted};
-use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::plan::{self, CAPSULE_PHASES, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, Workgroups};
-use strata_engine::workgroup::{decide, lineage_id, warm};
+use strata_engine::workgroup::warm::{self, Warm};
+use strata_engine::workgroup::{decide, lineage_id};
+use strata_journal::EventData;
 use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
@@ -51,6 +63,8 @@ const WG: &str = "sim";
 const SECOND: i64 = 1_000_000_000;
 /// Warm leases last one simulated minute here, so that delays and crashes let them expire.
 const WARM_MINUTES: u64 = 1;
+/// Knowledge topics; builder `b<i>` works on topic `i % 3`, the planner and reviewer on 0.
+const TOPICS: u32 = 3;
 
 /// What a run did and checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -87,6 +101,10 @@ pub struct Report {
     pub resumes: u64,
     /// Tasks whose warm session's lease had ended (or was never kept): they started fresh.
     pub cold_continuations: u64,
+    /// Knowledge-base changes (each may leave warm sessions' capsules stale).
+    pub knowledge_deltas: u64,
+    /// Resumes of a warm session whose capsule was stale, reconciled first.
+    pub reconciliations: u64,
     /// Invariant checks made.
     pub checks: u64,
     /// Whether every task ended within the steps.
@@ -235,8 +253,83 @@ impl Run {
         } else if roll < 0.07 && now >= self.spike_until {
             self.spike_until = now + 60 * SECOND;
             self.report.spikes += 1;
+        } else if roll < 0.09 {
+            self.knowledge_delta()?;
         }
         Ok(())
+    }
+
+    /// The knowledge of one topic changes: a vault delta through the journaled decider.
+    fn knowledge_delta(&mut self) -> Result<(), Failure> {
+        let topic = self.rng.random_range(0..TOPICS);
+        self.report.knowledge_deltas += 1;
+        let payload = json!({"input": {"delta": {
+            "category": "pattern",
+            "title": format!("Topic {topic}"),
+            "content": format!("Topic {topic}, revision {}: the decision as it now stands.", self.report.knowledge_deltas),
+            "semantic_key": format!("topic-{topic}"),
+        }}});
+        let ctx = Context {
+            now_ns: i128::from(self.clock.now_ns()),
+            workspace: self.ledger.workspace().clone(),
+            warm_lease_minutes: WARM_MINUTES,
+        };
+        let decided = journaled::run("vault-delta", &payload, &ctx, &self.ledger, &mut self.ids, &self.clock)
+            .map_err(|e| self.fail("vault-delta", e.to_string()))?;
+        let append = StreamAppend {
+            stream: ownership::STREAM.to_owned(),
+            expected: ExpectedVersion::Exact(self.ledger.version()),
+            events: decided.events,
+        };
+        self.commit(vec![append])
+    }
+
+    /// The capsule of `task`'s attempt as sealed now: the task, and its topic's knowledge.
+    fn seal(&self, task: &str, attempt: u32) -> Result<Sealed, Failure> {
+        let g = self.groups.get(WG).ok_or_else(|| self.fail("seal", "no workgroup".to_owned()))?;
+        let t = g.plan.task(task).ok_or_else(|| self.fail("seal", format!("no task {task}")))?;
+        let key = format!("topic-{}", topic(task));
+        let mut constraints = vec!["Write only the owned files; every other write is denied and recorded.".to_owned()];
+        constraints.extend(
+            self.ledger
+                .vault()
+                .values()
+                .filter(|v| v["semantic_key"].as_str() == Some(key.as_str()))
+                .map(|v| format!("Known: {}", v["content"].as_str().unwrap_or_default())),
+        );
+        let draft = json!({
+            "schema": capsule::SCHEMA_ID,
+            "task_id": lineage_id(WG, task),
+            "workgroup_id": WG,
+            "phase": CAPSULE_PHASES[t.phase],
+            "objective": t.spec.objective,
+            "node_ids": [key],
+            "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
+            "read_files": [],
+            "specs": [],
+            "approved_decisions": [],
+            "checkpoint_sha": null,
+            "failures": [],
+            "risks": [],
+            "constraints": constraints,
+            "next_action": format!("Carry out task {task} (attempt {attempt}) and stop."),
+        });
+        capsule::seal(&capsule::SealRequest {
+            capsule: &draft,
+            max_bytes: capsule::MAX_BYTES_DEFAULT,
+            artifact_path: None,
+            artifact_roots: Vec::new(),
+        })
+        .map_err(|e| self.fail("seal", format!("{}: {}", e.code.as_str(), e.detail)))
+    }
+
+    fn sealed_event(&mut self, sealed: &Sealed) -> Result<EventData, Failure> {
+        let x = ledger::CapsuleSealed {
+            capsule_hash: sealed.hash.clone(),
+            bytes: sealed.bytes as u64,
+            externalized: Vec::new(),
+        };
+        ledger::event(&mut self.ids, &self.clock, ledger::CAPSULE_SEALED, &x).map_err(|e| self.fail("seal", e.detail))
     }
 
     /// Holds and dispatches what the workgroup allows.
@@ -275,11 +368,19 @@ impl Run {
         // A continuation resumes the prior session only while the ledger keeps it warm.
         let now = self.clock.now_ns();
         let prior = t.spec.continues.as_ref().and_then(|p| {
-            let session = g.tasks.get(p)?.completed.as_ref()?.1.session_id.clone();
-            Some((lineage_id(WG, p), session))
+            let done = &g.tasks.get(p)?.completed.as_ref()?.1;
+            Some((lineage_id(WG, p), done.session_id.clone(), p.clone(), done.attempt))
         });
-        let warm_ok = prior.as_ref().map(|(l, s)| warm::resumable(&self.ledger, l, s, "sim", now).is_ok());
-        if let (Some((l, _)), Some(ok)) = (&prior, warm_ok) {
+        // The prior's capsule as sealed now says whether its session's capsule went stale.
+        let warm = match &prior {
+            Some((l, s, p, a)) => {
+                let current = self.seal(p, *a)?;
+                Some((warm::resumable(&self.ledger, l, s, "sim", now, Some(&current.hash)), current))
+            }
+            None => None,
+        };
+        if let (Some((l, ..)), Some((w, _))) = (&prior, &warm) {
+            let ok = w.is_ok();
             input["lineage"] = json!({"lineage_id": l, "role": t.spec.role, "compatible": ok, "resumable": ok});
         }
         let mut facts =
@@ -290,10 +391,23 @@ impl Run {
             ownership::route_events(&self.ledger, &lineage, &facts, &route, route.mode, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("route", e.to_string()))?;
         let resumed = route.mode == Mode::Resume;
-        if let (true, Some((l, _))) = (resumed, &prior) {
+        if let (true, Some((l, ..)), Some((Ok(w), current))) = (resumed, &prior, &warm) {
+            // A stale capsule is reconciled: the session is briefed with the current one.
+            if let (Warm::Reconcile { recorded, current: hash }, false) = (w, self.cfg.defects.stale_resume) {
+                let e = warm::reconciled(l, recorded.as_deref(), hash, now, &mut self.ids, &self.clock)
+                    .map_err(|e| self.fail("warm", e.to_string()))?;
+                ledger_events.push(e);
+                ledger_events.push(self.sealed_event(current)?);
+                self.report.reconciliations += 1;
+            }
             let renew = warm::renewed(l, now, WARM_MINUTES, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("warm", e.to_string()))?;
             ledger_events.push(renew);
+        }
+        // A worker started or resumed is briefed with its own sealed capsule.
+        let own = if route.mode == Mode::Local { None } else { Some(self.seal(task, attempt)?) };
+        if let Some(sealed) = &own {
+            ledger_events.push(self.sealed_event(sealed)?);
         }
         let ledger_append = StreamAppend {
             stream: ownership::STREAM.to_owned(),
@@ -323,8 +437,8 @@ impl Run {
                 tokens: 20_000,
             },
             baseline_tokens: 600_000,
-            from_session: prior.as_ref().filter(|_| resumed).map(|(_, s)| s.clone()),
-            capsule_hash: None,
+            from_session: prior.as_ref().filter(|_| resumed).map(|(_, s, ..)| s.clone()),
+            capsule_hash: own.map(|s| s.hash),
         };
         if prior.is_some() {
             if resumed {
@@ -338,6 +452,19 @@ impl Run {
         let append = decide::append(g, vec![e]);
         self.commit(vec![ledger_append, append])?;
         self.report.dispatches += 1;
+        if let (true, Some((l, ..)), Some((_, current))) = (resumed, &prior, &warm) {
+            self.report.checks += 1;
+            let named = self.ledger.lineages().get(l).and_then(|e| e.record["capsule_hash"].as_str());
+            if named != Some(current.hash.as_str()) {
+                return Err(self.fail(
+                    "no-stale-resume",
+                    format!(
+                        "{task} resumed {l}, whose record names capsule {named:?}, not the current {}",
+                        current.hash
+                    ),
+                ));
+            }
+        }
         // The runner hears of it now, late, or twice.
         let now = self.clock.now_ns();
         let late = self.rng.random_bool(0.1);
@@ -601,6 +728,11 @@ impl Run {
     }
 }
 
+/// The knowledge topic `task` works on.
+fn topic(task: &str) -> u32 {
+    task.strip_prefix('b').and_then(|i| i.parse::<u32>().ok()).map_or(0, |i| i % TOPICS)
+}
+
 fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str, abandoned: bool) -> WorkerEnded {
     WorkerEnded {
         task: task.to_owned(),
@@ -627,6 +759,22 @@ mod tests {
         assert_eq!(r.completed + r.failed + r.held, 30, "{r:?}");
         assert!(r.crashes > 0 && r.duplicate_deliveries > 0 && r.late_deliveries > 0, "{r:?}");
         assert!(r.resumes > 0 && r.cold_continuations > 0, "warm sessions resumed, and leases raced: {r:?}");
+        assert!(r.knowledge_deltas > 0 && r.reconciliations > 0, "stale capsules were reconciled: {r:?}");
         assert_eq!(r, run(cfg).expect("again"));
+    }
+
+    #[test]
+    fn resuming_stale_capsules_unreconciled_is_caught_within_the_seed_budget_and_the_seed_reproduces_it() {
+        let defects = Defects { stale_resume: true, ..Defects::default() };
+        let cfg = |seed| Config { seed, steps: crate::CI_STEPS, defects };
+        let failure = (1..=crate::CI_SEEDS)
+            .find_map(|seed| run(cfg(seed)).err())
+            .expect("the invariants catch an unreconciled stale resume within the CI seed budget");
+        assert_eq!(failure.invariant, "no-stale-resume", "{failure}");
+        assert_eq!(run(cfg(failure.seed)).expect_err("the seed reproduces it"), failure);
+        let tail = format!("--seed {} --steps {} --inject stale-resume", failure.seed, crate::CI_STEPS);
+        assert!(failure.reproduce().ends_with(&tail), "{}", failure.reproduce());
+        // Without the defect the same seed holds every invariant.
+        run(Config { defects: Defects::default(), ..cfg(failure.seed) }).unwrap_or_else(|f| panic!("{f}"));
     }
 }

@@ -92,6 +92,9 @@ impl Failure {
         if cfg.defects.ownership_check_off {
             args.push_str(" --inject ownership-check-off");
         }
+        if cfg.defects.stale_resume {
+            args.push_str(" --inject stale-resume");
+        }
         Failure { scenario, seed: cfg.seed, step, invariant: invariant.to_owned(), detail, args }
     }
 

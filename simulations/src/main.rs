@@ -20,7 +20,8 @@ struct Args {
     json: bool,
     /// A deliberate defect, to show the invariants catch it (`sync-lies`: the disk acknowledges
     /// a sync without making anything durable; `ownership-check-off`: claims are routed without
-    /// the ledger's active writers). For tests.
+    /// the ledger's active writers; `stale-resume`: a warm session whose capsule went stale is
+    /// resumed unreconciled). For tests.
     #[arg(long, hide = true)]
     inject: Option<String>,
 }
@@ -31,8 +32,11 @@ fn main() -> ExitCode {
         None => Defects::default(),
         Some("sync-lies") => Defects { sync_lies: true, ..Defects::default() },
         Some("ownership-check-off") => Defects { ownership_check_off: true, ..Defects::default() },
+        Some("stale-resume") => Defects { stale_resume: true, ..Defects::default() },
         Some(other) => {
-            eprintln!("[STRATA-E1803] no defect {other} to inject; there are: sync-lies, ownership-check-off");
+            eprintln!(
+                "[STRATA-E1803] no defect {other} to inject; there are: sync-lies, ownership-check-off, stale-resume"
+            );
             return ExitCode::from(2);
         }
     };

@@ -129,6 +129,7 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                     "deliveries duplicated": r.duplicate_deliveries,
                     "deliveries late": r.late_deliveries,
                     "continuations whose lease had ended": r.cold_continuations,
+                    "knowledge changes (stale capsules)": r.knowledge_deltas,
                 }),
                 (
                     r.checks,
@@ -136,6 +137,7 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                         "gapless",
                         "exclusive-ownership",
                         "one-lease-holder",
+                        "no-stale-resume",
                         "start-once",
                         "projection-rebuild",
                         "chain",
@@ -146,6 +148,7 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                 "simulated seconds": r.steps,
                 "attempts dispatched": r.dispatches,
                 "warm sessions resumed": r.resumes,
+                "stale warm sessions reconciled": r.reconciliations,
                 "tasks completed": r.completed,
                 "tasks failed": r.failed,
                 "tasks held": r.held,
@@ -153,8 +156,8 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
             });
             let line = format!(
                 "{} seed {}: {} simulated s, {} dispatches, {} completed, {} failed, {} held{}; {} crashes ({} workers \
-                 abandoned), {} outages ({} starts refused), {} latency spikes, {} duplicated and {} late deliveries; {} \
-                 invariant checks passed; head {} {}",
+                 abandoned), {} outages ({} starts refused), {} latency spikes, {} duplicated and {} late deliveries, {} \
+                 knowledge changes; {} warm sessions resumed ({} reconciled); {} invariant checks passed; head {} {}",
                 r.scenario,
                 r.seed,
                 r.steps,
@@ -170,6 +173,9 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                 r.spikes,
                 r.duplicate_deliveries,
                 r.late_deliveries,
+                r.knowledge_deltas,
+                r.resumes,
+                r.reconciliations,
                 r.checks,
                 r.head_seq,
                 r.head_hash

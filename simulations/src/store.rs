@@ -28,6 +28,9 @@ pub struct Defects {
     pub sync_lies: bool,
     /// Claims are routed without the ledger's active writers (`ownership-storm`).
     pub ownership_check_off: bool,
+    /// A warm session whose capsule went stale is resumed without reconciling it
+    /// (`coordinator-faults`).
+    pub stale_resume: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -109,16 +109,30 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     assert!(ledger.owners().is_empty(), "every claim was released: {:?}", ledger.owners());
     let g = groups.get("cr-1-rollout").expect("workgroup");
     assert!(g.finished);
-    // Every fresh worker was briefed with a sealed capsule, recorded on the ledger and written
-    // beside its prompt.
-    let fresh: Vec<_> =
-        g.tasks.values().filter(|t| t.dispatch.as_ref().is_some_and(|(_, d)| d.runs_as == "fresh-capsule")).collect();
-    assert!(fresh.len() >= 4);
-    assert!(fresh.iter().all(|t| {
+    let log = json(&strata_ok(
+        strata_bin!(),
+        &at,
+        &["journal", "log", "--stream", "ce/ledger", "--from", "1", "--limit", "100000", "--json"],
+    ));
+    let ledger_events = log.as_array().expect("events");
+    // Every worker started fresh or resumed was briefed with a sealed capsule, recorded on the
+    // ledger and written beside its prompt; a stale warm session was also given its own anew.
+    let briefed: Vec<_> = g
+        .tasks
+        .values()
+        .filter(|t| t.dispatch.as_ref().is_some_and(|(_, d)| ["fresh-capsule", "resume"].contains(&d.runs_as.as_str())))
+        .collect();
+    assert!(briefed.len() >= 5);
+    assert!(briefed.iter().all(|t| {
         t.dispatch.as_ref().and_then(|(_, d)| d.capsule_hash.as_deref()).is_some_and(|h| h.starts_with("sha256:"))
     }));
-    let attempts: u64 = fresh.iter().map(|t| u64::from(t.attempts)).sum();
-    assert_eq!(ledger.capsules_sealed(), attempts, "one capsule per fresh dispatch, retries included");
+    let attempts: u64 = briefed.iter().map(|t| u64::from(t.attempts)).sum();
+    let reconciled: Vec<&Value> = ledger_events.iter().filter(|e| e["type"] == "ce.lineage-reconciled").collect();
+    assert_eq!(
+        ledger.capsules_sealed(),
+        attempts + reconciled.len() as u64,
+        "one capsule per briefed dispatch, retries included, and one per reconciliation"
+    );
     let capsule: Value = serde_json::from_slice(
         &std::fs::read(at.join(".strata/prompts/cr-1-rollout/billing-api.1.prompt.capsule.json"))
             .expect("capsule file"),
@@ -134,18 +148,27 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     assert!(ledger.leases().contains_key("cr-1-rollout.billing-api"), "its lease is live");
     let tests = ledger.lineages().get("cr-1-rollout.billing-tests").expect("billing-tests' lineage");
     assert_eq!(tests.record["parent_lineage_id"], "cr-1-rollout.billing-api");
-    let log = json(&strata_ok(
-        strata_bin!(),
-        &at,
-        &["journal", "log", "--stream", "ce/ledger", "--from", "1", "--limit", "100000", "--json"],
-    ));
-    let renewed = log
-        .as_array()
-        .expect("events")
+    let renewed = ledger_events
         .iter()
         .filter(|e| e["type"] == "ce.lease-renewed" && e["payload"]["lineage_id"] == "cr-1-rollout.billing-api")
         .count();
     assert!(renewed >= 1, "the resume renewed billing-api's lease");
+    // billing-api's own change moved the integration branch, so its session's capsule was stale
+    // when billing-tests resumed it: reconciled first, and given the capsule as sealed now.
+    let [r] = reconciled.as_slice() else { panic!("one reconciliation: {reconciled:?}") };
+    assert_eq!(r["payload"]["lineage_id"], "cr-1-rollout.billing-api");
+    assert_eq!(r["payload"]["from_capsule_hash"], api_capsule(g));
+    assert_eq!(api.record["capsule_hash"], r["payload"]["capsule_hash"], "the record names the current capsule");
+    let input = std::fs::read_to_string(at.join(".strata/prompts/cr-1-rollout/billing-tests.1.input.md"))
+        .expect("billing-tests' input");
+    let hash = r["payload"]["capsule_hash"].as_str().expect("hash");
+    assert!(input.contains("## Reconciliation") && input.contains(hash), "{input}");
+}
+
+/// The capsule billing-api was first briefed with.
+fn api_capsule(g: &strata_engine::workgroup::state::Workgroup) -> Value {
+    let d = g.tasks.get("billing-api").and_then(|t| t.dispatch.as_ref()).map(|(_, d)| d.capsule_hash.clone());
+    serde_json::json!(d.flatten())
 }
 
 #[test]

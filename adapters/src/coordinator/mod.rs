@@ -167,6 +167,16 @@ pub struct Coordinator<'j> {
     measured: Measured,
 }
 
+/// `ce.capsule-sealed` for `sealed`.
+fn sealed_event(sealed: &capsule::Sealed) -> anyhow::Result<EventData> {
+    let x = ledger::CapsuleSealed {
+        capsule_hash: sealed.hash.clone(),
+        bytes: sealed.bytes as u64,
+        externalized: Vec::new(),
+    };
+    ledger::event(&mut V7Ids, &SystemClock, ledger::CAPSULE_SEALED, &x).map_err(|e| anyhow::anyhow!("{}", e.detail))
+}
+
 fn conflict(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!(
         "[STRATA-E1723] another writer changed the journal during the run ({e}); stop it and continue with --resume"
@@ -519,9 +529,8 @@ impl<'j> Coordinator<'j> {
         let lineage = workgroup::lineage_id(wg, id);
         let provider_name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
         let prior = t.spec.continues.as_ref().and_then(|p| {
-            let s = self.groups.get(wg)?.tasks.get(p)?;
-            let session = s.completed.as_ref().map(|(_, c)| c.session_id.clone())?;
-            Some((workgroup::lineage_id(wg, p), session))
+            let (_, done) = self.groups.get(wg)?.tasks.get(p)?.completed.as_ref()?;
+            Some((workgroup::lineage_id(wg, p), done.session_id.clone(), p.clone(), done.attempt))
         });
         let provider = self.provider(&provider_name, seed)?;
         let provider_name = provider.name().to_owned();
@@ -538,11 +547,23 @@ impl<'j> Coordinator<'j> {
             "capsule_sufficient": true,
         });
         // A task that continues another resumes its session only while the ledger keeps it warm.
+        // Its capsule, resealed now, says whether the warm session's brief went stale.
         let now = SystemClock.now_ns();
-        if let Some((prior_lineage, session)) = &prior {
-            let warm = warm::resumable(&self.ledger, prior_lineage, session, &provider_name, now);
-            if let Err(why) = &warm {
-                self.progress(format_args!("{id}: does not resume {prior_lineage}: {why}"));
+        let mut stale = None;
+        if let Some((prior_lineage, session, prior_id, prior_attempt)) = &prior {
+            let warm = match self.capsule_now(wg, prior_id, prior_lineage, *prior_attempt) {
+                Ok(current) => {
+                    warm::resumable(&self.ledger, prior_lineage, session, &provider_name, now, Some(&current.hash))
+                        .map(|w| (w, current))
+                }
+                Err(e) => Err(format!("its capsule cannot be resealed ({e:#})")),
+            };
+            match &warm {
+                Err(why) => self.progress(format_args!("{id}: does not resume {prior_lineage}: {why}")),
+                Ok((warm::Warm::Reconcile { recorded, .. }, current)) => {
+                    stale = Some((recorded.clone(), current.clone()))
+                }
+                Ok((warm::Warm::Hot, _)) => {}
             }
             input["lineage"] = json!({"lineage_id": prior_lineage, "role": t.spec.role, "compatible": warm.is_ok(), "resumable": warm.is_ok()});
         }
@@ -579,28 +600,7 @@ impl<'j> Coordinator<'j> {
         }
 
         // The prompt, with its bill of materials, recorded and written before any worker starts.
-        let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
-        let Some((profile_version, profile)) = self.context.profiles.latest(&profile_name).map(|(v, p)| (v, p.clone()))
-        else {
-            anyhow::bail!(
-                "[STRATA-E0905] task {id}: profile {profile_name} is not registered (`strata profile register`)"
-            );
-        };
-        let mut objective = t.spec.objective.clone();
-        if !t.spec.specs.is_empty() {
-            objective.push_str(&format!("\n\nSpecifications to follow: {}.", t.spec.specs.join(", ")));
-        }
-        if !t.spec.owns.is_empty() {
-            objective.push_str(&format!("\n\nYou may change only: {}.", t.spec.owns.join(", ")));
-        }
-        let factor = self.config.token_factor(&profile.model);
-        let task = AssemblyTask { id: lineage.clone(), objective, plan: t.spec.change_request.clone() };
-        let head = self.journal.head();
-        let assembly = {
-            let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
-            let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
-            assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?
-        };
+        let (assembly, factor) = self.assemble_prompt(&t, &lineage)?;
         let baseline = self.baseline(factor);
         let prompt_path = self.options.prompts_dir.join(wg).join(format!("{id}.{attempt}.prompt.md"));
         let manifest_path = prompt_path.with_extension("manifest.json");
@@ -619,16 +619,33 @@ impl<'j> Coordinator<'j> {
             (Some(repo), true) => Some(repo.worktree(id, attempt)?),
             _ => None,
         };
-        let from_session = if runs_as == Mode::Resume { prior.clone().map(|(_, s)| s) } else { None };
-        // A fresh worker is briefed with a sealed capsule (schema, privacy scan, hash); one the
-        // seal refuses holds the task: nothing unscanned reaches a worker.
+        let from_session = if runs_as == Mode::Resume { prior.clone().map(|(_, s, ..)| s) } else { None };
         let mut ledger_append = ledger_append;
-        if let (Mode::Resume, Some((prior_lineage, _))) = (runs_as, &prior) {
+        let mut prompt_text = assembly.prompt.clone();
+        if let (Mode::Resume, Some((prior_lineage, ..))) = (runs_as, &prior) {
+            // A stale warm session is reconciled: briefed with its capsule as sealed now.
+            if let Some((recorded, current)) = &stale {
+                let e =
+                    warm::reconciled(prior_lineage, recorded.as_deref(), &current.hash, now, &mut V7Ids, &SystemClock)?;
+                ledger_append.events.push(e);
+                ledger_append.events.push(sealed_event(current)?);
+                let text = serde_json::to_string_pretty(&current.capsule)?;
+                prompt_text.push_str(&format!(
+                    "\n\n## Reconciliation\n\nWhat you were briefed with changed since your last turn (the \
+                     integration branch moved or the knowledge base changed). Your capsule as sealed now ({}):\n\n\
+                     ```json\n{text}\n```\n",
+                    current.hash
+                ));
+                self.progress(format_args!(
+                    "{id}: reconciles {prior_lineage} before resuming it (its capsule went stale)"
+                ));
+            }
             ledger_append.events.push(warm::renewed(prior_lineage, now, WARM_MINUTES, &mut V7Ids, &SystemClock)?);
         }
-        let mut prompt_text = assembly.prompt.clone();
-        let capsule_hash = if runs_as == Mode::FreshCapsule {
-            match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.prompt_hash) {
+        // A worker started fresh or resumed is briefed with a sealed capsule (schema, privacy
+        // scan, hash); one the seal refuses holds the task: nothing unscanned reaches a worker.
+        let capsule_hash = if matches!(runs_as, Mode::FreshCapsule | Mode::Resume) {
+            match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.knowledge_digest()) {
                 Ok((sealed, event)) => {
                     ledger_append.events.push(event);
                     let text = serde_json::to_string_pretty(&sealed.capsule)?;
@@ -717,7 +734,7 @@ impl<'j> Coordinator<'j> {
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
         attempt: u32,
-        prompt_hash: &str,
+        knowledge: &str,
     ) -> anyhow::Result<(capsule::Sealed, EventData)> {
         let g = self.group(wg)?;
         let failures: Vec<serde_json::Value> = g
@@ -731,7 +748,7 @@ impl<'j> Coordinator<'j> {
         nodes.dedup();
         let mut constraints = vec![
             "Write only the owned files; every other write is denied and recorded.".to_owned(),
-            format!("The prompt this capsule goes with is {prompt_hash}."),
+            format!("The knowledge this capsule was sealed from has digest {knowledge}."),
         ];
         if let Some(s) = t.spec.sensitivity.as_deref().filter(|s| *s != "normal") {
             constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
@@ -761,18 +778,47 @@ impl<'j> Coordinator<'j> {
             artifact_roots: Vec::new(),
         })
         .map_err(|e| anyhow::anyhow!("{} ({})", e.code.as_str(), e.code.message()))?;
-        let event = ledger::event(
-            &mut V7Ids,
-            &SystemClock,
-            ledger::CAPSULE_SEALED,
-            &ledger::CapsuleSealed {
-                capsule_hash: sealed.hash.clone(),
-                bytes: sealed.bytes as u64,
-                externalized: Vec::new(),
-            },
-        )
-        .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
+        let event = sealed_event(&sealed)?;
         Ok((sealed, event))
+    }
+
+    /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token
+    /// factor of its profile's model.
+    fn assemble_prompt(
+        &mut self,
+        t: &strata_engine::workgroup::plan::Task,
+        lineage: &str,
+    ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
+        let id = t.id();
+        let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
+        let Some((profile_version, profile)) = self.context.profiles.latest(&profile_name).map(|(v, p)| (v, p.clone()))
+        else {
+            anyhow::bail!(
+                "[STRATA-E0905] task {id}: profile {profile_name} is not registered (`strata profile register`)"
+            );
+        };
+        let mut objective = t.spec.objective.clone();
+        if !t.spec.specs.is_empty() {
+            objective.push_str(&format!("\n\nSpecifications to follow: {}.", t.spec.specs.join(", ")));
+        }
+        if !t.spec.owns.is_empty() {
+            objective.push_str(&format!("\n\nYou may change only: {}.", t.spec.owns.join(", ")));
+        }
+        let factor = self.config.token_factor(&profile.model);
+        let task = AssemblyTask { id: lineage.to_owned(), objective, plan: t.spec.change_request.clone() };
+        let head = self.journal.head();
+        let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
+        let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
+        let assembly = assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?;
+        Ok((assembly, factor))
+    }
+
+    /// The capsule the completed attempt `attempt` of task `prior` (lineage `lineage`) would be
+    /// briefed with now: its prompt's knowledge reassembled at the head, the integration tip.
+    fn capsule_now(&mut self, wg: &str, prior: &str, lineage: &str, attempt: u32) -> anyhow::Result<capsule::Sealed> {
+        let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
+        let (assembly, _) = self.assemble_prompt(&t, lineage)?;
+        Ok(self.seal(wg, &t, lineage, attempt, &assembly.manifest.knowledge_digest())?.0)
     }
 
     /// Judges the attempt whose worker ended: the post-turn diff check, then the task's

@@ -35,6 +35,9 @@ pub const RELEASED: &str = "ce.ownership-released";
 pub const LINEAGE_RECORDED: &str = "ce.lineage-recorded";
 /// `ce.lineage-invalidated`: a lineage may never be resumed or inherited again.
 pub const LINEAGE_INVALIDATED: &str = "ce.lineage-invalidated";
+/// `ce.lineage-reconciled`: a warm lineage whose capsule went stale was briefed with the
+/// current one; its record names the new capsule.
+pub const LINEAGE_RECONCILED: &str = "ce.lineage-reconciled";
 /// `ce.lease-granted`: a lineage is warm until a time.
 pub const LEASE_GRANTED: &str = "ce.lease-granted";
 /// `ce.lease-renewed`: a warm lineage was used again and stays warm longer.
@@ -50,7 +53,7 @@ pub const WORKSPACE_FACTS: &str = "ce.workspace-facts";
 /// `ce.measurement-run-consumed`: a signed measurement run was used for a promotion decision.
 pub const RUN_CONSUMED: &str = "ce.measurement-run-consumed";
 /// Every type folded here.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     WORKSPACE_FACTS,
     RUN_CONSUMED,
     ROUTE_DECIDED,
@@ -59,6 +62,7 @@ pub const ALL: [&str; 13] = [
     RELEASED,
     LINEAGE_RECORDED,
     LINEAGE_INVALIDATED,
+    LINEAGE_RECONCILED,
     LEASE_GRANTED,
     LEASE_RENEWED,
     LEASE_EXPIRED,
@@ -140,6 +144,20 @@ pub struct LineageInvalidated {
     pub lineage_id: String,
     /// Invalidation codes, output order.
     pub codes: Vec<String>,
+}
+
+/// `ce.lineage-reconciled` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineageReconciled {
+    /// Lineage.
+    pub lineage_id: String,
+    /// The capsule its record named before (`None`: it was never briefed with one).
+    pub from_capsule_hash: Option<String>,
+    /// The capsule it was briefed with now.
+    pub capsule_hash: String,
+    /// When (the decider's clock), ns since the epoch.
+    pub at_ns: i64,
 }
 
 /// `ce.lease-granted` and `ce.lease-renewed` v1.
@@ -226,7 +244,8 @@ pub struct RunConsumed {
 /// A lineage as the ledger knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LineageEntry {
-    /// The record as first seen, with `last_used_at` moved on by renewals.
+    /// The record as first seen, with `last_used_at` moved on by renewals and reconciliations and
+    /// `capsule_hash` by reconciliations.
     pub record: Value,
     /// Invalidation codes once invalidated (never cleared).
     pub invalidated: Option<Vec<String>>,
@@ -384,6 +403,27 @@ impl Ledger {
                     .ok_or_else(|| format!("seq {}: {} invalidated before it was recorded", r.seq, x.lineage_id))?;
                 entry.invalidated = Some(x.codes);
             }
+            LINEAGE_RECONCILED => {
+                let x: LineageReconciled = de(r)?;
+                let entry = self
+                    .lineages
+                    .get_mut(&x.lineage_id)
+                    .ok_or_else(|| format!("seq {}: {} reconciled before it was recorded", r.seq, x.lineage_id))?;
+                if entry.invalidated.is_some() {
+                    return Err(format!("seq {}: {} reconciled after it was invalidated", r.seq, x.lineage_id));
+                }
+                let held = entry.record.get("capsule_hash").and_then(Value::as_str);
+                if held != x.from_capsule_hash.as_deref() {
+                    return Err(format!(
+                        "seq {}: {} reconciled from {:?}, but its record names {:?}",
+                        r.seq, x.lineage_id, x.from_capsule_hash, held
+                    ));
+                }
+                if let Some(o) = entry.record.as_object_mut() {
+                    o.insert("capsule_hash".to_owned(), Value::from(x.capsule_hash));
+                    o.insert("last_used_at".to_owned(), Value::from(super::time::format_rfc3339(x.at_ns)));
+                }
+            }
             LEASE_GRANTED | LEASE_RENEWED => {
                 let x: LeaseSet = de(r)?;
                 let entry = self
@@ -417,7 +457,7 @@ impl Ledger {
     }
 }
 
-crate::projections::kept::kept_projection!(Ledger, "ce-ledger", 1, ALL);
+crate::projections::kept::kept_projection!(Ledger, "ce-ledger", 2, ALL);
 
 /// One ledger event stamped by the ports.
 pub fn event(ids: &mut dyn Ids, clock: &dyn Clock, t: &str, payload: &impl Serialize) -> Result<EventData, CeError> {

@@ -168,6 +168,23 @@ pub struct Manifest {
 /// Format marker of manifests.
 pub const MANIFEST_FORMAT: &str = "strata-context-manifest/1";
 
+impl Manifest {
+    /// A digest of the knowledge the prompt was assembled from: each included item with its
+    /// level and content hash, in prompt order. Unlike `prompt_hash` it ignores the journal
+    /// position in the header, so it changes only when what the prompt says changes.
+    pub fn knowledge_digest(&self) -> String {
+        let mut h = blake3::Hasher::new();
+        for i in &self.included {
+            for part in [&i.item, &i.level, &i.content_hash] {
+                h.update(part.as_bytes());
+                h.update(b"\t");
+            }
+            h.update(b"\n");
+        }
+        h.finalize().to_hex().to_string()
+    }
+}
+
 /// A prompt and its manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assembly {

@@ -5,6 +5,12 @@
 //! says so: the lineage is recorded, never invalidated, its lease is live at the decision's
 //! time, and it ran on the same platform with the same session; the resume renews the lease.
 //! Anything else routes as if there were no warm worker (the router picks a fresh capsule).
+//!
+//! A warm session's capsule goes stale when what it was briefed with changed since (the
+//! knowledge its capsule was sealed from, a failure to carry): resealed now, the prior's capsule
+//! hashes differently from the one its record names. Such a lineage is resumed only reconciled
+//! (`ce.lineage-reconciled`, appended with the dispatch, after which the record names the
+//! current capsule and the session is given it), never silently hot.
 
 use serde_json::{Value, json};
 use strata_journal::EventData;
@@ -135,9 +141,32 @@ pub fn completed(
     }
 }
 
+/// How a warm lineage may be resumed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Warm {
+    /// Its record's capsule is the current one: resume as it is.
+    Hot,
+    /// Its capsule is stale: resume only after briefing it with `current` and recording
+    /// [`reconciled`].
+    Reconcile {
+        /// The capsule its record names (`None`: it was briefed without one).
+        recorded: Option<String>,
+        /// The prior's capsule as sealed now.
+        current: String,
+    },
+}
+
 /// Whether the session of lineage `prior` may be resumed by a dispatch on `provider` at
-/// `now_ns`; `Err` says why not.
-pub fn resumable(ledger: &Ledger, prior: &str, session: &str, provider: &str, now_ns: i64) -> Result<(), String> {
+/// `now_ns`, given the prior's capsule as sealed now (`capsule_now`; `None` when the caller
+/// seals none, so nothing can have gone stale); `Err` says why not.
+pub fn resumable(
+    ledger: &Ledger,
+    prior: &str,
+    session: &str,
+    provider: &str,
+    now_ns: i64,
+    capsule_now: Option<&str>,
+) -> Result<Warm, String> {
     let entry = ledger.lineages().get(prior).ok_or_else(|| format!("{prior} has no lineage record"))?;
     if let Some(codes) = &entry.invalidated {
         return Err(format!("{prior} was invalidated ({})", codes.join(", ")));
@@ -153,7 +182,32 @@ pub fn resumable(ledger: &Ledger, prior: &str, session: &str, provider: &str, no
     if field("platform_handle") != session {
         return Err(format!("{prior}'s recorded session is not {session}"));
     }
-    Ok(())
+    let recorded = entry.record.get("capsule_hash").and_then(Value::as_str);
+    match capsule_now {
+        Some(current) if recorded != Some(current) => {
+            Ok(Warm::Reconcile { recorded: recorded.map(str::to_owned), current: current.to_owned() })
+        }
+        _ => Ok(Warm::Hot),
+    }
+}
+
+/// `ce.lineage-reconciled` for `prior`, briefed at `now_ns` with capsule `current` in place of
+/// `recorded` (what [`resumable`] returned).
+pub fn reconciled(
+    prior: &str,
+    recorded: Option<&str>,
+    current: &str,
+    now_ns: i64,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<EventData, WorkgroupError> {
+    let x = ledger::LineageReconciled {
+        lineage_id: prior.to_owned(),
+        from_capsule_hash: recorded.map(str::to_owned),
+        capsule_hash: current.to_owned(),
+        at_ns: now_ns,
+    };
+    ledger::event(ids, clock, ledger::LINEAGE_RECONCILED, &x).map_err(|e| WorkgroupError::Encode(e.detail))
 }
 
 /// `ce.lease-renewed` for `prior`, resumed at `now_ns`.
@@ -241,14 +295,14 @@ mod tests {
         assert_eq!(types, [ledger::LINEAGE_RECORDED, ledger::LEASE_GRANTED]);
         fold(&mut ledger, &journal, first);
 
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 19 * MINUTE), Ok(()));
-        let late = resumable(&ledger, "wg.api", "s-1", "claude", now + 20 * MINUTE).expect_err("lease ended");
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 19 * MINUTE, None), Ok(Warm::Hot));
+        let late = resumable(&ledger, "wg.api", "s-1", "claude", now + 20 * MINUTE, None).expect_err("lease ended");
         assert!(late.contains("lease has ended"), "{late}");
-        let other = resumable(&ledger, "wg.api", "s-1", "codex", now).expect_err("another platform");
+        let other = resumable(&ledger, "wg.api", "s-1", "codex", now, None).expect_err("another platform");
         assert!(other.contains("ran on claude"), "{other}");
-        let session = resumable(&ledger, "wg.api", "s-2", "claude", now).expect_err("another session");
+        let session = resumable(&ledger, "wg.api", "s-2", "claude", now, None).expect_err("another session");
         assert!(session.contains("not s-2"), "{session}");
-        let unknown = resumable(&ledger, "wg.ghost", "s-1", "claude", now).expect_err("unknown");
+        let unknown = resumable(&ledger, "wg.ghost", "s-1", "claude", now, None).expect_err("unknown");
         assert!(unknown.contains("no lineage record"), "{unknown}");
 
         // Completing again (a retry, or the lineage's next turn) renews the lease.
@@ -256,15 +310,68 @@ mod tests {
         let second = completed(&ledger, &again, &mut ids, &clock).expect("events");
         assert_eq!(second.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), [ledger::LEASE_RENEWED]);
         fold(&mut ledger, &journal, second);
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE), Ok(()));
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
         // A retry's new session replaces the record: the old session is no longer resumed.
         let retry = Completion { session: "s-3", ..again };
         let third = completed(&ledger, &retry, &mut ids, &clock).expect("events");
         assert_eq!(third.first().map(|e| e.event_type.as_str()), Some(ledger::LINEAGE_RECORDED));
         fold(&mut ledger, &journal, third);
-        assert!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE).is_err());
-        assert_eq!(resumable(&ledger, "wg.api", "s-3", "claude", now + 45 * MINUTE), Ok(()));
+        assert!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None).is_err());
+        assert_eq!(resumable(&ledger, "wg.api", "s-3", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
         let renew = renewed("wg.api", now + 45 * MINUTE, 20, &mut ids, &clock).expect("renew");
         assert_eq!(renew.event_type, ledger::LEASE_RENEWED);
+    }
+
+    #[test]
+    fn a_stale_capsule_is_resumed_only_reconciled_and_the_record_then_names_the_current_one() {
+        let journal = Journal::in_memory("warm-reconcile").expect("journal");
+        let h = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        let (ha, hb, hc) = (h('a'), h('b'), h('c'));
+        let mut ledger = Ledger::default();
+        let t = task();
+        let d = Dispatched { capsule_hash: Some(ha.clone()), ..dispatch("claude") };
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
+        let now = 1_000 * MINUTE;
+        let c = Completion {
+            workgroup: "wg",
+            task: &t,
+            dispatch: &d,
+            session: "s-1",
+            parent: None,
+            checkpoint: None,
+            now_ns: now,
+            warm_minutes: 20,
+        };
+        let first = completed(&ledger, &c, &mut ids, &clock).expect("events");
+        fold(&mut ledger, &journal, first);
+        let at = now + MINUTE;
+        // The same capsule: hot. A caller sealing none: nothing to compare, hot.
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, Some(ha.as_str())), Ok(Warm::Hot));
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, None), Ok(Warm::Hot));
+        // Another capsule now: reconcile first.
+        let stale = resumable(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())).expect("warm");
+        assert_eq!(stale, Warm::Reconcile { recorded: Some(ha.clone()), current: hb.clone() });
+        let e = reconciled("wg.api", Some(ha.as_str()), &hb, at, &mut ids, &clock).expect("event");
+        assert_eq!(e.event_type, ledger::LINEAGE_RECONCILED);
+        fold(&mut ledger, &journal, vec![e]);
+        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())), Ok(Warm::Hot));
+        let record = &ledger.lineages()["wg.api"].record;
+        assert_eq!(record["capsule_hash"], hb.as_str());
+        assert_eq!(record["last_used_at"], format_rfc3339(at));
+
+        // A reconciliation from a capsule the record does not name does not fold.
+        let wrong = reconciled("wg.api", Some(ha.as_str()), &hc, at, &mut ids, &clock).expect("event");
+        let from = journal.head().seq + 1;
+        let append = StreamAppend {
+            stream: ledger::STREAM.into(),
+            expected: ExpectedVersion::Exact(ledger.version()),
+            events: vec![wrong],
+        };
+        journal.append_multi_blocking(vec![append]).expect("append").expect("no conflict");
+        let folded = journal
+            .scan(from, u64::MAX, |r, _| strata_journal::projection::Projection::apply(&mut ledger, r).map(|()| true))
+            .expect("scan");
+        let err = folded.expect_err("a reconciliation from the wrong capsule is refused");
+        assert!(err.to_string().contains("its record names"), "{err}");
     }
 }
