@@ -272,6 +272,20 @@ mod tests {
             .expect("fold");
     }
 
+    /// Session `s-1` of `t` completed at `now`, warm for 20 minutes.
+    fn completion<'a>(t: &'a Task, d: &'a Dispatched, now: i64) -> Completion<'a> {
+        Completion {
+            workgroup: "wg",
+            task: t,
+            dispatch: d,
+            session: "s-1",
+            parent: None,
+            checkpoint: None,
+            now_ns: now,
+            warm_minutes: 20,
+        }
+    }
+
     #[test]
     fn a_completed_session_is_recorded_warm_then_renewed_and_resumable_only_while_the_lease_lives() {
         let journal = Journal::in_memory("warm").expect("journal");
@@ -279,16 +293,7 @@ mod tests {
         let (t, d) = (task(), dispatch("claude"));
         let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
         let now = 1_000 * MINUTE;
-        let c = Completion {
-            workgroup: "wg",
-            task: &t,
-            dispatch: &d,
-            session: "s-1",
-            parent: None,
-            checkpoint: None,
-            now_ns: now,
-            warm_minutes: 20,
-        };
+        let c = completion(&t, &d, now);
         assert!(crate::ce::lineage::record_usable(&record(&c)), "{}", record(&c));
         let first = completed(&ledger, &c, &mut ids, &clock).expect("events");
         let types: Vec<&str> = first.iter().map(|e| e.event_type.as_str()).collect();
@@ -332,16 +337,7 @@ mod tests {
         let d = Dispatched { capsule_hash: Some(ha.clone()), ..dispatch("claude") };
         let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
         let now = 1_000 * MINUTE;
-        let c = Completion {
-            workgroup: "wg",
-            task: &t,
-            dispatch: &d,
-            session: "s-1",
-            parent: None,
-            checkpoint: None,
-            now_ns: now,
-            warm_minutes: 20,
-        };
+        let c = completion(&t, &d, now);
         let first = completed(&ledger, &c, &mut ids, &clock).expect("events");
         fold(&mut ledger, &journal, first);
         let at = now + MINUTE;
