@@ -5,7 +5,11 @@
 //! at random points, provider outages (a worker cannot start) and latency spikes, and dispatch
 //! deliveries to the runner that come late or twice.
 //!
-//! The loop is the one `strata run` follows, in simulated time: the coordinator records holds
+//! The loop is the one `strata run` follows, in simulated time, and takes its decisions from the
+//! same engine functions as the adapters' coordinator and runner (`decide::next`,
+//! `decide::route_input`, the router and ledger, `warm::resumable`, `decide::retry`,
+//! `decide::open_attempts`); what it does not share is their I/O (git worktrees, prompt files,
+//! provider processes, tokio). The coordinator records holds
 //! and dispatches (route, claim and `task.dispatched` in one append); the runner, fed by the
 //! dispatch events, starts each attempt once (`worker.started` expects an empty worker stream)
 //! and records its end; the coordinator judges the end and releases the claim in one append.
@@ -364,7 +368,6 @@ impl Run {
         let Some(t) = g.plan.task(task).cloned() else { return Ok(()) };
         let attempt = g.tasks.get(task).map_or(1, |s| s.attempts + 1);
         let lineage = lineage_id(WG, task);
-        let mut input = json!({"role": t.spec.role, "owned_files": t.spec.owns, "capsule_sufficient": true});
         // A continuation resumes the prior session only while the ledger keeps it warm.
         let now = self.clock.now_ns();
         let prior = t.spec.continues.as_ref().and_then(|p| {
@@ -379,10 +382,11 @@ impl Run {
             }
             None => None,
         };
-        if let (Some((l, ..)), Some((w, _))) = (&prior, &warm) {
-            let ok = w.is_ok();
-            input["lineage"] = json!({"lineage_id": l, "role": t.spec.role, "compatible": ok, "resumable": ok});
-        }
+        let candidate = match (&prior, &warm) {
+            (Some((l, ..)), Some((w, _))) => Some((l.as_str(), w.is_ok())),
+            _ => None,
+        };
+        let input = decide::route_input(&t, candidate);
         let mut facts =
             RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| self.fail("route", e.to_string()))?;
         ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| self.fail("route", e.to_string()))?;
@@ -502,7 +506,7 @@ impl Run {
         let now = self.clock.now_ns();
         if now < self.outage_until {
             self.report.refused_starts += 1;
-            let e = ended(task, attempt, None, "the provider is unavailable (simulated outage)", false);
+            let e = ended(task, attempt, None, "the provider is unavailable (simulated outage)");
             let append = decide::worker_ended(WG, &e, false, "", false, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("decide", e.to_string()))?;
             return self.commit(vec![append]);
@@ -536,7 +540,7 @@ impl Run {
             self.running.iter().filter(|(_, (at, _))| *at <= now).map(|(k, _)| k.clone()).collect();
         for (task, attempt) in done {
             let Some((_, turn)) = self.running.remove(&(task.clone(), attempt)) else { continue };
-            let mut e = ended(&task, attempt, Some(format!("sim-{task}-{attempt}")), &turn.summary, false);
+            let mut e = ended(&task, attempt, Some(format!("sim-{task}-{attempt}")), &turn.summary);
             e.usage = turn.usage;
             let append = decide::worker_ended(WG, &e, turn.succeeded, &turn.summary, true, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("decide", e.to_string()))?;
@@ -548,16 +552,13 @@ impl Run {
     /// The coordinator judges every ended worker: the task's outcome and the release, at once.
     fn judge(&mut self) -> Result<(), Failure> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
-        let retries = g.plan.retries;
-        let ended: Vec<(String, u32, u32, bool, WorkerEnded)> = g
+        let ended: Vec<(String, u32, bool, WorkerEnded)> = g
             .tasks
             .iter()
             .filter(|(_, t)| matches!(t.status, Status::Dispatched | Status::Running))
-            .filter_map(|(id, t)| {
-                t.worker_end.as_ref().map(|w| (id.clone(), t.attempts, t.failures, w.succeeded, w.ended.clone()))
-            })
+            .filter_map(|(id, t)| t.worker_end.as_ref().map(|w| (id.clone(), t.attempts, w.succeeded, w.ended.clone())))
             .collect();
-        for (task, attempt, failures, succeeded, w) in ended {
+        for (task, attempt, succeeded, w) in ended {
             let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
             let event = if succeeded {
                 let c = Completed {
@@ -578,7 +579,7 @@ impl Run {
                     session_id: w.session_id.clone(),
                     reason: w.summary.clone(),
                     usage: w.usage,
-                    retry: w.abandoned || failures < retries,
+                    retry: decide::retry(g, &task, w.abandoned, true),
                 };
                 decide::failed(g, &f, &mut self.ids, &self.clock)
             }
@@ -644,19 +645,17 @@ impl Run {
         self.deliveries.clear();
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
         let now = self.clock.now_ns();
-        let open: Vec<(String, Status, u32, Option<String>)> = g
-            .tasks
-            .iter()
-            .filter(|(_, t)| t.worker_end.is_none() && matches!(t.status, Status::Dispatched | Status::Running))
-            .map(|(id, t)| (id.clone(), t.status, t.attempts, t.session_id.clone()))
-            .collect();
-        for (task, status, attempt, session) in open {
-            if status == Status::Dispatched {
-                self.deliveries.push((now, task, attempt));
-                continue;
-            }
+        for open in decide::open_attempts(g) {
+            let (task, attempt, session) = match open {
+                decide::Open::Unstarted { task, attempt } => {
+                    self.deliveries.push((now, task, attempt));
+                    continue;
+                }
+                decide::Open::Orphaned { task, attempt, session_id, .. } => (task, attempt, session_id),
+            };
             self.report.abandoned += 1;
-            let e = ended(&task, attempt, session, "the run that started it stopped; its worker is gone", true);
+            let summary = "the run that started it stopped; its worker is gone".to_owned();
+            let e = decide::abandoned(&task, attempt, session, summary, true);
             let append = decide::worker_ended(WG, &e, false, "", true, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("decide", e.to_string()))?;
             self.commit(vec![append])?;
@@ -733,7 +732,7 @@ fn topic(task: &str) -> u32 {
     task.strip_prefix('b').and_then(|i| i.parse::<u32>().ok()).map_or(0, |i| i % TOPICS)
 }
 
-fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str, abandoned: bool) -> WorkerEnded {
+fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str) -> WorkerEnded {
     WorkerEnded {
         task: task.to_owned(),
         attempt,
@@ -742,7 +741,7 @@ fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str, aband
         usage: Default::default(),
         accounting: None,
         synthetic: true,
-        abandoned,
+        abandoned: false,
     }
 }
 

@@ -53,7 +53,7 @@ use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation};
-use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, PHASES, overlaps};
+use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, overlaps};
 use strata_engine::workgroup::provider::{self, Provider};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::{self, decide, warm};
@@ -538,18 +538,10 @@ impl<'j> Coordinator<'j> {
 
         // Route against the ledger; the provider's capabilities are facts, and a mode it cannot
         // run degrades to a fresh capsule.
-        let mut input = json!({
-            "role": t.spec.role,
-            "owned_files": t.spec.owns,
-            "sensitivity": t.spec.sensitivity,
-            "trivial": t.spec.trivial,
-            "independent_reviewer": PHASES[t.phase] == "review",
-            "capsule_sufficient": true,
-        });
         // A task that continues another resumes its session only while the ledger keeps it warm.
         // Its capsule, resealed now, says whether the warm session's brief went stale.
         let now = SystemClock.now_ns();
-        let mut stale = None;
+        let (mut stale, mut candidate) = (None, None);
         if let Some((prior_lineage, session, prior_id, prior_attempt)) = &prior {
             let warm = match self.capsule_now(wg, prior_id, prior_lineage, *prior_attempt) {
                 Ok(current) => {
@@ -565,8 +557,9 @@ impl<'j> Coordinator<'j> {
                 }
                 Ok((warm::Warm::Hot, _)) => {}
             }
-            input["lineage"] = json!({"lineage_id": prior_lineage, "role": t.spec.role, "compatible": warm.is_ok(), "resumable": warm.is_ok()});
+            candidate = Some((prior_lineage.as_str(), warm.is_ok()));
         }
+        let input = decide::route_input(&t, candidate);
         let mut facts =
             RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
         ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
@@ -828,8 +821,6 @@ impl<'j> Coordinator<'j> {
         let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
         let attempt = flight.attempt;
         let lineage = flight.lineage.clone();
-        let retries = self.group(wg)?.plan.retries;
-        let failures = self.group(wg)?.tasks.get(id).map_or(0, |t| t.failures);
         let mut end_events = Closing::default();
         let x = end.ended;
         let session = x.session_id.clone().unwrap_or_default();
@@ -887,8 +878,7 @@ impl<'j> Coordinator<'j> {
                     session_id: x.session_id.clone(),
                     reason: reason.clone(),
                     usage: x.usage,
-                    // Abandoned workers are not the task's failures; the retries count its own.
-                    retry: x.abandoned || (retryable && failures < retries),
+                    retry: decide::retry(self.group(wg)?, id, x.abandoned, retryable),
                 };
                 end_events.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
                 let again = if f.retry { "; retrying" } else { "" };

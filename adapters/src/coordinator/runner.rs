@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use strata_engine::ce::router::Mode;
 use strata_engine::workgroup::events::{self, Dispatched, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::provider::{Brief, Outcome, Provider};
-use strata_engine::workgroup::state::{Status, TaskState, Workgroups, stream};
+use strata_engine::workgroup::state::{Workgroups, stream};
 use strata_engine::workgroup::{decide, lineage_id};
 use strata_journal::projection::Projection;
 use strata_journal::{Journal, StreamAppend};
@@ -170,20 +170,17 @@ impl Runner {
     /// stopped run started and never saw end are released and recorded as abandoned.
     async fn backlog(&mut self) -> Result<(), String> {
         let Some(g) = self.groups.get(&self.workgroup) else { return Ok(()) };
-        let open: Vec<(String, TaskState)> = g
-            .tasks
-            .iter()
-            .filter(|(_, t)| t.worker_end.is_none() && matches!(t.status, Status::Dispatched | Status::Running))
-            .map(|(id, t)| (id.clone(), t.clone()))
-            .collect();
-        for (task, t) in open {
-            let (attempt, pid, session) = (t.attempts, t.pid, t.session_id);
-            let provider = t.dispatch.map(|(_, d)| d.provider).unwrap_or_default();
+        for open in decide::open_attempts(g) {
+            let (task, attempt, session, pid, provider) = match open {
+                decide::Open::Unstarted { task, attempt } => {
+                    self.start(&task, attempt);
+                    continue;
+                }
+                decide::Open::Orphaned { task, attempt, session_id, pid, provider } => {
+                    (task, attempt, session_id, pid, provider)
+                }
+            };
             let provider_name = provider.clone();
-            if t.status == Status::Dispatched {
-                self.start(&task, attempt);
-                continue;
-            }
             let released = match pid.and_then(|p| u32::try_from(p).ok()) {
                 Some(pgid) => tokio::task::spawn_blocking(move || {
                     crate::providers::worker_process::release_orphan(pgid, &provider, Duration::from_secs(5))
@@ -199,16 +196,7 @@ impl Runner {
                 _ => "the run that started it stopped; its worker is gone".to_owned(),
             };
             lock(&self.shared).notes.push(format!("{task}: {summary}"));
-            let e = WorkerEnded {
-                task: task.clone(),
-                attempt,
-                session_id: session,
-                summary,
-                usage: Default::default(),
-                accounting: None,
-                synthetic: false,
-                abandoned: true,
-            };
+            let e = decide::abandoned(&task, attempt, session, summary, false);
             let append = decide::worker_ended(&self.workgroup, &e, false, "", true, &mut V7Ids, &SystemClock)
                 .map_err(|e| e.to_string())?;
             record(&self.journal, append).await?;

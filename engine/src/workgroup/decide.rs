@@ -9,7 +9,7 @@ use super::WorkgroupError;
 use super::events::{
     self, Completed, Dispatched, Failed, Finished, Held, Planned, Violation, WorkerEnded, WorkerStarted,
 };
-use super::plan::{Checked, PHASES};
+use super::plan::{Checked, PHASES, Task};
 use super::state::{Status, Workgroup, Workgroups, stream, worker_stream};
 use crate::ports::{Clock, Ids};
 
@@ -221,6 +221,98 @@ pub fn worker_ended(
     })
 }
 
+/// The routing facts of dispatching `t`: role, owned files, sensitivity, `trivial`, review
+/// independence, a capsule that suffices; with `prior` (the lineage it continues, and whether
+/// the ledger keeps that lineage's session resumable) the candidate lineage.
+pub fn route_input(t: &Task, prior: Option<(&str, bool)>) -> serde_json::Value {
+    let mut input = serde_json::json!({
+        "role": t.spec.role,
+        "owned_files": t.spec.owns,
+        "sensitivity": t.spec.sensitivity,
+        "trivial": t.spec.trivial,
+        "independent_reviewer": PHASES[t.phase] == "review",
+        "capsule_sufficient": true,
+    });
+    if let Some((lineage, warm)) = prior {
+        input["lineage"] =
+            serde_json::json!({"lineage_id": lineage, "role": t.spec.role, "compatible": warm, "resumable": warm});
+    }
+    input
+}
+
+/// Whether `task`'s failed attempt runs again: always when its worker was abandoned by a stopped
+/// run (not the task's own failure); otherwise when the failure allows a retry (`retryable`) and
+/// the task's own failures so far leave retries in the plan.
+pub fn retry(g: &Workgroup, task: &str, abandoned: bool, retryable: bool) -> bool {
+    let failures = g.tasks.get(task).map_or(0, |t| t.failures);
+    abandoned || (retryable && failures < g.plan.retries)
+}
+
+/// An attempt a stopped run left without a recorded end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Open {
+    /// Dispatched, never started: start it now (the same attempt).
+    Unstarted {
+        /// Task.
+        task: String,
+        /// Attempt.
+        attempt: u32,
+    },
+    /// Started, never seen to end: its worker is gone with the run (release it if it lives) and
+    /// is recorded as abandoned; the task runs again as its next attempt.
+    Orphaned {
+        /// Task.
+        task: String,
+        /// Attempt.
+        attempt: u32,
+        /// Its session, when known.
+        session_id: Option<String>,
+        /// Its process (group), when a real worker recorded one.
+        pid: Option<u64>,
+        /// Its provider.
+        provider: String,
+    },
+}
+
+/// The attempts open in `g`, in task order.
+pub fn open_attempts(g: &Workgroup) -> Vec<Open> {
+    g.tasks
+        .iter()
+        .filter(|(_, t)| t.worker_end.is_none())
+        .filter_map(|(id, t)| match t.status {
+            Status::Dispatched => Some(Open::Unstarted { task: id.clone(), attempt: t.attempts }),
+            Status::Running => Some(Open::Orphaned {
+                task: id.clone(),
+                attempt: t.attempts,
+                session_id: t.session_id.clone(),
+                pid: t.pid,
+                provider: t.dispatch.as_ref().map(|(_, d)| d.provider.clone()).unwrap_or_default(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The end recorded for an orphaned worker: abandoned, with `summary` saying what became of it.
+pub fn abandoned(
+    task: &str,
+    attempt: u32,
+    session_id: Option<String>,
+    summary: String,
+    synthetic: bool,
+) -> WorkerEnded {
+    WorkerEnded {
+        task: task.to_owned(),
+        attempt,
+        session_id,
+        summary,
+        usage: Default::default(),
+        accounting: None,
+        synthetic,
+        abandoned: true,
+    }
+}
+
 /// `task.completed` for the running attempt whose worker completed.
 pub fn completed(
     g: &Workgroup,
@@ -276,4 +368,40 @@ pub fn finished(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<O
         held: g.count(Status::Held) as u64,
     };
     event(ids, clock, events::FINISHED, &f).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::workgroup::plan::{Plan, check};
+
+    fn task(id: &str, role: &str, phase: &str) -> Task {
+        let plan: Plan = serde_json::from_value(json!({
+            "workgroup": "wg",
+            "pipeline": "light",
+            "task": [{"id": id, "role": role, "phase": phase, "objective": "Do it.", "owns": ["src/a/"],
+                      "sensitivity": "restricted"}],
+        }))
+        .expect("plan");
+        check(&plan).expect("checks").tasks.remove(0)
+    }
+
+    #[test]
+    fn route_input_carries_the_facts_the_router_needs_and_the_warm_candidate() {
+        let t = task("api", "backend-builder", "build");
+        let input = route_input(&t, None);
+        assert_eq!(input["owned_files"], json!(["src/a/"]));
+        assert_eq!(input["sensitivity"], "restricted");
+        assert_eq!(input["independent_reviewer"], false);
+        assert!(input.get("lineage").is_none());
+        let warm = route_input(&t, Some(("wg.prior", true)));
+        assert_eq!(
+            warm["lineage"],
+            json!({"lineage_id": "wg.prior", "role": "backend-builder", "compatible": true, "resumable": true})
+        );
+        let review = task("review", "reviewer", "review");
+        assert_eq!(route_input(&review, Some(("wg.prior", false)))["independent_reviewer"], true);
+    }
 }
