@@ -32,7 +32,6 @@ use strata_engine::promotion::gates::{self, Arm, Evaluation, Pair, Thresholds};
 use strata_engine::promotion::promote::{self, CorpusId, Document};
 use strata_engine::promotion::rollout::{self, Rollouts, Started};
 use strata_engine::promotion::stages::{self, Action, Stage};
-use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -465,14 +464,8 @@ impl Run {
         self.checked_to =
             crate::invariants::gapless(&self.journal, self.checked_to + 1).map_err(|e| self.fail("gapless", e))?;
         crate::invariants::chain(&self.journal).map_err(|e| self.fail("chain", e))?;
-        let mut scratch = Rollouts::default();
-        catch_up_one(&mut scratch, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        if scratch != self.state {
-            return Err(self.fail(
-                "projection-rebuild",
-                "rollouts folded from scratch differ from the incremental fold".to_owned(),
-            ));
-        }
+        crate::invariants::rebuild_matches(&self.journal, &self.state, "the rollouts")
+            .map_err(|e| self.fail("projection-rebuild", e))?;
         // Exposure: nested across stages, and the stage's share.
         for (stage, units) in &self.exposed {
             for later in [Stage::Canary25, Stage::Canary50, Stage::On].into_iter().filter(|s| s > stage) {

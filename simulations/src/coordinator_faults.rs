@@ -43,7 +43,6 @@ use serde_json::json;
 use strata_engine::ce::capsule::{self, Sealed};
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
-use strata_engine::ce::paths::overlaps;
 use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
 use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
@@ -54,7 +53,6 @@ use strata_engine::workgroup::state::{Status, Workgroups};
 use strata_engine::workgroup::warm::{self, Warm};
 use strata_engine::workgroup::{decide, lineage_id};
 use strata_journal::EventData;
-use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -328,12 +326,7 @@ impl Run {
     }
 
     fn sealed_event(&mut self, sealed: &Sealed) -> Result<EventData, Failure> {
-        let x = ledger::CapsuleSealed {
-            capsule_hash: sealed.hash.clone(),
-            bytes: sealed.bytes as u64,
-            externalized: Vec::new(),
-        };
-        ledger::event(&mut self.ids, &self.clock, ledger::CAPSULE_SEALED, &x).map_err(|e| self.fail("seal", e.detail))
+        ledger::capsule_sealed(&mut self.ids, &self.clock, sealed).map_err(|e| self.fail("seal", e.detail))
     }
 
     /// Holds and dispatches what the workgroup allows.
@@ -627,19 +620,9 @@ impl Run {
         let (_, reopened) = self.disk.crash_and_reopen(&mut self.rng);
         self.journal =
             reopened.map_err(|e| self.fail("recovery", format!("the journal does not open after a crash: {e}")))?;
-        let before = (self.groups.clone(), self.ledger.clone());
-        self.groups = Workgroups::default();
-        self.ledger = Ledger::default();
-        catch_up_one(&mut self.groups, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        catch_up_one(&mut self.ledger, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
+        // Every append was acknowledged, hence durable: the state rebuilt must be the one before.
+        self.check_rebuild()?;
         self.cursors = (self.journal.head().seq, self.journal.head().seq);
-        self.report.checks += 1;
-        if (&self.groups, &self.ledger) != (&before.0, &before.1) {
-            return Err(self.fail(
-                "projection-rebuild",
-                "the state rebuilt after a crash differs from the one before it".to_owned(),
-            ));
-        }
         // The process died with its workers and its undelivered dispatches.
         self.running.clear();
         self.deliveries.clear();
@@ -681,29 +664,14 @@ impl Run {
     }
 
     fn check_exclusive(&mut self) -> Result<(), Failure> {
-        let owners: Vec<(&String, &Vec<String>)> = self.ledger.owners().iter().map(|(k, o)| (k, &o.paths)).collect();
-        for (i, (a, pa)) in owners.iter().enumerate() {
-            for (b, pb) in &owners[i + 1..] {
-                if let Some(x) = pa.iter().find(|x| pb.iter().any(|y| overlaps(x, y))) {
-                    return Err(self.fail("exclusive-ownership", format!("{a} and {b} both own {x}")));
-                }
-            }
-        }
-        Ok(())
+        crate::invariants::exclusive(&self.ledger).map_err(|e| self.fail("exclusive-ownership", e))
     }
 
     fn check_rebuild(&mut self) -> Result<(), Failure> {
         self.report.checks += 1;
-        let (mut g, mut l) = (Workgroups::default(), Ledger::default());
-        catch_up_one(&mut g, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        catch_up_one(&mut l, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        if g != self.groups || l != self.ledger {
-            return Err(self.fail(
-                "projection-rebuild",
-                "a projection folded from scratch differs from the incremental one".to_owned(),
-            ));
-        }
-        Ok(())
+        crate::invariants::rebuild_matches(&self.journal, &self.groups, "the workgroups")
+            .and_then(|()| crate::invariants::rebuild_matches(&self.journal, &self.ledger, "the ledger"))
+            .map_err(|e| self.fail("projection-rebuild", e))
     }
 
     /// Every attempt's worker stream holds at most one start.

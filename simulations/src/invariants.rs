@@ -1,7 +1,9 @@
 //! Invariants every scenario checks of the journal it drives.
 
+use strata_engine::ce::ledger::Ledger;
+use strata_engine::ce::paths::overlaps;
 use strata_journal::Journal;
-use strata_journal::projection::Projection;
+use strata_journal::projection::{Projection, catch_up_one};
 
 /// Folds what `journal` holds after `cursor` into `p`, moving `cursor`; a refused event is an
 /// error (the projection refuses a history its deciders could not have produced).
@@ -48,6 +50,41 @@ pub fn chain(journal: &Journal) -> Result<(), String> {
         None => Ok(()),
         Some(p) => Err(format!("{p:?}")),
     }
+}
+
+/// `P` folded from scratch over everything `journal` holds.
+pub fn rebuilt<P: Projection + Default>(journal: &Journal) -> Result<P, String> {
+    let mut p = P::default();
+    catch_up_one(&mut p, journal).map_err(|e| e.to_string())?;
+    Ok(p)
+}
+
+/// `incremental` equals `P` folded from scratch; `what` names it in the error.
+pub fn rebuild_matches<P: Projection + Default + PartialEq>(
+    journal: &Journal,
+    incremental: &P,
+    what: &str,
+) -> Result<(), String> {
+    if rebuilt::<P>(journal)? == *incremental {
+        Ok(())
+    } else {
+        Err(format!("{what} folded from scratch differs from the incremental fold"))
+    }
+}
+
+/// No two lineages on `ledger` own overlapping paths.
+pub fn exclusive(ledger: &Ledger) -> Result<(), String> {
+    let owners: Vec<_> = ledger.owners().iter().collect();
+    for (i, (a, pa)) in owners.iter().enumerate() {
+        for (b, pb) in &owners[i + 1..] {
+            for x in &pa.paths {
+                if let Some(y) = pb.paths.iter().find(|y| overlaps(x, y)) {
+                    return Err(format!("{a} owns {x} while {b} owns {y}"));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The journal's head (sequence, hash hex) at the end of a run; the journal is closed.

@@ -18,11 +18,9 @@
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
-use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::ledger::Ledger;
 use strata_engine::ce::ownership;
-use strata_engine::ce::paths::overlaps;
 use strata_engine::ce::router::{self, Reason, RouteFacts};
-use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -216,14 +214,8 @@ impl Run {
         self.journal =
             reopened.map_err(|e| self.fail("recovery", format!("the journal does not open after a crash: {e}")))?;
         // Every ledger append was acknowledged, hence durable: the rebuilt ledger must match.
-        let mut rebuilt = Ledger::default();
-        catch_up_one(&mut rebuilt, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        if rebuilt != self.ledger {
-            return Err(self.fail(
-                "projection-rebuild",
-                "the ledger rebuilt after a crash differs from the one before it".to_owned(),
-            ));
-        }
+        crate::invariants::rebuild_matches(&self.journal, &self.ledger, "after a crash, the ledger")
+            .map_err(|e| self.fail("projection-rebuild", e))?;
         self.checked_to = 0;
         self.report.checks += 1;
         crate::invariants::chain(&self.journal).map_err(|e| self.fail("chain", e))
@@ -231,30 +223,13 @@ impl Run {
 
     fn check_exclusive(&mut self) -> Result<(), Failure> {
         self.report.checks += 1;
-        let owners: Vec<(&String, &ledger::Owned)> = self.ledger.owners().iter().collect();
-        for (i, (a, pa)) in owners.iter().enumerate() {
-            for (b, pb) in &owners[i + 1..] {
-                for x in &pa.paths {
-                    if let Some(y) = pb.paths.iter().find(|y| overlaps(x, y)) {
-                        return Err(self.fail("exclusive-ownership", format!("{a} owns {x} while {b} owns {y}")));
-                    }
-                }
-            }
-        }
-        Ok(())
+        crate::invariants::exclusive(&self.ledger).map_err(|e| self.fail("exclusive-ownership", e))
     }
 
     fn check_rebuild(&mut self) -> Result<(), Failure> {
         self.report.checks += 1;
-        let mut scratch = Ledger::default();
-        catch_up_one(&mut scratch, &self.journal).map_err(|e| self.fail("projection-rebuild", e.to_string()))?;
-        if scratch != self.ledger {
-            return Err(self.fail(
-                "projection-rebuild",
-                "the ledger folded from scratch differs from the incremental one".to_owned(),
-            ));
-        }
-        Ok(())
+        crate::invariants::rebuild_matches(&self.journal, &self.ledger, "the ledger")
+            .map_err(|e| self.fail("projection-rebuild", e))
     }
 }
 

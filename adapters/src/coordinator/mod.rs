@@ -169,12 +169,7 @@ pub struct Coordinator<'j> {
 
 /// `ce.capsule-sealed` for `sealed`.
 fn sealed_event(sealed: &capsule::Sealed) -> anyhow::Result<EventData> {
-    let x = ledger::CapsuleSealed {
-        capsule_hash: sealed.hash.clone(),
-        bytes: sealed.bytes as u64,
-        externalized: Vec::new(),
-    };
-    ledger::event(&mut V7Ids, &SystemClock, ledger::CAPSULE_SEALED, &x).map_err(|e| anyhow::anyhow!("{}", e.detail))
+    ledger::capsule_sealed(&mut V7Ids, &SystemClock, sealed).map_err(|e| anyhow::anyhow!("{}", e.detail))
 }
 
 fn conflict(e: impl std::fmt::Display) -> anyhow::Error {
@@ -639,8 +634,8 @@ impl<'j> Coordinator<'j> {
         // scan, hash); one the seal refuses holds the task: nothing unscanned reaches a worker.
         let capsule_hash = if matches!(runs_as, Mode::FreshCapsule | Mode::Resume) {
             match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.knowledge_digest()) {
-                Ok((sealed, event)) => {
-                    ledger_append.events.push(event);
+                Ok(sealed) => {
+                    ledger_append.events.push(sealed_event(&sealed)?);
                     let text = serde_json::to_string_pretty(&sealed.capsule)?;
                     std::fs::write(prompt_path.with_extension("capsule.json"), &text)
                         .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?;
@@ -728,7 +723,7 @@ impl<'j> Coordinator<'j> {
         lineage: &str,
         attempt: u32,
         knowledge: &str,
-    ) -> anyhow::Result<(capsule::Sealed, EventData)> {
+    ) -> anyhow::Result<capsule::Sealed> {
         let g = self.group(wg)?;
         let failures: Vec<serde_json::Value> = g
             .tasks
@@ -764,15 +759,13 @@ impl<'j> Coordinator<'j> {
             "constraints": constraints,
             "next_action": format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
         });
-        let sealed = capsule::seal(&capsule::SealRequest {
+        capsule::seal(&capsule::SealRequest {
             capsule: &draft,
             max_bytes: capsule::MAX_BYTES_DEFAULT,
             artifact_path: None,
             artifact_roots: Vec::new(),
         })
-        .map_err(|e| anyhow::anyhow!("{} ({})", e.code.as_str(), e.code.message()))?;
-        let event = sealed_event(&sealed)?;
-        Ok((sealed, event))
+        .map_err(|e| anyhow::anyhow!("{} ({})", e.code.as_str(), e.code.message()))
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token
@@ -811,7 +804,7 @@ impl<'j> Coordinator<'j> {
     fn capsule_now(&mut self, wg: &str, prior: &str, lineage: &str, attempt: u32) -> anyhow::Result<capsule::Sealed> {
         let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
         let (assembly, _) = self.assemble_prompt(&t, lineage)?;
-        Ok(self.seal(wg, &t, lineage, attempt, &assembly.manifest.knowledge_digest())?.0)
+        self.seal(wg, &t, lineage, attempt, &assembly.manifest.knowledge_digest())
     }
 
     /// Judges the attempt whose worker ended: the post-turn diff check, then the task's

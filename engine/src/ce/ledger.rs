@@ -472,6 +472,20 @@ pub fn event(ids: &mut dyn Ids, clock: &dyn Clock, t: &str, payload: &impl Seria
     })
 }
 
+/// `ce.capsule-sealed` for a capsule `sealed` sealed whole (nothing externalized).
+pub fn capsule_sealed(
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+    sealed: &super::capsule::Sealed,
+) -> Result<EventData, CeError> {
+    let x = CapsuleSealed {
+        capsule_hash: sealed.hash.clone(),
+        bytes: u64::try_from(sealed.bytes).unwrap_or(u64::MAX),
+        externalized: Vec::new(),
+    };
+    event(ids, clock, CAPSULE_SEALED, &x)
+}
+
 /// The event consuming measurement run `run_id` (replay protection that is not advisory: the
 /// journal, not the caller, knows every run used before). A run id already consumed is
 /// refused with `MEASUREMENT_RUN_REPLAYED`; append the event expecting [`Ledger::version`] so
