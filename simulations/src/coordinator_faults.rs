@@ -65,6 +65,8 @@ const WG: &str = "sim";
 const SECOND: i64 = 1_000_000_000;
 /// Warm leases last one simulated minute here, so that delays and crashes let them expire.
 const WARM_MINUTES: u64 = 1;
+/// Why a worker did not start in an outage.
+const REFUSED: &str = "the provider is unavailable (simulated outage)";
 /// Knowledge topics; builder `b<i>` works on topic `i % 3`, the planner and reviewer on 0.
 const TOPICS: u32 = 3;
 
@@ -93,6 +95,10 @@ pub struct Report {
     pub outages: u64,
     /// Workers that could not start in an outage.
     pub refused_starts: u64,
+    /// Failed attempts retried only after waiting out the plan's backoff.
+    pub backoffs: u64,
+    /// Tasks failed for good by a refused start (an outage outlasted their retries' backoff).
+    pub lost_to_outages: u64,
     /// Latency spikes begun.
     pub spikes: u64,
     /// Deliveries that came twice (the second never started anything).
@@ -151,6 +157,9 @@ struct Run {
     deliveries: Vec<(i64, String, u32)>,
     /// Workers running: (task, attempt) → (ends at, turn).
     running: BTreeMap<(String, u32), (i64, Turn)>,
+    /// For each task refused a start, the outage (its number) that refused it last: the
+    /// checker's memory, kept across crashes.
+    refused: BTreeMap<String, u64>,
     outage_until: i64,
     spike_until: i64,
     report: Report,
@@ -174,6 +183,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
         model: Model { seed: cfg.seed },
         deliveries: Vec::new(),
         running: BTreeMap::new(),
+        refused: BTreeMap::new(),
         outage_until: 0,
         spike_until: 0,
         report: Report { scenario: NAME, seed: cfg.seed, ..Report::default() },
@@ -332,7 +342,7 @@ impl Run {
     /// Holds and dispatches what the workgroup allows.
     fn coordinate(&mut self) -> Result<(), Failure> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
-        let next = decide::next(g);
+        let next = decide::next(g, self.clock.now_ns());
         if !next.hold.is_empty() {
             let mut events = Vec::new();
             for h in &next.hold {
@@ -499,7 +509,16 @@ impl Run {
         let now = self.clock.now_ns();
         if now < self.outage_until {
             self.report.refused_starts += 1;
-            let e = ended(task, attempt, None, "the provider is unavailable (simulated outage)");
+            // Outages last no longer than the first retry's backoff: one outage refuses a task once.
+            let outage = self.report.outages;
+            if self.refused.insert(task.to_owned(), outage) == Some(outage) {
+                let detail = format!(
+                    "task {task}: attempt {attempt} was refused in the same outage as its previous attempt: the \
+                     retry did not wait out its backoff"
+                );
+                return Err(self.fail("retry-backoff", detail));
+            }
+            let e = ended(task, attempt, None, REFUSED);
             let append = decide::worker_ended(WG, &e, false, "", false, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("decide", e.to_string()))?;
             return self.commit(vec![append]);
@@ -566,13 +585,21 @@ impl Run {
                 };
                 decide::completed(g, &c, &mut self.ids, &self.clock)
             } else {
+                let backoff = decide::retry(g, &task, w.abandoned, true);
+                let backoff = if self.cfg.defects.no_backoff { backoff.map(|_| 0) } else { backoff };
+                match backoff {
+                    Some(ms) if ms > 0 => self.report.backoffs += 1,
+                    None if w.summary == REFUSED => self.report.lost_to_outages += 1,
+                    _ => {}
+                }
                 let f = Failed {
                     task: task.clone(),
                     attempt,
                     session_id: w.session_id.clone(),
                     reason: w.summary.clone(),
                     usage: w.usage,
-                    retry: decide::retry(g, &task, w.abandoned, true),
+                    retry: backoff.is_some(),
+                    not_before_ns: backoff.and_then(|ms| decide::not_before(self.clock.now_ns(), ms)),
                 };
                 decide::failed(g, &f, &mut self.ids, &self.clock)
             }
@@ -730,18 +757,30 @@ mod tests {
         assert_eq!(r, run(cfg).expect("again"));
     }
 
-    #[test]
-    fn resuming_stale_capsules_unreconciled_is_caught_within_the_seed_budget_and_the_seed_reproduces_it() {
-        let defects = Defects { stale_resume: true, ..Defects::default() };
+    /// The first failure `defects` cause within the CI seed budget, after checking that it
+    /// breaks `invariant`, that its seed reproduces it and names the defect, and that the same
+    /// seed without the defect holds every invariant (that run's report).
+    fn caught(defects: Defects, inject: &str, invariant: &str) -> Report {
         let cfg = |seed| Config { seed, steps: crate::CI_STEPS, defects };
         let failure = (1..=crate::CI_SEEDS)
             .find_map(|seed| run(cfg(seed)).err())
-            .expect("the invariants catch an unreconciled stale resume within the CI seed budget");
-        assert_eq!(failure.invariant, "no-stale-resume", "{failure}");
+            .unwrap_or_else(|| panic!("the invariants catch --inject {inject} within the CI seed budget"));
+        assert_eq!(failure.invariant, invariant, "{failure}");
         assert_eq!(run(cfg(failure.seed)).expect_err("the seed reproduces it"), failure);
-        let tail = format!("--seed {} --steps {} --inject stale-resume", failure.seed, crate::CI_STEPS);
+        let tail = format!("--seed {} --steps {} --inject {inject}", failure.seed, crate::CI_STEPS);
         assert!(failure.reproduce().ends_with(&tail), "{}", failure.reproduce());
-        // Without the defect the same seed holds every invariant.
-        run(Config { defects: Defects::default(), ..cfg(failure.seed) }).unwrap_or_else(|f| panic!("{f}"));
+        run(Config { defects: Defects::default(), ..cfg(failure.seed) }).unwrap_or_else(|f| panic!("{f}"))
+    }
+
+    #[test]
+    fn retries_without_backoff_are_caught_spending_an_outage_and_the_seed_reproduces_it() {
+        let r = caught(Defects { no_backoff: true, ..Defects::default() }, "no-backoff", "retry-backoff");
+        // With the backoff the same seed's retries waited.
+        assert!(r.backoffs > 0 && r.refused_starts > 0, "{r:?}");
+    }
+
+    #[test]
+    fn resuming_stale_capsules_unreconciled_is_caught_within_the_seed_budget_and_the_seed_reproduces_it() {
+        caught(Defects { stale_resume: true, ..Defects::default() }, "stale-resume", "no-stale-resume");
     }
 }

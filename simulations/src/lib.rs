@@ -95,6 +95,9 @@ impl Failure {
         if cfg.defects.stale_resume {
             args.push_str(" --inject stale-resume");
         }
+        if cfg.defects.no_backoff {
+            args.push_str(" --inject no-backoff");
+        }
         Failure { scenario, seed: cfg.seed, step, invariant: invariant.to_owned(), detail, args }
     }
 

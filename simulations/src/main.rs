@@ -21,7 +21,7 @@ struct Args {
     /// A deliberate defect, to show the invariants catch it (`sync-lies`: the disk acknowledges
     /// a sync without making anything durable; `ownership-check-off`: claims are routed without
     /// the ledger's active writers; `stale-resume`: a warm session whose capsule went stale is
-    /// resumed unreconciled). For tests.
+    /// resumed unreconciled; `no-backoff`: a failed attempt is retried at once). For tests.
     #[arg(long, hide = true)]
     inject: Option<String>,
 }
@@ -33,9 +33,10 @@ fn main() -> ExitCode {
         Some("sync-lies") => Defects { sync_lies: true, ..Defects::default() },
         Some("ownership-check-off") => Defects { ownership_check_off: true, ..Defects::default() },
         Some("stale-resume") => Defects { stale_resume: true, ..Defects::default() },
+        Some("no-backoff") => Defects { no_backoff: true, ..Defects::default() },
         Some(other) => {
             eprintln!(
-                "[STRATA-E1803] no defect {other} to inject; there are: sync-lies, ownership-check-off, stale-resume"
+                "[STRATA-E1803] no defect {other} to inject; there are: sync-lies, ownership-check-off, stale-resume, no-backoff"
             );
             return ExitCode::from(2);
         }

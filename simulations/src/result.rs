@@ -138,6 +138,7 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                         "exclusive-ownership",
                         "one-lease-holder",
                         "no-stale-resume",
+                        "retry-backoff",
                         "start-once",
                         "projection-rebuild",
                         "chain",
@@ -149,6 +150,8 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                 "attempts dispatched": r.dispatches,
                 "warm sessions resumed": r.resumes,
                 "stale warm sessions reconciled": r.reconciliations,
+                "retries after a backoff": r.backoffs,
+                "tasks lost to an outage": r.lost_to_outages,
                 "tasks completed": r.completed,
                 "tasks failed": r.failed,
                 "tasks held": r.held,
@@ -156,7 +159,7 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
             });
             let line = format!(
                 "{} seed {}: {} simulated s, {} dispatches, {} completed, {} failed, {} held{}; {} crashes ({} workers \
-                 abandoned), {} outages ({} starts refused), {} latency spikes, {} duplicated and {} late deliveries, {} \
+                 abandoned), {} outages ({} starts refused, {} tasks lost), {} retries after a backoff, {} latency spikes, {} duplicated and {} late deliveries, {} \
                  knowledge changes; {} warm sessions resumed ({} reconciled); {} invariant checks passed; head {} {}",
                 r.scenario,
                 r.seed,
@@ -170,6 +173,8 @@ pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
                 r.abandoned,
                 r.outages,
                 r.refused_starts,
+                r.lost_to_outages,
+                r.backoffs,
                 r.spikes,
                 r.duplicate_deliveries,
                 r.late_deliveries,

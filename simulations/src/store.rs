@@ -31,6 +31,8 @@ pub struct Defects {
     /// A warm session whose capsule went stale is resumed without reconciling it
     /// (`coordinator-faults`).
     pub stale_resume: bool,
+    /// A failed attempt is retried at once, without the plan's backoff (`coordinator-faults`).
+    pub no_backoff: bool,
 }
 
 #[derive(Clone, Debug)]

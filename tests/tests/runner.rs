@@ -167,7 +167,8 @@ fn a_worker_a_stopped_run_started_is_recorded_as_abandoned() {
         session_id: Some("sim-gone".into()),
         reason: end.ended.summary.clone(),
         usage: Default::default(),
-        retry: true,
+        retry: decide::retry(g, "read", true, true) == Some(0),
+        not_before_ns: None,
     };
     let e = decide::failed(g, &failed, &mut f.ids, &FixedClock(0)).expect("failed event");
     f.journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

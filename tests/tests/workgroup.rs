@@ -189,6 +189,48 @@ fn the_same_seed_gives_the_same_run() {
 }
 
 #[test]
+fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
+    // At the default time scale (1000) the simulated shared-ledger's first attempt fails and its
+    // 10 s backoff passes like simulated latency: 10 ms of wall time.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let at = tmp.path().join("example");
+    let out = strata(
+        strata_bin!(),
+        tmp.path(),
+        &["run", "--example", "--at", at.to_str().expect("utf-8 path"), "--time-scale", "1000"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("shared-ledger: failed:") && err.contains("retrying in 10.0 s (simulated time)"), "{err}");
+    let journal = strata_journal::Journal::open(
+        &at.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal opens");
+    let mut seen: Vec<(String, i64, Value)> = Vec::new();
+    journal
+        .scan(1, u64::MAX, |r, _| {
+            if r.stream == "workgroup/cr-1-rollout" && ["task.failed", "task.dispatched"].contains(&r.event_type) {
+                let payload: Value = serde_json::from_slice(r.payload).unwrap_or_default();
+                if payload["task"] == "shared-ledger" {
+                    seen.push((r.event_type.to_owned(), r.recorded_at_ns, payload));
+                }
+            }
+            Ok::<_, String>(true)
+        })
+        .expect("scan")
+        .expect("read");
+    journal.close_blocking().expect("close");
+    let [(d1, _, _), (f, failed_at, failed), (d2, again_at, _)] = seen.as_slice() else { panic!("{seen:?}") };
+    assert_eq!((d1.as_str(), f.as_str(), d2.as_str()), ("task.dispatched", "task.failed", "task.dispatched"));
+    assert_eq!(failed["retry"], true);
+    let not_before = failed["not_before_ns"].as_i64().expect("the retry's time is recorded");
+    // Decided 10 ms after the failure's own clock reading, just before the append stamped it.
+    assert!(not_before > failed_at + 9_000_000, "10 s at scale 1000 is 10 ms: {not_before} vs {failed_at}");
+    assert!(*again_at >= not_before, "attempt 2 was dispatched at {again_at}, before {not_before}");
+}
+
+#[test]
 fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_flag_discards_it() {
     // Seed 12 makes one simulated writer of the example also write a file it does not own.
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -347,6 +389,7 @@ fn the_plan_checks_report_every_problem_at_once() {
     let text = r#"
 workgroup = "Bad Name"
 parallel = 0
+retry_backoff_ms = 3600000
 [[task]]
 id = "a"
 role = "backend-builder"
@@ -392,6 +435,7 @@ continues = "c"
     };
     assert!(has(None, "workgroup", "a-z"), "{problems:?}");
     assert!(has(None, "parallel", "outside"), "{problems:?}");
+    assert!(has(None, "retry_backoff_ms", "above 600000"), "{problems:?}");
     assert!(has(Some("a"), "after", "not a task"), "{problems:?}");
     assert!(has(Some("a"), "owns", "writer role"), "{problems:?}");
     assert!(problems.iter().any(|p| p.field == "after" && p.rule.contains("cycle")), "{problems:?}");
@@ -471,7 +515,7 @@ fn a_plan_larger_than_one_event_is_recorded_in_chunks_in_one_append_and_folds_ba
     let g = groups.get("big").expect("planned");
     assert_eq!(g.plan, checked, "the plan folds back exactly");
     assert_eq!(g.tasks.len(), 1_200);
-    assert_eq!(decide::next(g).dispatch.len(), 4, "four at once by default");
+    assert_eq!(decide::next(g, 0).dispatch.len(), 4, "four at once by default");
 }
 
 const CLASH_PLAN: &str = r#"

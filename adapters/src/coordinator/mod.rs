@@ -402,7 +402,7 @@ impl<'j> Coordinator<'j> {
 
     fn run_tasks(&mut self, wg: &str, started: Instant) -> anyhow::Result<Measured> {
         loop {
-            let next = decide::next(self.group(wg)?);
+            let next = decide::next(self.group(wg)?, SystemClock.now_ns());
             if !next.hold.is_empty() {
                 let g = self.group(wg)?;
                 let mut evs = Vec::new();
@@ -419,13 +419,16 @@ impl<'j> Coordinator<'j> {
                 self.dispatch(wg, task)?;
             }
             if self.in_flight.is_empty() {
-                let next = decide::next(self.group(wg)?);
+                let next = decide::next(self.group(wg)?, SystemClock.now_ns());
                 if next.dispatch.is_empty() && next.hold.is_empty() {
-                    break;
+                    // Nothing runs; a retry's backoff may still be running out.
+                    let Some(at) = next.wake_at_ns else { break };
+                    let wait = at.saturating_sub(SystemClock.now_ns()).max(0);
+                    std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
                 }
                 continue;
             }
-            for (task, end) in self.await_ends(wg, started)? {
+            for (task, end) in self.await_ends(wg, started, next.wake_at_ns)? {
                 self.finish_task(wg, &task, end)?;
             }
         }
@@ -448,8 +451,14 @@ impl<'j> Coordinator<'j> {
         Ok(self.measured.clone())
     }
 
-    /// Follows the journal until it shows the end of at least one attempt in flight; those ends.
-    fn await_ends(&mut self, wg: &str, started: Instant) -> anyhow::Result<Vec<(String, WorkerEnd)>> {
+    /// Follows the journal until it shows the end of at least one attempt in flight (those ends),
+    /// or until `wake_at_ns`, when a task's retry backoff runs out (no ends).
+    fn await_ends(
+        &mut self,
+        wg: &str,
+        started: Instant,
+        wake_at_ns: Option<i64>,
+    ) -> anyhow::Result<Vec<(String, WorkerEnd)>> {
         loop {
             self.redraw(wg, started);
             let g = self.group(wg)?;
@@ -474,10 +483,13 @@ impl<'j> Coordinator<'j> {
                     errors.join("; ")
                 );
             }
-            if !ended.is_empty() {
+            let now = SystemClock.now_ns();
+            if !ended.is_empty() || wake_at_ns.is_some_and(|at| at <= now) {
                 return Ok(ended);
             }
-            self.journal.wait_for_head_timeout(self.cursor + 1, Duration::from_millis(250));
+            let until_wake = wake_at_ns.map_or(u64::MAX, |at| at.saturating_sub(now).unsigned_abs());
+            let wait = Duration::from_millis(250).min(Duration::from_nanos(until_wake));
+            self.journal.wait_for_head_timeout(self.cursor + 1, wait);
             self.follow()?;
         }
     }
@@ -865,16 +877,27 @@ impl<'j> Coordinator<'j> {
                 }
             }
             Some(reason) => {
+                let backoff = decide::retry(self.group(wg)?, id, x.abandoned, retryable);
+                // A simulated worker's backoff passes like its latency: divided by the time scale.
+                let sim = flight.provider == "sim";
+                let wait =
+                    backoff.map(|ms| if sim { ms.checked_div(self.options.time_scale).unwrap_or(0) } else { ms });
                 let f = Failed {
                     task: id.to_owned(),
                     attempt,
                     session_id: x.session_id.clone(),
                     reason: reason.clone(),
                     usage: x.usage,
-                    retry: decide::retry(self.group(wg)?, id, x.abandoned, retryable),
+                    retry: backoff.is_some(),
+                    not_before_ns: wait.and_then(|ms| decide::not_before(SystemClock.now_ns(), ms)),
                 };
                 end_events.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
-                let again = if f.retry { "; retrying" } else { "" };
+                let again = match backoff {
+                    None => String::new(),
+                    Some(0) => "; retrying".to_owned(),
+                    Some(ms) if sim => format!("; retrying in {:.1} s (simulated time)", ms as f64 / 1000.0),
+                    Some(ms) => format!("; retrying in {:.1} s", ms as f64 / 1000.0),
+                };
                 end_events.notes.push(format!("{id}: failed: {reason}{again}"));
             }
         }

@@ -9,7 +9,7 @@ use super::WorkgroupError;
 use super::events::{
     self, Completed, Dispatched, Failed, Finished, Held, Planned, Violation, WorkerEnded, WorkerStarted,
 };
-use super::plan::{Checked, PHASES, Task};
+use super::plan::{Checked, PHASES, RETRY_BACKOFF_MS_MAX, Task};
 use super::state::{Status, Workgroup, Workgroups, stream, worker_stream};
 use crate::ports::{Clock, Ids};
 
@@ -77,16 +77,20 @@ pub struct Next {
     pub hold: Vec<Held>,
     /// Every task is completed, failed or held (after `hold` is recorded).
     pub done: bool,
+    /// The earliest time a task now waiting out its retry's backoff may be dispatched: with
+    /// nothing in flight and nothing to dispatch, wait until then.
+    pub wake_at_ns: Option<i64>,
 }
 
 /// Most blockers named in one `task.held` (the rest are counted in its reason).
 pub const BLOCKERS_NAMED_MAX: usize = 16;
 
-/// The tasks ready to dispatch (dependencies completed, every earlier phase completed) up to the
-/// free slots, and the pending tasks a failure blocks for good (a dependency failed, conflicted
-/// or held, or an earlier phase did not complete). One pass over the plan in schedule order,
-/// which runs phase by phase, so what earlier phases hold is known when a phase starts.
-pub fn next(g: &Workgroup) -> Next {
+/// The tasks ready to dispatch at `now_ns` (dependencies completed, every earlier phase
+/// completed, a retry's backoff over) up to the free slots, and the pending tasks a failure
+/// blocks for good (a dependency failed, conflicted or held, or an earlier phase did not
+/// complete). One pass over the plan in schedule order, which runs phase by phase, so what
+/// earlier phases hold is known when a phase starts.
+pub fn next(g: &Workgroup, now_ns: i64) -> Next {
     let status = |id: &str| g.tasks.get(id).map_or(Status::Pending, |t| t.status);
     let running = g.tasks.values().filter(|t| matches!(t.status, Status::Dispatched | Status::Running)).count();
     let mut free = (g.plan.parallel as usize).saturating_sub(running);
@@ -138,6 +142,11 @@ pub fn next(g: &Workgroup) -> Next {
             continue;
         }
         let deps_done = t.spec.after.iter().all(|d| status(d) == Status::Completed);
+        let waits = g.tasks.get(t.id()).and_then(|s| s.not_before_ns()).filter(|at| *at > now_ns);
+        if let (Some(at), true) = (waits, deps_done && !earlier_open) {
+            out.wake_at_ns = Some(out.wake_at_ns.map_or(at, |w| w.min(at)));
+            continue;
+        }
         if deps_done && !earlier_open && free > 0 {
             out.dispatch.push(t.id().to_owned());
             free -= 1;
@@ -240,12 +249,30 @@ pub fn route_input(t: &Task, prior: Option<(&str, bool)>) -> serde_json::Value {
     input
 }
 
-/// Whether `task`'s failed attempt runs again: always when its worker was abandoned by a stopped
-/// run (not the task's own failure); otherwise when the failure allows a retry (`retryable`) and
-/// the task's own failures so far leave retries in the plan.
-pub fn retry(g: &Workgroup, task: &str, abandoned: bool, retryable: bool) -> bool {
+/// Whether `task`'s failed attempt runs again, and how many milliseconds later: at once when its
+/// worker was abandoned by a stopped run (not the task's own failure); otherwise when the failure
+/// allows a retry (`retryable`) and the task's own failures so far leave retries in the plan,
+/// after the plan's backoff, doubled for each of the task's own failures before this one, at
+/// most [`RETRY_BACKOFF_MS_MAX`]. `None`: it does not run again.
+///
+/// Without the backoff a provider outage would spend every retry within seconds and fail the
+/// task (the `coordinator-faults` simulation found this).
+pub fn retry(g: &Workgroup, task: &str, abandoned: bool, retryable: bool) -> Option<u64> {
+    if abandoned {
+        return Some(0);
+    }
     let failures = g.tasks.get(task).map_or(0, |t| t.failures);
-    abandoned || (retryable && failures < g.plan.retries)
+    if !retryable || failures >= g.plan.retries {
+        return None;
+    }
+    let doubled = g.plan.retry_backoff_ms.saturating_mul(1u64 << failures.min(32));
+    Some(doubled.min(RETRY_BACKOFF_MS_MAX))
+}
+
+/// The `not_before_ns` a failure records for a retry `wait_ms` after `now_ns` (none for no wait).
+pub fn not_before(now_ns: i64, wait_ms: u64) -> Option<i64> {
+    let wait_ns = i64::try_from(wait_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    (wait_ms > 0).then(|| now_ns.saturating_add(wait_ns))
 }
 
 /// An attempt a stopped run left without a recorded end.
@@ -403,5 +430,87 @@ mod tests {
         );
         let review = task("review", "reviewer", "review");
         assert_eq!(route_input(&review, Some(("wg.prior", false)))["independent_reviewer"], true);
+    }
+
+    /// Appends `append` and folds the journal.
+    fn step(journal: &strata_journal::Journal, groups: &mut Workgroups, append: StreamAppend) {
+        journal.append_multi_blocking(vec![append]).expect("append").expect("no conflict");
+        strata_journal::projection::catch_up_one(groups, journal).expect("fold");
+    }
+
+    #[test]
+    fn a_failed_task_is_retried_after_a_doubling_backoff_and_an_abandoned_one_at_once() {
+        use crate::ports::{CountingIds, FixedClock};
+        use crate::workgroup::events::PromptRef;
+
+        const MS: i64 = 1_000_000;
+        let plan: Plan = serde_json::from_value(json!({
+            "workgroup": "wg", "pipeline": "light", "retries": 2, "retry_backoff_ms": 1_000,
+            "task": [{"id": "api", "role": "backend-builder", "objective": "Build it.", "owns": ["src/a/"]}],
+        }))
+        .expect("plan");
+        let checked = check(&plan).expect("checks");
+        let journal = strata_journal::Journal::in_memory("retry").expect("journal");
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
+        let mut groups = Workgroups::default();
+        let planned = super::plan(&groups, checked, 1, &mut ids, &clock).expect("plan events");
+        step(&journal, &mut groups, planned);
+        let mut now = 5_000 * MS;
+        let mut waits = Vec::new();
+        for attempt in 1..=4 {
+            let g = groups.get("wg").expect("planned");
+            let ready = next(g, now);
+            assert_eq!(ready.dispatch, ["api"], "attempt {attempt} is dispatched once its backoff ran out");
+            let d = Dispatched {
+                task: "api".into(),
+                attempt,
+                lineage_id: "wg.api".into(),
+                provider: "sim".into(),
+                routed: "fresh-capsule".into(),
+                runs_as: "fresh-capsule".into(),
+                reason_codes: Vec::new(),
+                prompt: PromptRef { prompt_task: "wg.api".into(), prompt_hash: "sha256:00".into(), tokens: 1 },
+                baseline_tokens: 0,
+                from_session: None,
+                capsule_hash: None,
+            };
+            let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
+            step(&journal, &mut groups, a);
+            let g = groups.get("wg").expect("planned");
+            // Attempt 2's worker is abandoned by a stopped run: not the task's failure.
+            let stopped = attempt == 2;
+            let backoff = retry(g, "api", stopped, true);
+            let f = Failed {
+                task: "api".into(),
+                attempt,
+                session_id: None,
+                reason: "provider unavailable".into(),
+                usage: Default::default(),
+                retry: backoff.is_some(),
+                not_before_ns: backoff.and_then(|ms| not_before(now, ms)),
+            };
+            if stopped {
+                let end = abandoned("api", attempt, None, "its run stopped".into(), true);
+                step(&journal, &mut groups, worker_ended("wg", &end, false, "", false, &mut ids, &clock).expect("end"));
+            }
+            let g = groups.get("wg").expect("planned");
+            let a = append(g, vec![failed(g, &f, &mut ids, &clock).expect("failed")]);
+            step(&journal, &mut groups, a);
+            waits.push(backoff);
+            let Some(wait) = backoff else { break };
+            let g = groups.get("wg").expect("planned");
+            let waiting = next(g, now);
+            if wait > 0 {
+                assert!(waiting.dispatch.is_empty() && !waiting.done, "{waiting:?}");
+                assert_eq!(waiting.wake_at_ns, Some(now + wait as i64 * MS));
+                now += wait as i64 * MS;
+            } else {
+                assert_eq!(waiting.wake_at_ns, None);
+            }
+        }
+        assert_eq!(waits, [Some(1_000), Some(0), Some(2_000), None], "1 s, at once, 2 s, retries spent");
+        let g = groups.get("wg").expect("planned");
+        assert_eq!(g.tasks["api"].status, Status::Failed);
+        assert!(next(g, now).done);
     }
 }

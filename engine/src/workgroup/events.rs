@@ -243,6 +243,10 @@ pub struct Failed {
     /// The task goes back to pending and is dispatched again as its next attempt.
     #[serde(default)]
     pub retry: bool,
+    /// With `retry`: the next attempt is not dispatched before this time (the retry's backoff),
+    /// nanoseconds since the Unix epoch. Absent: at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ns: Option<i64>,
 }
 
 /// `task.held` v1.

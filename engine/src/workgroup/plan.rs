@@ -42,6 +42,11 @@ pub const PARALLEL_DEFAULT: u32 = 4;
 pub const RETRIES_MAX: u32 = 5;
 /// Retries when the plan does not say.
 pub const RETRIES_DEFAULT: u32 = 1;
+/// The wait before a task's first retry when the plan does not say, milliseconds; each further
+/// retry of the task waits twice as long as the one before.
+pub const RETRY_BACKOFF_MS_DEFAULT: u64 = 10_000;
+/// Longest wait before a retry (first or later), milliseconds: ten minutes.
+pub const RETRY_BACKOFF_MS_MAX: u64 = 600_000;
 /// The phases, in gate order.
 pub const PHASES: [&str; 5] = ["discover", "plan", "build", "verify", "review"];
 /// The context-capsule phase of each of [`PHASES`] (the reference protocol's 1A … 3).
@@ -72,6 +77,11 @@ pub struct Plan {
     /// is never retried.
     #[serde(default)]
     pub retries: Option<u32>,
+    /// Milliseconds before a task's first retry (0–600,000, default 10,000); each further retry
+    /// of the task waits twice as long, at most ten minutes. A worker abandoned by a stopped run
+    /// is not the task's failure and runs again at once.
+    #[serde(default)]
+    pub retry_backoff_ms: Option<u64>,
     /// The tasks (TOML `[[task]]`).
     #[serde(rename = "task", default)]
     pub tasks: Vec<TaskSpec>,
@@ -169,8 +179,16 @@ pub struct Checked {
     pub pipeline: String,
     /// Attempts after a failed one.
     pub retries: u32,
+    /// Milliseconds before a task's first retry (doubling for each further one). Plans recorded
+    /// before it existed read as the default.
+    #[serde(default = "retry_backoff_default")]
+    pub retry_backoff_ms: u64,
     /// Tasks in schedule order: by phase, then dependencies first, then as written.
     pub tasks: Vec<Task>,
+}
+
+fn retry_backoff_default() -> u64 {
+    RETRY_BACKOFF_MS_DEFAULT
 }
 
 impl Checked {
@@ -239,6 +257,10 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
     if retries > RETRIES_MAX {
         c.at(None, "retries", format!("{retries} is above {RETRIES_MAX}"));
     }
+    let retry_backoff_ms = plan.retry_backoff_ms.unwrap_or(RETRY_BACKOFF_MS_DEFAULT);
+    if retry_backoff_ms > RETRY_BACKOFF_MS_MAX {
+        c.at(None, "retry_backoff_ms", format!("{retry_backoff_ms} is above {RETRY_BACKOFF_MS_MAX} (ten minutes)"));
+    }
     let pipeline = plan.pipeline.clone().unwrap_or_else(|| "full".to_owned());
     if !matches!(pipeline.as_str(), "full" | "light") {
         c.at(None, "pipeline", format!("{pipeline:?} is neither full nor light"));
@@ -265,7 +287,7 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
     }
     let order = schedule_order(&tasks);
     let tasks = order.into_iter().map(|i| tasks[i].clone()).collect();
-    Ok(Checked { workgroup: plan.workgroup.clone(), parallel, pipeline, retries, tasks })
+    Ok(Checked { workgroup: plan.workgroup.clone(), parallel, pipeline, retries, retry_backoff_ms, tasks })
 }
 
 fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str) -> Task {

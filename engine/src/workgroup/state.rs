@@ -143,6 +143,17 @@ pub struct TaskState {
     pub failures: u32,
 }
 
+impl TaskState {
+    /// While the task waits to be retried: the time its next attempt may be dispatched (the
+    /// backoff its failure recorded).
+    pub fn not_before_ns(&self) -> Option<i64> {
+        if self.status != Status::Pending {
+            return None;
+        }
+        self.failed.as_ref().and_then(|(_, f)| f.not_before_ns)
+    }
+}
+
 /// One workgroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workgroup {
