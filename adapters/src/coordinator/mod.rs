@@ -423,8 +423,11 @@ impl<'j> Coordinator<'j> {
                 if next.dispatch.is_empty() && next.hold.is_empty() {
                     // Nothing runs; a retry's backoff may still be running out.
                     let Some(at) = next.wake_at_ns else { break };
-                    let wait = at.saturating_sub(SystemClock.now_ns()).max(0);
-                    std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()));
+                    // In slices, so the live status keeps counting.
+                    while let wait @ 1.. = at.saturating_sub(SystemClock.now_ns()) {
+                        std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()).min(Duration::from_millis(250)));
+                        self.redraw(wg, started);
+                    }
                 }
                 continue;
             }
@@ -513,8 +516,11 @@ impl<'j> Coordinator<'j> {
         }
         let Some(g) = self.groups.get(wg) else { return };
         let running = g.count(Status::Dispatched) + g.count(Status::Running);
+        let now = SystemClock.now_ns();
+        let backing_off = g.tasks.values().filter(|t| t.not_before_ns().is_some_and(|at| at > now)).count();
+        let waiting = if backing_off > 0 { format!(" · {backing_off} waiting to retry") } else { String::new() };
         self.status = format!(
-            "  [{wg}] {}/{} completed · {running} running · {} failed · {} held · {:.1} s",
+            "  [{wg}] {}/{} completed · {running} running{waiting} · {} failed · {} held · {:.1} s",
             g.count(Status::Completed),
             g.tasks.len(),
             g.count(Status::Failed) + g.count(Status::Conflicted),
