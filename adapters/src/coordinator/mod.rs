@@ -401,48 +401,10 @@ impl<'j> Coordinator<'j> {
     }
 
     fn run_tasks(&mut self, wg: &str, started: Instant) -> anyhow::Result<Measured> {
-        loop {
-            let next = decide::next(self.group(wg)?, SystemClock.now_ns());
-            if !next.hold.is_empty() {
-                let g = self.group(wg)?;
-                let mut evs = Vec::new();
-                for h in &next.hold {
-                    evs.push(decide::held(g, h, &mut V7Ids, &SystemClock)?);
-                }
-                let append = decide::append(g, evs);
-                self.commit(vec![append])?;
-                for h in &next.hold {
-                    self.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
-                }
-            }
-            for task in &next.dispatch {
-                self.dispatch(wg, task)?;
-            }
-            if self.in_flight.is_empty() {
-                let next = decide::next(self.group(wg)?, SystemClock.now_ns());
-                if next.dispatch.is_empty() && next.hold.is_empty() {
-                    // Nothing runs; a retry's backoff may still be running out.
-                    let Some(at) = next.wake_at_ns else { break };
-                    // In slices, so the live status keeps counting.
-                    while let wait @ 1.. = at.saturating_sub(SystemClock.now_ns()) {
-                        std::thread::sleep(Duration::from_nanos(wait.unsigned_abs()).min(Duration::from_millis(250)));
-                        self.redraw(wg, started);
-                    }
-                }
-                continue;
-            }
-            for (task, end) in self.await_ends(wg, started, next.wake_at_ns)? {
-                self.finish_task(wg, &task, end)?;
-            }
-        }
+        workgroup::driver::run(&mut Looping { c: self, wg, started })?;
         if self.options.live && self.options.progress {
             err!("\r\x1b[2K");
             self.status.clear();
-        }
-        let g = self.group(wg)?;
-        if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {
-            let append = decide::append(g, vec![e]);
-            self.commit(vec![append])?;
         }
         if let Some(repo) = &self.repo {
             repo.close()?;
@@ -1067,5 +1029,63 @@ impl<'j> Coordinator<'j> {
             expected: ExpectedVersion::Exact(d.expected_version),
             events: vec![d.event],
         }))
+    }
+}
+
+/// The coordinator as the engine's loop sees it ([`workgroup::driver`]): one workgroup's run.
+struct Looping<'c, 'j> {
+    c: &'c mut Coordinator<'j>,
+    wg: &'c str,
+    started: Instant,
+}
+
+impl workgroup::driver::Coordinate for Looping<'_, '_> {
+    type Error = anyhow::Error;
+
+    fn group(&self) -> anyhow::Result<&Workgroup> {
+        self.c.group(self.wg)
+    }
+
+    fn now_ns(&self) -> i64 {
+        SystemClock.now_ns()
+    }
+
+    fn hold(&mut self, held: &[events::Held]) -> anyhow::Result<()> {
+        let g = self.c.group(self.wg)?;
+        let mut evs = Vec::new();
+        for h in held {
+            evs.push(decide::held(g, h, &mut V7Ids, &SystemClock)?);
+        }
+        let append = decide::append(g, evs);
+        self.c.commit(vec![append])?;
+        for h in held {
+            self.c.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, task: &str) -> anyhow::Result<()> {
+        self.c.dispatch(self.wg, task)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.c.in_flight.len()
+    }
+
+    fn wait(&mut self, wake_at_ns: Option<i64>) -> anyhow::Result<Vec<(String, WorkerEnd)>> {
+        self.c.await_ends(self.wg, self.started, wake_at_ns)
+    }
+
+    fn finish(&mut self, task: &str, end: WorkerEnd) -> anyhow::Result<()> {
+        self.c.finish_task(self.wg, task, end)
+    }
+
+    fn finished(&mut self) -> anyhow::Result<()> {
+        let g = self.c.group(self.wg)?;
+        if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {
+            let append = decide::append(g, vec![e]);
+            self.c.commit(vec![append])?;
+        }
+        Ok(())
     }
 }

@@ -10,6 +10,8 @@
 //! * [`state`]: the `workgroups` projection (tasks, sessions, writes per file).
 //! * [`decide`]: pure decisions: the plan event, what to dispatch or hold next, each task event
 //!   checked against the task's state.
+//! * [`driver`]: the coordinator's loop over those decisions, which `strata run` and the
+//!   simulation both execute.
 //! * [`provider`]: the `Provider` port adapters implement (spawn, resume, send a follow-up, wait,
 //!   interrupt, release, form a team) with its capability declaration, and how a mode a provider
 //!   cannot run degrades to a fresh capsule with `CAPABILITY_FALLBACK`.
@@ -18,6 +20,7 @@
 //!   `continues` one may resume it.
 
 pub mod decide;
+pub mod driver;
 pub mod events;
 pub mod plan;
 pub mod provider;
