@@ -7,12 +7,12 @@
 //! runner that come late or twice.
 //!
 //! What this file supplies are the loop's edges (`driver::Coordinate`), in simulated time:
-//! dispatch (route, claim, capsule and `task.dispatched` in one append, built from the same
-//! engine functions as the adapters' coordinator: `decide::route_input`, the router and ledger,
-//! `warm::resumable`), a wait that advances the clock a second at a time (faults strike, the
+//! dispatch (route, claim, capsule and `task.dispatched` in one append, decided by the same
+//! engine functions as the adapters' coordinator: `warm::resumable`, `step::route`,
+//! `step::resumed`), a wait that advances the clock a second at a time (faults strike, the
 //! runner starts what was delivered, workers whose time came end, the invariants are checked)
-//! until an attempt ends or a retry's backoff runs out, and judging an end (`decide::retry`,
-//! the release, warm sessions) in one append. What it does not run are the adapters' edges: git
+//! until an attempt ends or a retry's backoff runs out, and judging an end (`step::close`:
+//! outcome, retry and backoff, release, warm session) in one append. What it does not run are the adapters' edges: git
 //! worktrees, prompt files, provider processes, tokio. The runner, fed by the dispatch events,
 //! starts each attempt once (`worker.started` expects an empty worker stream) and records its
 //! end. A crash stops the loop; everything is rebuilt from the journal (a dispatch without a
@@ -47,15 +47,15 @@ use serde_json::json;
 use strata_engine::ce::capsule::{self, Sealed};
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
-use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
+use strata_engine::ce::router::Mode;
 use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
-use strata_engine::workgroup::events::{Completed, Dispatched, Failed, Held, PromptRef, WorkerEnded, WorkerStarted};
+use strata_engine::workgroup::events::{Dispatched, Held, PromptRef, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::plan::{self, CAPSULE_PHASES, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::warm::{self, Warm};
-use strata_engine::workgroup::{decide, driver, lineage_id};
+use strata_engine::workgroup::{decide, driver, lineage_id, sim, step};
 use strata_journal::EventData;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
@@ -382,30 +382,23 @@ impl Run {
             (Some((l, ..)), Some((w, _))) => Some((l.as_str(), w.is_ok())),
             _ => None,
         };
-        let input = decide::route_input(&t, candidate);
-        let mut facts =
-            RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| self.fail("route", e.to_string()))?;
-        ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| self.fail("route", e.to_string()))?;
-        let route = router::route(&facts).map_err(|e| self.fail("route", e.to_string()))?;
-        let mut ledger_events =
-            ownership::route_events(&self.ledger, &lineage, &facts, &route, route.mode, &mut self.ids, &self.clock)
-                .map_err(|e| self.fail("route", e.to_string()))?;
-        let resumed = route.mode == Mode::Resume;
+        let routed = step::route(&t, &lineage, candidate, &self.ledger, &sim::CAPABILITIES, &mut self.ids, &self.clock)
+            .map_err(|e| self.fail("route", e.to_string()))?;
+        let mut ledger_events = routed.ledger_events.clone();
+        let resumed = routed.runs_as == Mode::Resume;
         if let (true, Some((l, ..)), Some((Ok(w), current))) = (resumed, &prior, &warm) {
             // A stale capsule is reconciled: the session is briefed with the current one.
-            if let (Warm::Reconcile { recorded, current: hash }, false) = (w, self.cfg.defects.stale_resume) {
-                let e = warm::reconciled(l, recorded.as_deref(), hash, now, &mut self.ids, &self.clock)
-                    .map_err(|e| self.fail("warm", e.to_string()))?;
-                ledger_events.push(e);
-                ledger_events.push(self.sealed_event(current)?);
-                self.report.reconciliations += 1;
-            }
-            let renew = warm::renewed(l, now, WARM_MINUTES, &mut self.ids, &self.clock)
+            let stale = match (w, self.cfg.defects.stale_resume) {
+                (Warm::Reconcile { recorded, .. }, false) => Some((recorded.as_deref(), current)),
+                _ => None,
+            };
+            self.report.reconciliations += u64::from(stale.is_some());
+            let events = step::resumed(l, stale, now, WARM_MINUTES, &mut self.ids, &self.clock)
                 .map_err(|e| self.fail("warm", e.to_string()))?;
-            ledger_events.push(renew);
+            ledger_events.extend(events);
         }
         // A worker started or resumed is briefed with its own sealed capsule.
-        let own = if route.mode == Mode::Local { None } else { Some(self.seal(task, attempt)?) };
+        let own = if routed.runs_as == Mode::Local { None } else { Some(self.seal(task, attempt)?) };
         if let Some(sealed) = &own {
             ledger_events.push(self.sealed_event(sealed)?);
         }
@@ -415,9 +408,9 @@ impl Run {
             events: ledger_events,
         };
         let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-        if route.reason_codes.contains(&Reason::WriterOwnershipConflict) {
-            let h =
-                Held { task: task.to_owned(), blocked_by: Vec::new(), reason: "writer ownership conflict".to_owned() };
+        if routed.conflicted() {
+            let reason = format!("writer ownership conflict: {}", routed.holder().unwrap_or_default());
+            let h = Held { task: task.to_owned(), blocked_by: Vec::new(), reason };
             let held =
                 decide::held(g, &h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
             let append = decide::append(g, vec![held]);
@@ -428,9 +421,9 @@ impl Run {
             attempt,
             lineage_id: lineage.clone(),
             provider: "sim".to_owned(),
-            routed: route.mode.as_str().to_owned(),
-            runs_as: route.mode.as_str().to_owned(),
-            reason_codes: route.reason_codes.iter().map(|r| r.as_str().to_owned()).collect(),
+            routed: routed.route.mode.as_str().to_owned(),
+            runs_as: routed.runs_as.as_str().to_owned(),
+            reason_codes: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
             prompt: PromptRef {
                 prompt_task: lineage,
                 prompt_hash: format!("sha256:{}", "0".repeat(64)),
@@ -555,79 +548,47 @@ impl Run {
     }
 
     /// The coordinator judges every ended worker: the task's outcome and the release, at once.
-    fn judge(&mut self, task: String, end: WorkerEnd) -> Result<(), Failure> {
+    /// The coordinator judges an ended worker: the task's outcome and the release (and, for a
+    /// completed session, its warm lineage), at once.
+    fn judge(&mut self, task: &str, end: WorkerEnd) -> Result<(), Failure> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
-        let Some(attempt) = g.tasks.get(&task).map(|t| t.attempts) else { return Ok(()) };
-        let (succeeded, w) = (end.succeeded, end.ended);
-        {
-            let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-            let event = if succeeded {
-                let c = Completed {
-                    task: task.clone(),
-                    attempt,
-                    session_id: w.session_id.clone().unwrap_or_default(),
-                    files: Vec::new(),
-                    summary: w.summary.clone(),
-                    usage: w.usage,
-                    synthetic: true,
-                    commit: None,
-                };
-                decide::completed(g, &c, &mut self.ids, &self.clock)
-            } else {
-                let backoff = decide::retry(g, &task, w.abandoned, true);
-                let backoff = if self.cfg.defects.no_backoff { backoff.map(|_| 0) } else { backoff };
-                match backoff {
-                    Some(ms) if ms > 0 => self.report.backoffs += 1,
-                    None if w.summary == REFUSED => self.report.lost_to_outages += 1,
-                    _ => {}
-                }
-                let f = Failed {
-                    task: task.clone(),
-                    attempt,
-                    session_id: w.session_id.clone(),
-                    reason: w.summary.clone(),
-                    usage: w.usage,
-                    retry: backoff.is_some(),
-                    not_before_ns: backoff.and_then(|ms| decide::not_before(self.clock.now_ns(), ms)),
-                };
-                decide::failed(g, &f, &mut self.ids, &self.clock)
-            }
-            .map_err(|e| self.fail("decide", e.to_string()))?;
-            let mut ledger_events: Vec<_> =
-                ownership::release_event(&self.ledger, &lineage_id(WG, &task), &mut self.ids, &self.clock)
-                    .map_err(|e| self.fail("release", e.to_string()))?
-                    .into_iter()
-                    .collect();
-            // A completed session stays warm for the task that continues it.
-            if let (true, Some(t), Some((_, d))) =
-                (succeeded, g.plan.task(&task), g.tasks.get(&task).and_then(|s| s.dispatch.as_ref()))
-            {
-                let parent = t.spec.continues.as_ref().map(|p| lineage_id(WG, p));
-                let c = warm::Completion {
-                    workgroup: WG,
-                    task: t,
-                    dispatch: d,
-                    session: w.session_id.as_deref().unwrap_or_default(),
-                    parent: parent.as_deref(),
-                    checkpoint: None,
-                    now_ns: self.clock.now_ns(),
-                    warm_minutes: WARM_MINUTES,
-                };
-                let kept = warm::completed(&self.ledger, &c, &mut self.ids, &self.clock)
-                    .map_err(|e| self.fail("warm", e.to_string()))?;
-                ledger_events.extend(kept);
-            }
-            let appends = vec![
-                decide::append(g, vec![event]),
-                StreamAppend {
-                    stream: ownership::STREAM.to_owned(),
-                    expected: ExpectedVersion::Exact(self.ledger.version()),
-                    events: ledger_events,
-                },
-            ];
-            self.commit(appends)?;
+        let Some(attempt) = g.tasks.get(task).map(|t| t.attempts) else { return Ok(()) };
+        let w = end.ended;
+        let no_backoff = self.cfg.defects.no_backoff;
+        let closed = step::close(
+            g,
+            &self.ledger,
+            step::End {
+                task,
+                attempt,
+                ended: &w,
+                failure: (!end.succeeded).then(|| w.summary.clone()),
+                retryable: true,
+                files: Vec::new(),
+                commit: None,
+                keeps_warm: sim::CAPABILITIES.resume,
+                now_ns: self.clock.now_ns(),
+                warm_minutes: WARM_MINUTES,
+            },
+            |ms| if no_backoff { 0 } else { ms },
+            &mut self.ids,
+            &self.clock,
+        )
+        .map_err(|e| self.fail("decide", e.to_string()))?;
+        match (closed.retry_ms, closed.not_before_ns) {
+            (Some(_), Some(_)) => self.report.backoffs += 1,
+            (None, _) if !end.succeeded && w.summary == REFUSED => self.report.lost_to_outages += 1,
+            _ => {}
         }
-        Ok(())
+        let appends = vec![
+            decide::append(g, vec![closed.task_event]),
+            StreamAppend {
+                stream: ownership::STREAM.to_owned(),
+                expected: ExpectedVersion::Exact(self.ledger.version()),
+                events: closed.ledger_events,
+            },
+        ];
+        self.commit(appends)
     }
 
     /// The coordinator (and its runner) crash; everything is rebuilt from the journal.
@@ -776,7 +737,7 @@ impl driver::Coordinate for Run {
     }
 
     fn finish(&mut self, task: &str, end: WorkerEnd) -> Result<(), Stop> {
-        Ok(self.judge(task.to_owned(), end)?)
+        Ok(self.judge(task, end)?)
     }
 
     fn finished(&mut self) -> Result<(), Stop> {

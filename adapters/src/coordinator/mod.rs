@@ -41,7 +41,7 @@ use serde_json::json;
 use strata_engine::ce::capsule;
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::ownership;
-use strata_engine::ce::router::{self, Mode, Reason, RouteFacts};
+use strata_engine::ce::router::Mode;
 use strata_engine::context::assemble::{Inputs, Task as AssemblyTask, TokenCounter, assemble};
 use strata_engine::context::prompts;
 use strata_engine::context::render::{Level, render};
@@ -52,11 +52,11 @@ use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
-use strata_engine::workgroup::events::{self, Completed, Dispatched, Failed, PromptRef, Violation};
+use strata_engine::workgroup::events::{self, Dispatched, PromptRef, Violation};
 use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, overlaps};
-use strata_engine::workgroup::provider::{self, Provider};
+use strata_engine::workgroup::provider::Provider;
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
-use strata_engine::workgroup::{self, decide, warm};
+use strata_engine::workgroup::{self, decide, step, warm};
 use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
@@ -129,7 +129,6 @@ struct Closing {
 /// A dispatched attempt the coordinator waits for.
 struct InFlight {
     attempt: u32,
-    lineage: String,
     owns: Vec<String>,
     mode: Mode,
     provider: String,
@@ -388,7 +387,6 @@ impl<'j> Coordinator<'j> {
             };
             let flight = InFlight {
                 attempt: d.attempt,
-                lineage: d.lineage_id.clone(),
                 owns: t.spec.owns.clone(),
                 mode: Mode::parse(&d.runs_as).unwrap_or(Mode::FreshCapsule),
                 provider: d.provider.clone(),
@@ -534,24 +532,14 @@ impl<'j> Coordinator<'j> {
             }
             candidate = Some((prior_lineage.as_str(), warm.is_ok()));
         }
-        let input = decide::route_input(&t, candidate);
-        let mut facts =
-            RouteFacts::from_json(&input, self.ledger.workspace()).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
-        ownership::apply_ledger(&self.ledger, &lineage, &mut facts).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
-        let route = router::route(&facts).map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
-        let (runs_as, reasons) = provider::degrade(&route, &caps);
-        let ledger_events =
-            ownership::route_events(&self.ledger, &lineage, &facts, &route, runs_as, &mut V7Ids, &SystemClock)
-                .map_err(|e| anyhow::anyhow!("task {id}: {e}"))?;
+        let routed = step::route(&t, &lineage, candidate, &self.ledger, &caps, &mut V7Ids, &SystemClock)?;
         let ledger_append = StreamAppend {
             stream: ownership::STREAM.to_owned(),
             expected: ExpectedVersion::Exact(self.ledger.version()),
-            events: ledger_events,
+            events: routed.ledger_events.clone(),
         };
-        if route.reason_codes.contains(&Reason::WriterOwnershipConflict) {
-            let holder = facts
-                .conflict()
-                .map(|(w, held, _)| format!("{} holds {held}", w.lineage_id.clone().unwrap_or_default()));
+        if routed.conflicted() {
+            let holder = routed.holder();
             let h = events::Held {
                 task: id.to_owned(),
                 blocked_by: Vec::new(),
@@ -587,16 +575,22 @@ impl<'j> Coordinator<'j> {
             (Some(repo), true) => Some(repo.worktree(id, attempt)?),
             _ => None,
         };
+        let (route, runs_as, reasons) = (routed.route, routed.runs_as, routed.reasons);
         let from_session = if runs_as == Mode::Resume { prior.clone().map(|(_, s, ..)| s) } else { None };
         let mut ledger_append = ledger_append;
         let mut prompt_text = assembly.prompt.clone();
         if let (Mode::Resume, Some((prior_lineage, ..))) = (runs_as, &prior) {
             // A stale warm session is reconciled: briefed with its capsule as sealed now.
-            if let Some((recorded, current)) = &stale {
-                let e =
-                    warm::reconciled(prior_lineage, recorded.as_deref(), &current.hash, now, &mut V7Ids, &SystemClock)?;
-                ledger_append.events.push(e);
-                ledger_append.events.push(sealed_event(current)?);
+            let reconcile = stale.as_ref().map(|(recorded, current)| (recorded.as_deref(), current));
+            ledger_append.events.extend(step::resumed(
+                prior_lineage,
+                reconcile,
+                now,
+                WARM_MINUTES,
+                &mut V7Ids,
+                &SystemClock,
+            )?);
+            if let Some((_, current)) = &stale {
                 let text = serde_json::to_string_pretty(&current.capsule)?;
                 prompt_text.push_str(&format!(
                     "\n\n## Reconciliation\n\nWhat you were briefed with changed since your last turn (the \
@@ -608,7 +602,6 @@ impl<'j> Coordinator<'j> {
                     "{id}: reconciles {prior_lineage} before resuming it (its capsule went stale)"
                 ));
             }
-            ledger_append.events.push(warm::renewed(prior_lineage, now, WARM_MINUTES, &mut V7Ids, &SystemClock)?);
         }
         // A worker started fresh or resumed is briefed with a sealed capsule (schema, privacy
         // scan, hash); one the seal refuses holds the task: nothing unscanned reaches a worker.
@@ -673,7 +666,6 @@ impl<'j> Coordinator<'j> {
             id.to_owned(),
             InFlight {
                 attempt,
-                lineage,
                 owns: t.spec.owns.clone(),
                 mode: runs_as,
                 provider: provider_name.clone(),
@@ -793,7 +785,6 @@ impl<'j> Coordinator<'j> {
         let began = Instant::now();
         let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
         let attempt = flight.attempt;
-        let lineage = flight.lineage.clone();
         let mut end_events = Closing::default();
         let x = end.ended;
         let session = x.session_id.clone().unwrap_or_default();
@@ -826,53 +817,44 @@ impl<'j> Coordinator<'j> {
             }
             // Flagged: the owned part is not applied either; the task's changes are discarded.
         }
-        match failure {
-            None => {
-                let c = Completed {
-                    task: id.to_owned(),
-                    attempt,
-                    session_id: session,
-                    files,
-                    summary: x.summary.clone(),
-                    usage: x.usage,
-                    synthetic: x.synthetic,
-                    commit: commit.clone(),
-                };
-                end_events.events.push(decide::completed(self.group(wg)?, &c, &mut V7Ids, &SystemClock)?);
-                end_events.notes.push(format!("{id}: completed ({} files)", c.files.len()));
-                if let Some(warm) = self.keep_warm(wg, id, &c.session_id)? {
-                    end_events.ledger.extend(warm);
-                }
+        let files_changed = files.len();
+        let sim = flight.provider == "sim";
+        let time_scale = self.options.time_scale;
+        let closed = step::close(
+            self.group(wg)?,
+            &self.ledger,
+            step::End {
+                task: id,
+                attempt,
+                ended: &x,
+                failure: failure.clone(),
+                retryable,
+                files,
+                commit: commit.clone(),
+                keeps_warm: self.resumes(&flight.provider),
+                now_ns: SystemClock.now_ns(),
+                warm_minutes: WARM_MINUTES,
+            },
+            // A simulated worker's backoff passes like its latency: divided by the time scale.
+            |ms| if sim { ms.checked_div(time_scale).unwrap_or(0) } else { ms },
+            &mut V7Ids,
+            &SystemClock,
+        )?;
+        end_events.events.push(closed.task_event);
+        end_events.ledger.extend(closed.ledger_events);
+        end_events.notes.push(match (failure, closed.retry_ms) {
+            (None, _) => format!("{id}: completed ({files_changed} files)"),
+            (Some(reason), None) => format!("{id}: failed: {reason}"),
+            (Some(reason), Some(0)) => format!("{id}: failed: {reason}; retrying"),
+            (Some(reason), Some(ms)) if sim => {
+                format!("{id}: failed: {reason}; retrying in {:.1} s (simulated time)", ms as f64 / 1000.0)
             }
-            Some(reason) => {
-                let backoff = decide::retry(self.group(wg)?, id, x.abandoned, retryable);
-                // A simulated worker's backoff passes like its latency: divided by the time scale.
-                let sim = flight.provider == "sim";
-                let wait =
-                    backoff.map(|ms| if sim { ms.checked_div(self.options.time_scale).unwrap_or(0) } else { ms });
-                let f = Failed {
-                    task: id.to_owned(),
-                    attempt,
-                    session_id: x.session_id.clone(),
-                    reason: reason.clone(),
-                    usage: x.usage,
-                    retry: backoff.is_some(),
-                    not_before_ns: wait.and_then(|ms| decide::not_before(SystemClock.now_ns(), ms)),
-                };
-                end_events.events.push(decide::failed(self.group(wg)?, &f, &mut V7Ids, &SystemClock)?);
-                let again = match backoff {
-                    None => String::new(),
-                    Some(0) => "; retrying".to_owned(),
-                    Some(ms) if sim => format!("; retrying in {:.1} s (simulated time)", ms as f64 / 1000.0),
-                    Some(ms) => format!("; retrying in {:.1} s", ms as f64 / 1000.0),
-                };
-                end_events.notes.push(format!("{id}: failed: {reason}{again}"));
-            }
-        }
+            (Some(reason), Some(ms)) => format!("{id}: failed: {reason}; retrying in {:.1} s", ms as f64 / 1000.0),
+        });
         if let Some(t) = self.usage(&flight, &x)? {
             end_events.extra.push(t);
         }
-        self.close_task(wg, id, &lineage, end_events, flight, began)?;
+        self.close_task(wg, id, end_events, flight, began)?;
         // The completion is durable; now its changes go onto the integration branch.
         if let Some(commit) = commit {
             self.integrate(wg, id, attempt, &commit)?;
@@ -880,34 +862,14 @@ impl<'j> Coordinator<'j> {
         Ok(())
     }
 
-    /// The ledger events keeping the session that completed `id` warm, when its provider can
-    /// resume sessions.
-    fn keep_warm(&self, wg: &str, id: &str, session: &str) -> anyhow::Result<Option<Vec<EventData>>> {
-        let g = self.group(wg)?;
-        let (Some(t), Some((_, d))) = (g.plan.task(id), g.tasks.get(id).and_then(|s| s.dispatch.as_ref())) else {
-            return Ok(None);
-        };
-        let resumes = match d.provider.as_str() {
+    /// Whether `provider` resumes sessions (a session it completed is kept warm).
+    fn resumes(&self, provider: &str) -> bool {
+        match provider {
             "sim" => self.sim.as_ref().is_some_and(|p| p.capabilities().resume),
             "claude" => self.claude.as_ref().is_some_and(|p| p.capabilities().resume),
             "codex" => self.codex.as_ref().is_some_and(|p| p.capabilities().resume),
             _ => false,
-        };
-        if !resumes || session.is_empty() {
-            return Ok(None);
         }
-        let parent = t.spec.continues.as_ref().map(|p| workgroup::lineage_id(wg, p));
-        let c = warm::Completion {
-            workgroup: wg,
-            task: t,
-            dispatch: d,
-            session,
-            parent: parent.as_deref(),
-            checkpoint: None,
-            now_ns: SystemClock.now_ns(),
-            warm_minutes: WARM_MINUTES,
-        };
-        Ok(Some(warm::completed(&self.ledger, &c, &mut V7Ids, &SystemClock)?))
     }
 
     /// Applies a completed task's commit to the integration branch; a conflict is recorded and
@@ -950,28 +912,15 @@ impl<'j> Coordinator<'j> {
         Ok(())
     }
 
-    /// Records the task's end with the release of its files, and removes its worktree.
-    fn close_task(
-        &mut self,
-        wg: &str,
-        id: &str,
-        lineage: &str,
-        end: Closing,
-        flight: InFlight,
-        began: Instant,
-    ) -> anyhow::Result<()> {
+    /// Records the task's end with the release of its files (one append), and removes its
+    /// worktree.
+    fn close_task(&mut self, wg: &str, id: &str, end: Closing, flight: InFlight, began: Instant) -> anyhow::Result<()> {
         let mut appends = vec![decide::append(self.group(wg)?, end.events)];
         appends.extend(end.extra);
-        let mut ledger_events: Vec<EventData> =
-            ownership::release_event(&self.ledger, lineage, &mut V7Ids, &SystemClock)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .into_iter()
-                .collect();
-        ledger_events.extend(end.ledger);
         appends.push(StreamAppend {
             stream: ownership::STREAM.to_owned(),
             expected: ExpectedVersion::Exact(self.ledger.version()),
-            events: ledger_events,
+            events: end.ledger,
         });
         self.commit(appends)?;
         for n in end.notes {

@@ -106,15 +106,7 @@ impl Provider for SimProvider {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            local: true,
-            resume: true,
-            fork: true,
-            recent: true,
-            team: true,
-            followup: true,
-            interrupt: true,
-        }
+        strata_engine::workgroup::sim::CAPABILITIES
     }
 
     async fn spawn(&self, brief: &Brief) -> Result<Worker, ProviderError> {

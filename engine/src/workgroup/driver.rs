@@ -80,7 +80,7 @@ mod tests {
 
     use super::*;
     use crate::ports::{CountingIds, FixedClock};
-    use crate::workgroup::events::{Completed, Dispatched, Failed, PromptRef, WorkerEnded, WorkerStarted};
+    use crate::workgroup::events::{Dispatched, PromptRef, WorkerEnded, WorkerStarted};
     use crate::workgroup::plan::{Plan, check};
     use crate::workgroup::state::{Status, Workgroups};
 
@@ -233,35 +233,28 @@ mod tests {
             }
             self.judged += 1;
             let clock = FixedClock(self.now);
-            let attempt = end.ended.attempt;
             let g = self.groups.get("wg").ok_or("not planned")?;
-            let e = if end.succeeded {
-                let c = Completed {
-                    task: task.into(),
-                    attempt,
-                    session_id: end.ended.session_id.clone().unwrap_or_default(),
+            let closed = crate::workgroup::step::close(
+                g,
+                &crate::ce::ledger::Ledger::default(),
+                crate::workgroup::step::End {
+                    task,
+                    attempt: end.ended.attempt,
+                    ended: &end.ended,
+                    failure: (!end.succeeded).then(|| "failed".to_owned()),
+                    retryable: true,
                     files: Vec::new(),
-                    summary: "done".into(),
-                    usage: Default::default(),
-                    synthetic: true,
                     commit: None,
-                };
-                decide::completed(g, &c, &mut self.ids, &clock)
-            } else {
-                let backoff = decide::retry(g, task, end.ended.abandoned, true);
-                let f = Failed {
-                    task: task.into(),
-                    attempt,
-                    session_id: end.ended.session_id.clone(),
-                    reason: "failed".into(),
-                    usage: Default::default(),
-                    retry: backoff.is_some(),
-                    not_before_ns: backoff.and_then(|ms| decide::not_before(self.now, ms)),
-                };
-                decide::failed(g, &f, &mut self.ids, &clock)
-            }
+                    keeps_warm: false,
+                    now_ns: self.now,
+                    warm_minutes: 1,
+                },
+                |ms| ms,
+                &mut self.ids,
+                &clock,
+            )
             .map_err(|e| e.to_string())?;
-            let append = decide::append(g, vec![e]);
+            let append = decide::append(g, vec![closed.task_event]);
             self.commit(append);
             Ok(())
         }

@@ -12,6 +12,9 @@
 //!   checked against the task's state.
 //! * [`driver`]: the coordinator's loop over those decisions, which `strata run` and the
 //!   simulation both execute.
+//! * [`step`]: the decisions inside one dispatch (routing with the warm candidate and the
+//!   provider's capabilities, resuming a warm session) and one judged end (outcome, retry,
+//!   release, warm session), shared by `strata run` and the simulation.
 //! * [`provider`]: the `Provider` port adapters implement (spawn, resume, send a follow-up, wait,
 //!   interrupt, release, form a team) with its capability declaration, and how a mode a provider
 //!   cannot run degrades to a fresh capsule with `CAPABILITY_FALLBACK`.
@@ -26,6 +29,7 @@ pub mod plan;
 pub mod provider;
 pub mod sim;
 pub mod state;
+pub mod step;
 pub mod warm;
 
 /// Stream prefix; a workgroup's stream is the prefix followed by its name.
@@ -64,6 +68,14 @@ pub enum WorkgroupError {
         task: String,
         /// What is wrong.
         rule: String,
+    },
+    /// The dispatch ledger refused to route or release a task's lineage.
+    #[error("[STRATA-E1706] task {task}: the dispatch ledger refused it: {detail}")]
+    Route {
+        /// The task.
+        task: String,
+        /// The ledger's reason.
+        detail: String,
     },
     /// A payload could not be encoded (a bug).
     #[error("[STRATA-E1705] internal error building a workgroup event: {0}; report a bug")]

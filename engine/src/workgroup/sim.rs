@@ -13,6 +13,7 @@
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
+use super::provider::Capabilities;
 use crate::ce::router::Mode;
 use crate::telemetry::events::Counters;
 
@@ -41,6 +42,11 @@ pub const STRAY_PER_MILLE: u32 = 15;
 fn uniform(rng: &mut ChaCha8Rng, lo: u64, hi: u64) -> u64 {
     lo + rng.next_u64() % (hi - lo + 1)
 }
+
+/// What the simulated provider can do: every mode, follow-ups and interrupts (it fakes
+/// nothing: each is a draw from the model).
+pub const CAPABILITIES: Capabilities =
+    Capabilities { local: true, resume: true, fork: true, recent: true, team: true, followup: true, interrupt: true };
 
 /// The seeded model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

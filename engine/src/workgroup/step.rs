@@ -1,0 +1,201 @@
+//! The decisions inside one dispatch and one judged end of the coordinator's loop, apart from
+//! their I/O: routing a task against the dispatch ledger with its warm candidate and the
+//! provider's capabilities, the ledger events of resuming a warm session (reconciled first when
+//! its capsule went stale), and closing an attempt (completion, or failure with its retry and
+//! backoff; the release of its claim; a completed session kept warm). The adapters' coordinator
+//! and the `coordinator-faults` simulation both build their [`super::driver::Coordinate`] edges
+//! from these, so the simulation exercises the same decisions `strata run` records.
+
+use strata_journal::EventData;
+
+use super::WorkgroupError;
+use super::events::{Completed, Failed, WorkerEnded};
+use super::plan::Task;
+use super::provider::{self, Capabilities};
+use super::state::Workgroup;
+use super::{decide, lineage_id, warm};
+use crate::ce::capsule::Sealed;
+use crate::ce::ledger::{self, Ledger};
+use crate::ce::ownership;
+use crate::ce::router::{self, Mode, Reason, Route, RouteFacts};
+use crate::ports::{Clock, Ids};
+
+/// What routing a dispatch decided.
+#[derive(Clone, Debug)]
+pub struct Routed {
+    /// The routing facts, with the ledger's active writers.
+    pub facts: RouteFacts,
+    /// The router's decision.
+    pub route: Route,
+    /// The mode that runs: the route's, or a fresh capsule when the provider cannot run it.
+    pub runs_as: Mode,
+    /// The reasons to record with the dispatch.
+    pub reasons: Vec<Reason>,
+    /// The ledger's route and claim (or conflict) events, for the dispatch's (or hold's) append.
+    pub ledger_events: Vec<EventData>,
+}
+
+impl Routed {
+    /// Another lineage owns a path this writer would: the task is held, not dispatched.
+    pub fn conflicted(&self) -> bool {
+        self.route.reason_codes.contains(&Reason::WriterOwnershipConflict)
+    }
+
+    /// Who holds which path, for the hold's reason.
+    pub fn holder(&self) -> Option<String> {
+        self.facts.conflict().map(|(w, held, _)| format!("{} holds {held}", w.lineage_id.clone().unwrap_or_default()))
+    }
+}
+
+/// Routes task `t`, running as `lineage`, against `ledger`: its routing facts
+/// ([`decide::route_input`]) with `candidate` (the warm lineage it continues, and whether that
+/// may be resumed), the ledger's active writers, the router's decision, and a mode the
+/// provider's `caps` cannot run degraded to a fresh capsule with `CAPABILITY_FALLBACK`.
+pub fn route(
+    t: &Task,
+    lineage: &str,
+    candidate: Option<(&str, bool)>,
+    ledger: &Ledger,
+    caps: &Capabilities,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Routed, WorkgroupError> {
+    let refused = |e: crate::ce::CeError| WorkgroupError::Route { task: t.id().to_owned(), detail: e.to_string() };
+    let input = decide::route_input(t, candidate);
+    let mut facts = RouteFacts::from_json(&input, ledger.workspace()).map_err(refused)?;
+    ownership::apply_ledger(ledger, lineage, &mut facts).map_err(refused)?;
+    let route = router::route(&facts).map_err(refused)?;
+    let (runs_as, reasons) = provider::degrade(&route, caps);
+    let ledger_events =
+        ownership::route_events(ledger, lineage, &facts, &route, runs_as, ids, clock).map_err(refused)?;
+    Ok(Routed { facts, route, runs_as, reasons, ledger_events })
+}
+
+/// The ledger events of resuming the warm session of lineage `prior` at `now_ns`: when its
+/// capsule went stale (`stale`: the capsule its record names, and the capsule as sealed now),
+/// `ce.lineage-reconciled` and the current capsule's `ce.capsule-sealed` first; then its lease
+/// renewed for `warm_minutes`.
+pub fn resumed(
+    prior: &str,
+    stale: Option<(Option<&str>, &Sealed)>,
+    now_ns: i64,
+    warm_minutes: u64,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Vec<EventData>, WorkgroupError> {
+    let mut out = Vec::new();
+    if let Some((recorded, current)) = stale {
+        out.push(warm::reconciled(prior, recorded, &current.hash, now_ns, ids, clock)?);
+        out.push(ledger::capsule_sealed(ids, clock, current).map_err(|e| WorkgroupError::Encode(e.detail))?);
+    }
+    out.push(warm::renewed(prior, now_ns, warm_minutes, ids, clock)?);
+    Ok(out)
+}
+
+/// An attempt's end, as the coordinator judges it.
+pub struct End<'a> {
+    /// The task.
+    pub task: &'a str,
+    /// Its attempt.
+    pub attempt: u32,
+    /// What the adapter recorded of the worker's end.
+    pub ended: &'a WorkerEnded,
+    /// `None`: the task completed; otherwise why it failed.
+    pub failure: Option<String>,
+    /// The failure may be retried (a write violation that stops the task may not).
+    pub retryable: bool,
+    /// Files the completed task changed.
+    pub files: Vec<String>,
+    /// The commit holding its changes.
+    pub commit: Option<String>,
+    /// The provider resumes sessions: a completed one is kept warm on the ledger.
+    pub keeps_warm: bool,
+    /// The coordinator's clock.
+    pub now_ns: i64,
+    /// How long a warm session's lease lasts.
+    pub warm_minutes: u64,
+}
+
+/// What closing an attempt decided.
+#[derive(Clone, Debug)]
+pub struct Closed {
+    /// `task.completed` or `task.failed`, for the workgroup's append.
+    pub task_event: EventData,
+    /// The claim's release and, for a completed session kept warm, its lineage and lease.
+    pub ledger_events: Vec<EventData>,
+    /// For a failure retried: the plan's backoff, milliseconds (0: at once).
+    pub retry_ms: Option<u64>,
+    /// The time its next attempt may be dispatched, as recorded.
+    pub not_before_ns: Option<i64>,
+}
+
+/// Closes `end`'s attempt in workgroup `g`: completed (and kept warm when its provider resumes
+/// sessions), or failed and retried after [`decide::retry`]'s backoff, of which `wait_ms` turns
+/// the milliseconds into the wait the coordinator keeps (a simulated worker's passes like its
+/// latency); and the claim of the task's lineage released.
+pub fn close(
+    g: &Workgroup,
+    ledger: &Ledger,
+    end: End<'_>,
+    wait_ms: impl Fn(u64) -> u64,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Closed, WorkgroupError> {
+    let x = end.ended;
+    let session = x.session_id.clone().unwrap_or_default();
+    let completed = end.failure.is_none();
+    let (task_event, retry_ms, not_before_ns) = match end.failure {
+        None => {
+            let c = Completed {
+                task: end.task.to_owned(),
+                attempt: end.attempt,
+                session_id: session.clone(),
+                files: end.files,
+                summary: x.summary.clone(),
+                usage: x.usage,
+                synthetic: x.synthetic,
+                commit: end.commit,
+            };
+            (decide::completed(g, &c, ids, clock)?, None, None)
+        }
+        Some(reason) => {
+            let retry_ms = decide::retry(g, end.task, x.abandoned, end.retryable);
+            let not_before_ns = retry_ms.and_then(|ms| decide::not_before(end.now_ns, wait_ms(ms)));
+            let f = Failed {
+                task: end.task.to_owned(),
+                attempt: end.attempt,
+                session_id: x.session_id.clone(),
+                reason,
+                usage: x.usage,
+                retry: retry_ms.is_some(),
+                not_before_ns,
+            };
+            (decide::failed(g, &f, ids, clock)?, retry_ms, not_before_ns)
+        }
+    };
+    let lineage = lineage_id(&g.plan.workgroup, end.task);
+    let mut ledger_events: Vec<EventData> = ownership::release_event(ledger, &lineage, ids, clock)
+        .map_err(|e| WorkgroupError::Route { task: end.task.to_owned(), detail: e.to_string() })?
+        .into_iter()
+        .collect();
+    if completed
+        && end.keeps_warm
+        && !session.is_empty()
+        && let (Some(t), Some((_, d))) =
+            (g.plan.task(end.task), g.tasks.get(end.task).and_then(|s| s.dispatch.as_ref()))
+    {
+        let parent = t.spec.continues.as_ref().map(|p| lineage_id(&g.plan.workgroup, p));
+        let c = warm::Completion {
+            workgroup: &g.plan.workgroup,
+            task: t,
+            dispatch: d,
+            session: &session,
+            parent: parent.as_deref(),
+            checkpoint: None,
+            now_ns: end.now_ns,
+            warm_minutes: end.warm_minutes,
+        };
+        ledger_events.extend(warm::completed(ledger, &c, ids, clock)?);
+    }
+    Ok(Closed { task_event, ledger_events, retry_ms, not_before_ns })
+}
