@@ -120,7 +120,7 @@ impl Measured {
 #[derive(Default)]
 struct Closing {
     events: Vec<EventData>,
-    /// Ledger events besides the release (a completed session kept warm).
+    /// Ledger events: the release, and a completed session kept warm.
     ledger: Vec<EventData>,
     extra: Vec<StreamAppend>,
     notes: Vec<String>,
