@@ -385,6 +385,21 @@ impl Run {
         let routed = step::route(&t, &lineage, candidate, &self.ledger, &sim::CAPABILITIES, &mut self.ids, &self.clock)
             .map_err(|e| self.fail("route", e.to_string()))?;
         let mut ledger_events = routed.ledger_events.clone();
+        // A writer another lineage's claim blocks is held, as `strata run` holds it.
+        if routed.conflicted() {
+            let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
+            let reason = format!("writer ownership conflict: {}", routed.holder().unwrap_or_default());
+            let h = Held { task: task.to_owned(), blocked_by: Vec::new(), reason };
+            let held =
+                decide::held(g, &h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+            let ledger_append = StreamAppend {
+                stream: ownership::STREAM.to_owned(),
+                expected: ExpectedVersion::Exact(self.ledger.version()),
+                events: ledger_events,
+            };
+            let append = decide::append(g, vec![held]);
+            return self.commit(vec![ledger_append, append]);
+        }
         let resumed = routed.runs_as == Mode::Resume;
         if let (true, Some((l, ..)), Some((Ok(w), current))) = (resumed, &prior, &warm) {
             // A stale capsule is reconciled: the session is briefed with the current one.
@@ -408,14 +423,6 @@ impl Run {
             events: ledger_events,
         };
         let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-        if routed.conflicted() {
-            let reason = format!("writer ownership conflict: {}", routed.holder().unwrap_or_default());
-            let h = Held { task: task.to_owned(), blocked_by: Vec::new(), reason };
-            let held =
-                decide::held(g, &h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
-            let append = decide::append(g, vec![held]);
-            return self.commit(vec![ledger_append, append]);
-        }
         let d = Dispatched {
             task: task.to_owned(),
             attempt,
