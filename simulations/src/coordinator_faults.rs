@@ -747,6 +747,10 @@ impl driver::Coordinate for Run {
         Ok(self.judge(task, end)?)
     }
 
+    fn stalled(&self, detail: String) -> Stop {
+        Stop::Broken(self.fail("progress", detail))
+    }
+
     fn finished(&mut self) -> Result<(), Stop> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
         if let Some(e) =

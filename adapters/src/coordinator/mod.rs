@@ -1029,6 +1029,10 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
         self.c.finish_task(self.wg, task, end)
     }
 
+    fn stalled(&self, detail: String) -> anyhow::Error {
+        anyhow::anyhow!("[STRATA-E1727] workgroup {}: {detail}; this is a bug, report it", self.wg)
+    }
+
     fn finished(&mut self) -> anyhow::Result<()> {
         let g = self.c.group(self.wg)?;
         if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {

@@ -42,12 +42,17 @@ pub trait Coordinate {
 
     /// Records the workgroup's end once every task ended.
     fn finished(&mut self) -> Result<(), Self::Error>;
+
+    /// The error for a round that recorded nothing although it had tasks to dispatch or hold
+    /// (an edge that neither dispatched nor held a task: a bug, which would loop for ever).
+    fn stalled(&self, detail: String) -> Self::Error;
 }
 
 /// Runs the workgroup until every task ended: holds what can never run, dispatches what is
 /// ready up to the free workers, waits for ends (or a backoff), judges them, and so on.
 pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
     loop {
+        let version = c.group()?.version;
         let next = decide::next(c.group()?, c.now_ns());
         if !next.hold.is_empty() {
             c.hold(&next.hold)?;
@@ -57,6 +62,10 @@ pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
         }
         if c.in_flight() == 0 {
             if !next.dispatch.is_empty() || !next.hold.is_empty() {
+                if c.group()?.version == version {
+                    let tasks = next.dispatch.join(", ");
+                    return Err(c.stalled(format!("dispatching {tasks} recorded neither a dispatch nor a hold")));
+                }
                 // Those dispatches were held, or the holds freed the schedule: decide again.
                 continue;
             }
@@ -98,6 +107,8 @@ mod tests {
         waits: Vec<Option<i64>>,
         stop_after: Option<usize>,
         judged: usize,
+        /// Dispatching records nothing (a broken edge).
+        inert: bool,
     }
 
     impl Fake {
@@ -120,6 +131,7 @@ mod tests {
                 waits: Vec::new(),
                 stop_after: None,
                 judged: 0,
+                inert: false,
             };
             let planned = decide::plan(&f.groups, check(&plan).expect("checks"), 1, &mut f.ids, &FixedClock(f.now))
                 .expect("plan");
@@ -153,6 +165,9 @@ mod tests {
         }
 
         fn dispatch(&mut self, task: &str) -> Result<(), String> {
+            if self.inert {
+                return Ok(());
+            }
             let attempt = self.g().tasks[task].attempts + 1;
             let d = Dispatched {
                 task: task.into(),
@@ -259,6 +274,10 @@ mod tests {
             Ok(())
         }
 
+        fn stalled(&self, detail: String) -> String {
+            detail
+        }
+
         fn finished(&mut self) -> Result<(), String> {
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;
@@ -296,5 +315,13 @@ mod tests {
         assert!(f.g().finished);
         let order: Vec<(&str, u32)> = f.dispatched.iter().map(|(t, a, _)| (t.as_str(), *a)).collect();
         assert_eq!(order, [("a", 1), ("b", 1)], "nothing dispatched twice");
+    }
+
+    #[test]
+    fn a_round_that_records_nothing_stops_the_loop_instead_of_spinning() {
+        let mut f = Fake::new(&[]);
+        f.inert = true;
+        let err = run(&mut f).expect_err("stalls");
+        assert!(err.contains("dispatching a recorded neither a dispatch nor a hold"), "{err}");
     }
 }
