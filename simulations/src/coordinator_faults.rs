@@ -69,6 +69,9 @@ const WG: &str = "sim";
 const SECOND: i64 = 1_000_000_000;
 /// Warm leases last one simulated minute here, so that delays and crashes let them expire.
 const WARM_MINUTES: u64 = 1;
+/// How long a provider outage lasts; the plan's first retry waits as long, so one outage refuses
+/// a task's start at most once (invariant `retry-backoff`).
+const OUTAGE_SECONDS: u64 = 10;
 /// Why a worker did not start in an outage.
 const REFUSED: &str = "the provider is unavailable (simulated outage)";
 /// Knowledge topics; builder `b<i>` works on topic `i % 3`, the planner and reviewer on 0.
@@ -142,8 +145,11 @@ fn plan() -> Plan {
         tasks.push(t);
     }
     tasks.push(json!({"id": "review", "role": "reviewer", "phase": "review", "objective": "Review it all."}));
-    serde_json::from_value(json!({"workgroup": WG, "parallel": 2, "retries": 2, "task": tasks}))
-        .unwrap_or_else(|e| unreachable!("the scenario's plan is well formed: {e}"))
+    let backoff_ms = OUTAGE_SECONDS * 1_000;
+    serde_json::from_value(
+        json!({"workgroup": WG, "parallel": 2, "retries": 2, "retry_backoff_ms": backoff_ms, "task": tasks}),
+    )
+    .unwrap_or_else(|e| unreachable!("the scenario's plan is well formed: {e}"))
 }
 
 struct Run {
@@ -210,6 +216,8 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
         }
     }
     r.report.steps = r.step;
+    // What the last round appended after the last step's checks.
+    r.check_step()?;
     r.check_starts()?;
     r.report.checks += 1;
     crate::invariants::chain(&r.journal).map_err(|e| r.fail("chain", e))?;
@@ -256,7 +264,7 @@ impl Run {
         if roll < 0.03 {
             return Ok(true);
         } else if roll < 0.04 && now >= self.outage_until {
-            self.outage_until = now + 10 * SECOND;
+            self.outage_until = now + OUTAGE_SECONDS as i64 * SECOND;
             self.report.outages += 1;
         } else if roll < 0.07 && now >= self.spike_until {
             self.spike_until = now + 60 * SECOND;
@@ -348,6 +356,12 @@ impl Run {
         }
         self.deliver()?;
         self.end_workers()?;
+        Ok(self.check_step()?)
+    }
+
+    /// The invariants checked after every step: gapless, exclusive ownership, one lease holder,
+    /// and every 25 steps the rebuild.
+    fn check_step(&mut self) -> Result<(), Failure> {
         self.report.checks += 3;
         self.checked_to =
             crate::invariants::gapless(&self.journal, self.checked_to + 1).map_err(|e| self.fail("gapless", e))?;
@@ -366,10 +380,7 @@ impl Run {
         let lineage = lineage_id(WG, task);
         // A continuation resumes the prior session only while the ledger keeps it warm.
         let now = self.clock.now_ns();
-        let prior = t.spec.continues.as_ref().and_then(|p| {
-            let done = &g.tasks.get(p)?.completed.as_ref()?.1;
-            Some((lineage_id(WG, p), done.session_id.clone(), p.clone(), done.attempt))
-        });
+        let prior = step::prior(g, &t);
         // The prior's capsule as sealed now says whether its session's capsule went stale.
         let warm = match &prior {
             Some((l, s, p, a)) => {
@@ -388,16 +399,14 @@ impl Run {
         // A writer another lineage's claim blocks is held, as `strata run` holds it.
         if routed.conflicted() {
             let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-            let reason = format!("writer ownership conflict: {}", routed.holder().unwrap_or_default());
-            let h = Held { task: task.to_owned(), blocked_by: Vec::new(), reason };
-            let held =
-                decide::held(g, &h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+            let h = routed.conflict_hold(task, "");
+            let append = decide::holds(g, std::slice::from_ref(&h), &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
             let ledger_append = StreamAppend {
                 stream: ownership::STREAM.to_owned(),
                 expected: ExpectedVersion::Exact(self.ledger.version()),
                 events: ledger_events,
             };
-            let append = decide::append(g, vec![held]);
             return self.commit(vec![ledger_append, append]);
         }
         let resumed = routed.runs_as == Mode::Resume;
@@ -554,7 +563,6 @@ impl Run {
         Ok(())
     }
 
-    /// The coordinator judges every ended worker: the task's outcome and the release, at once.
     /// The coordinator judges an ended worker: the task's outcome and the release (and, for a
     /// completed session, its warm lineage), at once.
     fn judge(&mut self, task: &str, end: WorkerEnd) -> Result<(), Failure> {
@@ -710,12 +718,8 @@ impl driver::Coordinate for Run {
 
     fn hold(&mut self, held: &[Held]) -> Result<(), Stop> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
-        let mut events = Vec::new();
-        for h in held {
-            events
-                .push(decide::held(g, h, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?);
-        }
-        let append = decide::append(g, events);
+        let append =
+            decide::holds(g, held, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
         Ok(self.commit(vec![append])?)
     }
 
@@ -753,10 +757,9 @@ impl driver::Coordinate for Run {
 
     fn finished(&mut self) -> Result<(), Stop> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
-        if let Some(e) =
-            decide::finished(g, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?
+        if let Some(append) =
+            decide::finish(g, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?
         {
-            let append = decide::append(g, vec![e]);
             self.commit(vec![append])?;
         }
         Ok(())

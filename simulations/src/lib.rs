@@ -10,9 +10,11 @@
 //!   flush failures, stale versions and retries.
 //! * [`ownership_storm`]: twelve writer lineages claiming and releasing overlapping paths through
 //!   the real dispatch ledger, with power losses.
-//! * [`coordinator_faults`]: a workgroup run by a simulated coordinator loop over the real
-//!   workgroup deciders, ledger and provider model through coordinator crashes, provider outages,
-//!   latency spikes, late or duplicated dispatch deliveries and warm leases racing their expiry.
+//! * [`coordinator_faults`]: a workgroup run by the engine's coordinator loop (the one `strata
+//!   run` executes) with simulated edges, over the real workgroup deciders, ledger and provider
+//!   model, through coordinator crashes, provider outages (retries wait out their backoff),
+//!   latency spikes, late or duplicated dispatch deliveries, warm leases racing their expiry and
+//!   knowledge changes that leave warm sessions' capsules stale.
 //! * [`canary`]: a candidate routing policy rolled out from shadow to on through the real
 //!   rollout deciders and promotion gates, over a generated five-strata workload (a clearly
 //!   better candidate, one with a regression in one stratum, a marginal one); its results are

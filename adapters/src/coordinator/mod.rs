@@ -1,8 +1,9 @@
-//! The coordinator's run loop behind `strata run`: it works through a workgroup's plan, deciding
-//! on one thread and letting workers run concurrently on a tokio runtime.
+//! The coordinator behind `strata run`: the edges of the engine's loop
+//! (`strata_engine::workgroup::driver`) for a workgroup's plan, deciding on one thread and letting
+//! workers run concurrently on a tokio runtime.
 //!
-//! For each task that becomes ready (dependencies completed, earlier phases completed, a worker
-//! slot free) it routes the task against the dispatch ledger (writers claim their files there),
+//! For each task that becomes ready (dependencies completed, earlier phases completed, a retry's
+//! backoff over, a worker slot free) it routes the task against the dispatch ledger (writers claim their files there),
 //! degrades a mode the provider cannot run to a fresh capsule, assembles the task's prompt with
 //! its bill of materials, writes both to `.strata/prompts/` with the worker's input (the planning
 //! gate: no worker starts before they exist), seals a context capsule for a fresh worker (a seal
@@ -501,10 +502,7 @@ impl<'j> Coordinator<'j> {
         let attempt = attempts + 1;
         let lineage = workgroup::lineage_id(wg, id);
         let provider_name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
-        let prior = t.spec.continues.as_ref().and_then(|p| {
-            let (_, done) = self.groups.get(wg)?.tasks.get(p)?.completed.as_ref()?;
-            Some((workgroup::lineage_id(wg, p), done.session_id.clone(), p.clone(), done.attempt))
-        });
+        let prior = step::prior(self.group(wg)?, &t);
         let provider = self.provider(&provider_name, seed)?;
         let provider_name = provider.name().to_owned();
         let caps = provider.capabilities();
@@ -539,17 +537,9 @@ impl<'j> Coordinator<'j> {
             events: routed.ledger_events.clone(),
         };
         if routed.conflicted() {
-            let holder = routed.holder();
-            let h = events::Held {
-                task: id.to_owned(),
-                blocked_by: Vec::new(),
-                reason: format!(
-                    "writer ownership conflict: {}; release it (`strata ce --journal DIR release`) and run --resume",
-                    holder.unwrap_or_default()
-                ),
-            };
+            let h = routed.conflict_hold(id, "release it (`strata ce --journal DIR release`) and run --resume");
             let g = self.group(wg)?;
-            let held = decide::append(g, vec![decide::held(g, &h, &mut V7Ids, &SystemClock)?]);
+            let held = decide::holds(g, std::slice::from_ref(&h), &mut V7Ids, &SystemClock)?;
             self.commit(vec![ledger_append, held])?;
             self.progress(format_args!("{id}: held, {}", h.reason));
             return Ok(());
@@ -1000,12 +990,7 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
     }
 
     fn hold(&mut self, held: &[events::Held]) -> anyhow::Result<()> {
-        let g = self.c.group(self.wg)?;
-        let mut evs = Vec::new();
-        for h in held {
-            evs.push(decide::held(g, h, &mut V7Ids, &SystemClock)?);
-        }
-        let append = decide::append(g, evs);
+        let append = decide::holds(self.c.group(self.wg)?, held, &mut V7Ids, &SystemClock)?;
         self.c.commit(vec![append])?;
         for h in held {
             self.c.progress(format_args!("{}: held, {} ({})", h.task, h.reason, h.blocked_by.join(", ")));
@@ -1034,9 +1019,7 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
     }
 
     fn finished(&mut self) -> anyhow::Result<()> {
-        let g = self.c.group(self.wg)?;
-        if let Some(e) = decide::finished(g, &mut V7Ids, &SystemClock)? {
-            let append = decide::append(g, vec![e]);
+        if let Some(append) = decide::finish(self.c.group(self.wg)?, &mut V7Ids, &SystemClock)? {
             self.c.commit(vec![append])?;
         }
         Ok(())

@@ -397,6 +397,25 @@ pub fn finished(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<O
     event(ids, clock, events::FINISHED, &f).map(Some)
 }
 
+/// `task.held` for each of `held`, as one append to the workgroup's stream.
+pub fn holds(
+    g: &Workgroup,
+    held: &[Held],
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    let mut out = Vec::with_capacity(held.len());
+    for h in held {
+        out.push(self::held(g, h, ids, clock)?);
+    }
+    Ok(append(g, out))
+}
+
+/// [`finished`] as an append to the workgroup's stream, when it is due.
+pub fn finish(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<StreamAppend>, WorkgroupError> {
+    Ok(finished(g, ids, clock)?.map(|e| append(g, vec![e])))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

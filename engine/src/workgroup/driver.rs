@@ -63,8 +63,12 @@ pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
         if c.in_flight() == 0 {
             if !next.dispatch.is_empty() || !next.hold.is_empty() {
                 if c.group()?.version == version {
-                    let tasks = next.dispatch.join(", ");
-                    return Err(c.stalled(format!("dispatching {tasks} recorded neither a dispatch nor a hold")));
+                    let holds: Vec<&str> = next.hold.iter().map(|h| h.task.as_str()).collect();
+                    return Err(c.stalled(format!(
+                        "a round to dispatch [{}] and hold [{}] recorded nothing",
+                        next.dispatch.join(", "),
+                        holds.join(", ")
+                    )));
                 }
                 // Those dispatches were held, or the holds freed the schedule: decide again.
                 continue;
@@ -279,10 +283,8 @@ mod tests {
         }
 
         fn finished(&mut self) -> Result<(), String> {
-            let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;
-            if let Some(e) = decide::finished(g, &mut self.ids, &clock).map_err(|e| e.to_string())? {
-                let append = decide::append(g, vec![e]);
+            if let Some(append) = decide::finish(g, &mut self.ids, &FixedClock(self.now)).map_err(|e| e.to_string())? {
                 self.commit(append);
             }
             Ok(())
@@ -322,6 +324,6 @@ mod tests {
         let mut f = Fake::new(&[]);
         f.inert = true;
         let err = run(&mut f).expect_err("stalls");
-        assert!(err.contains("dispatching a recorded neither a dispatch nor a hold"), "{err}");
+        assert!(err.contains("a round to dispatch [a] and hold [] recorded nothing"), "{err}");
     }
 }

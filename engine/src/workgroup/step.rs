@@ -9,7 +9,7 @@
 use strata_journal::EventData;
 
 use super::WorkgroupError;
-use super::events::{Completed, Failed, WorkerEnded};
+use super::events::{Completed, Failed, Held, WorkerEnded};
 use super::plan::Task;
 use super::provider::{self, Capabilities};
 use super::state::Workgroup;
@@ -41,10 +41,29 @@ impl Routed {
         self.route.reason_codes.contains(&Reason::WriterOwnershipConflict)
     }
 
-    /// Who holds which path, for the hold's reason.
-    pub fn holder(&self) -> Option<String> {
-        self.facts.conflict().map(|(w, held, _)| format!("{} holds {held}", w.lineage_id.clone().unwrap_or_default()))
+    /// The hold of `task`, which another lineage's claim blocks, naming who holds which path;
+    /// `fix` (how to free it, for the user) is added to the reason.
+    pub fn conflict_hold(&self, task: &str, fix: &str) -> Held {
+        let holder = self
+            .facts
+            .conflict()
+            .map(|(w, held, _)| format!("{} holds {held}", w.lineage_id.clone().unwrap_or_default()))
+            .unwrap_or_default();
+        let reason = if fix.is_empty() {
+            format!("writer ownership conflict: {holder}")
+        } else {
+            format!("writer ownership conflict: {holder}; {fix}")
+        };
+        Held { task: task.to_owned(), blocked_by: Vec::new(), reason }
     }
+}
+
+/// The completed task whose warm session `t` continues: its lineage, session, id and the
+/// attempt that completed it. `None` when `t` continues nothing (or that task did not complete).
+pub fn prior(g: &Workgroup, t: &Task) -> Option<(String, String, String, u32)> {
+    let p = t.spec.continues.as_ref()?;
+    let (_, done) = g.tasks.get(p)?.completed.as_ref()?;
+    Some((lineage_id(&g.plan.workgroup, p), done.session_id.clone(), p.clone(), done.attempt))
 }
 
 /// Routes task `t`, running as `lineage`, against `ledger`: its routing facts
