@@ -23,7 +23,9 @@
 //! [`result`] turns a run into a `strata.simulation-result/v1` document and [`html`] draws the
 //! self-contained report from it.
 //!
-//! Not built yet: stale capsule reconciliation as a fault.
+//! What the simulations do not run are the adapters' I/O edges (prompt files, git worktrees,
+//! provider processes): `coordinator_faults` supplies them in simulated time under the engine's
+//! coordinator loop.
 //!
 //! What it deliberately does not do: read the wall clock or the OS RNG. Every random choice comes
 //! from a `ChaCha8Rng` seeded by the caller.
