@@ -56,7 +56,6 @@ use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::warm::{self, Warm};
 use strata_engine::workgroup::{decide, driver, lineage_id, sim, step};
-use strata_journal::EventData;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -339,10 +338,6 @@ impl Run {
         .map_err(|e| self.fail("seal", format!("{}: {}", e.code.as_str(), e.detail)))
     }
 
-    fn sealed_event(&mut self, sealed: &Sealed) -> Result<EventData, Failure> {
-        ledger::capsule_sealed(&mut self.ids, &self.clock, sealed).map_err(|e| self.fail("seal", e.detail))
-    }
-
     /// One simulated second: a fault may strike, the runner starts what was delivered, workers
     /// whose time came end; then the invariants are checked.
     fn tick(&mut self) -> Result<(), Stop> {
@@ -424,7 +419,9 @@ impl Run {
         // A worker started or resumed is briefed with its own sealed capsule.
         let own = if routed.runs_as == Mode::Local { None } else { Some(self.seal(task, attempt)?) };
         if let Some(sealed) = &own {
-            ledger_events.push(self.sealed_event(sealed)?);
+            let e =
+                ledger::capsule_sealed(&mut self.ids, &self.clock, sealed).map_err(|e| self.fail("seal", e.detail))?;
+            ledger_events.push(e);
         }
         let ledger_append = StreamAppend {
             stream: ownership::STREAM.to_owned(),

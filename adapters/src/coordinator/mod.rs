@@ -168,10 +168,6 @@ pub struct Coordinator<'j> {
 }
 
 /// `ce.capsule-sealed` for `sealed`.
-fn sealed_event(sealed: &capsule::Sealed) -> anyhow::Result<EventData> {
-    ledger::capsule_sealed(&mut V7Ids, &SystemClock, sealed).map_err(|e| anyhow::anyhow!("{}", e.detail))
-}
-
 fn conflict(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!(
         "[STRATA-E1723] another writer changed the journal during the run ({e}); stop it and continue with --resume"
@@ -598,7 +594,9 @@ impl<'j> Coordinator<'j> {
         let capsule_hash = if matches!(runs_as, Mode::FreshCapsule | Mode::Resume) {
             match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.knowledge_digest()) {
                 Ok(sealed) => {
-                    ledger_append.events.push(sealed_event(&sealed)?);
+                    let e = ledger::capsule_sealed(&mut V7Ids, &SystemClock, &sealed)
+                        .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
+                    ledger_append.events.push(e);
                     let text = serde_json::to_string_pretty(&sealed.capsule)?;
                     std::fs::write(prompt_path.with_extension("capsule.json"), &text)
                         .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?;
