@@ -20,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod daemon;
+pub mod files;
 pub mod harness;
 pub mod inflight;
 pub mod mcp;
