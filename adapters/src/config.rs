@@ -4,6 +4,7 @@
 //! [journal]
 //! durability = "power"   # or "process"; see README, "Durability"
 //! cache_mib = 64         # sled page cache, 8 to 4096
+//! lock_wait_ms = 30000   # how long a command waits for another holder of the journal, 0 to 600000
 //!
 //! [tokens]               # o200k counts are scaled by the model family's factor
 //! claude = 1.3           # claude, opus, sonnet, haiku models
@@ -28,9 +29,17 @@ pub struct Config {
     pub durability: Durability,
     /// sled cache, MiB.
     pub cache_mib: u64,
+    /// How long a command waits for another process holding the journal, ms (the environment's
+    /// `STRATA_LOCK_WAIT_MS` overrides it).
+    pub lock_wait_ms: u64,
     /// Token factor per model family, per mille (1300 = x1.3).
     pub token_factors: BTreeMap<String, u32>,
 }
+
+/// Default of `journal.lock_wait_ms`.
+pub const LOCK_WAIT_MS_DEFAULT: u64 = 30_000;
+/// Largest `journal.lock_wait_ms`.
+pub const LOCK_WAIT_MS_MAX: u64 = 600_000;
 
 /// Model families a token factor can be set for.
 pub const FAMILIES: [&str; 3] = ["claude", "openai", "default"];
@@ -39,7 +48,7 @@ impl Default for Config {
     fn default() -> Self {
         let token_factors =
             [("claude", 1300), ("openai", 1000), ("default", 1000)].map(|(k, v)| (k.to_owned(), v)).into();
-        Config { durability: Durability::Power, cache_mib: 64, token_factors }
+        Config { durability: Durability::Power, cache_mib: 64, lock_wait_ms: LOCK_WAIT_MS_DEFAULT, token_factors }
     }
 }
 
@@ -57,6 +66,7 @@ struct File {
 struct JournalSection {
     durability: Option<String>,
     cache_mib: Option<u64>,
+    lock_wait_ms: Option<u64>,
 }
 
 impl Config {
@@ -72,6 +82,9 @@ impl Config {
                 anyhow::bail!("[STRATA-E0601] {path}: journal.cache_mib is {m}; it must be between 8 and 4096");
             }
             c.cache_mib = m;
+        }
+        if let Some(w) = f.journal.lock_wait_ms {
+            c.lock_wait_ms = check_lock_wait(w).map_err(|e| anyhow::anyhow!("[STRATA-E0601] {path}: journal.{e}"))?;
         }
         for (family, factor) in f.tokens {
             if !FAMILIES.contains(&family.as_str()) {
@@ -90,6 +103,21 @@ impl Config {
         Ok(c)
     }
 
+    /// How long to wait for another holder of the journal: `STRATA_LOCK_WAIT_MS` from `env` when
+    /// set, else `journal.lock_wait_ms`.
+    pub fn lock_wait(&self, env: Option<&str>) -> anyhow::Result<std::time::Duration> {
+        let ms = match env {
+            Some(v) => {
+                let n = v.trim().parse::<u64>().map_err(|_| {
+                    anyhow::anyhow!("[STRATA-E0601] STRATA_LOCK_WAIT_MS is {v:?}; it must be a number of milliseconds")
+                })?;
+                check_lock_wait(n).map_err(|e| anyhow::anyhow!("[STRATA-E0601] STRATA_LOCK_WAIT_MS: {e}"))?
+            }
+            None => self.lock_wait_ms,
+        };
+        Ok(std::time::Duration::from_millis(ms))
+    }
+
     /// The token factor (per mille) for `model`'s family.
     pub fn token_factor(&self, model: &str) -> u32 {
         let family = strata_engine::context::assemble::family(model);
@@ -99,12 +127,20 @@ impl Config {
     /// The TOML text written by `strata init`.
     pub fn render(&self) -> String {
         format!(
-            "# strata workspace configuration\n\n[journal]\n# \"power\": acknowledged appends survive power loss (fdatasync per batch).\n# \"process\": they survive a crash of the process, not of the machine.\ndurability = \"{}\"\n# sled page cache in MiB (8 to 4096).\ncache_mib = {}\n\n[tokens]\n# o200k token counts are multiplied by the model family's factor.\n{}",
+            "# strata workspace configuration\n\n[journal]\n# \"power\": acknowledged appends survive power loss (fdatasync per batch).\n# \"process\": they survive a crash of the process, not of the machine.\ndurability = \"{}\"\n# sled page cache in MiB (8 to 4096).\ncache_mib = {}\n# How long a command waits for another process holding the journal, ms (0 to 600000).\nlock_wait_ms = {}\n\n[tokens]\n# o200k token counts are multiplied by the model family's factor.\n{}",
             self.durability.as_str(),
             self.cache_mib,
+            self.lock_wait_ms,
             self.token_factors.iter().map(|(k, v)| format!("{k} = {}.{:03}\n", v / 1000, v % 1000)).collect::<String>()
         )
     }
+}
+
+fn check_lock_wait(ms: u64) -> Result<u64, String> {
+    if ms > LOCK_WAIT_MS_MAX {
+        return Err(format!("lock_wait_ms is {ms}; it must be at most {LOCK_WAIT_MS_MAX} (ten minutes)"));
+    }
+    Ok(ms)
 }
 
 #[cfg(test)]
@@ -118,6 +154,10 @@ mod tests {
         assert_eq!(Config::parse(&c.render(), "x").unwrap(), c);
         assert!(Config::parse("[journal]\ndurability = \"disk\"\n", "x").is_err());
         assert!(Config::parse("[journal]\ncache_mib = 1\n", "x").is_err());
+        assert!(Config::parse("[journal]\nlock_wait_ms = 600001\n", "x").is_err());
+        assert_eq!(Config::parse("[journal]\nlock_wait_ms = 50\n", "x").unwrap().lock_wait_ms, 50);
+        assert_eq!(c.lock_wait(Some("250")).unwrap(), std::time::Duration::from_millis(250));
+        assert!(c.lock_wait(Some("soon")).is_err());
         assert!(Config::parse("[journal]\ndurabilty = \"power\"\n", "x").is_err());
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
         assert!(Config::parse("[tokens]\nclaude = 0\n", "x").is_err());

@@ -116,6 +116,24 @@ pub fn forward_cli(
     dir: &Path,
     stdin: Option<String>,
 ) -> anyhow::Result<u8> {
+    let reply = exchange(stream, argv, dir, stdin, None)?;
+    out!("{}", reply.stdout);
+    err!("{}", reply.stderr);
+    Ok(reply.code)
+}
+
+/// Sends one CLI request to the daemon and reads its reply, each within `within` when given (a
+/// stopped daemon accepts connections but never answers).
+pub fn exchange(
+    stream: std::os::unix::net::UnixStream,
+    argv: Vec<String>,
+    dir: &Path,
+    stdin: Option<String>,
+    within: Option<Duration>,
+) -> anyhow::Result<CliReply> {
+    let within = within.map(|d| d.max(Duration::from_millis(1)));
+    stream.set_read_timeout(within).context("setting the socket's read timeout")?;
+    stream.set_write_timeout(within).context("setting the socket's write timeout")?;
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let request = Request::Cli { argv, cwd, dir: dir.to_owned(), stdin };
     let mut w = &stream;
@@ -129,10 +147,7 @@ pub fn forward_cli(
             "[STRATA-E1102] the daemon closed the connection without answering (it may be shutting down); run the command again"
         );
     }
-    let reply: CliReply = serde_json::from_str(&line).context("the daemon's answer is not a CLI reply")?;
-    out!("{}", reply.stdout);
-    err!("{}", reply.stderr);
-    Ok(reply.code)
+    serde_json::from_str(&line).context("the daemon's answer is not a CLI reply")
 }
 
 /// `strata mcp` when a daemon runs: relays stdin and stdout to its socket.

@@ -95,10 +95,16 @@ pub fn read_bounded(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>, 
         .map_err(|e| unreadable(open_failure(path, &e)))?;
     let meta = file.metadata().map_err(|e| unreadable(format!("cannot be read: {e}")))?;
     if !meta.is_file() {
-        return Err(InputError::NotRegular { what: what.to_owned(), path: path.to_owned(), kind: kind_name(meta.file_type()) });
+        return Err(InputError::NotRegular {
+            what: what.to_owned(),
+            path: path.to_owned(),
+            kind: kind_name(meta.file_type()),
+        });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max_bytes)).unwrap_or(0));
-    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| unreadable(format!("cannot be read: {e}")))?;
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| unreadable(format!("cannot be read: {e}")))?;
     if bytes.len() as u64 > max_bytes {
         return Err(InputError::TooLarge { what: what.to_owned(), path: path.to_owned(), max_bytes });
     }
@@ -113,6 +119,73 @@ pub fn read_text_bounded(path: &Path, max_bytes: u64, what: &str) -> Result<Stri
         path: path.to_owned(),
         reason: "is not UTF-8 text; give a UTF-8 file".to_owned(),
     })
+}
+
+/// Most symbolic links followed while resolving one path (Linux's own limit is 40).
+pub const LINKS_FOLLOWED_MAX: usize = 40;
+
+/// The path an access to `path` (absolute) would really reach, as the file system resolves it:
+/// every existing component that is a symbolic link is replaced by its target (a dangling link
+/// too, since a write through it creates the target), `..` steps back from the resolved
+/// directory (and what follows it is probed again), and components under one that does not exist
+/// yet are kept as written. An error (a loop, a
+/// component that cannot be read) means the path cannot be placed; callers deny.
+pub fn resolve_links(path: &Path) -> Result<PathBuf, String> {
+    use std::ffi::OsString;
+    use std::path::Component;
+    if !path.is_absolute() {
+        return Err(format!("{} is not absolute", path.display()));
+    }
+    // Components still to walk, the next one last.
+    let mut rest: Vec<OsString> = path.components().rev().filter_map(|c| normal_or_parent(&c)).collect();
+    let mut out = PathBuf::from("/");
+    let mut followed = 0;
+    let mut exists = true;
+    while let Some(c) = rest.pop() {
+        if c == ".." {
+            // Tools normalise `a/../b` before they write, so what follows is probed again.
+            out.pop();
+            exists = true;
+            continue;
+        }
+        let next = out.join(&c);
+        if !exists {
+            out = next;
+            continue;
+        }
+        match std::fs::symlink_metadata(&next) {
+            Ok(m) if m.file_type().is_symlink() => {
+                followed += 1;
+                if followed > LINKS_FOLLOWED_MAX {
+                    return Err(format!(
+                        "more than {LINKS_FOLLOWED_MAX} symbolic links (a loop?) under {}",
+                        path.display()
+                    ));
+                }
+                let target =
+                    std::fs::read_link(&next).map_err(|e| format!("cannot read the link {}: {e}", next.display()))?;
+                if target.is_absolute() {
+                    out = PathBuf::from("/");
+                }
+                rest.extend(target.components().rev().filter_map(|c| normal_or_parent(&c)));
+            }
+            Ok(_) => out = next,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                exists = false;
+                out = next;
+            }
+            Err(e) => return Err(format!("cannot inspect {}: {e}", next.display())),
+        }
+    }
+    return Ok(out);
+
+    fn normal_or_parent(c: &Component<'_>) -> Option<OsString> {
+        match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -146,5 +219,27 @@ mod tests {
         std::os::unix::fs::symlink(&a, &b).expect("link");
         let e = read_bounded(&a, 4, "test input").expect_err("loop").to_string();
         assert!(e.contains("E1903") && e.contains("loop"), "{e}");
+    }
+
+    #[test]
+    fn links_resolve_as_the_file_system_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(dir.path()).expect("canonical");
+        let outside = root.join("outside");
+        std::fs::create_dir(&outside).expect("outside");
+        let work = root.join("work");
+        std::fs::create_dir(&work).expect("work");
+        std::os::unix::fs::symlink(&outside, work.join("out")).expect("link");
+        std::os::unix::fs::symlink(outside.join("new.txt"), work.join("dangling")).expect("link");
+        std::os::unix::fs::symlink("../outside", work.join("relative")).expect("link");
+        let r = |p: PathBuf| resolve_links(&p).expect("resolves");
+        assert_eq!(r(work.join("out/a/b.txt")), outside.join("a/b.txt"), "through a link to a directory");
+        assert_eq!(r(work.join("dangling")), outside.join("new.txt"), "a dangling link is followed");
+        assert_eq!(r(work.join("relative/x")), outside.join("x"), "a relative link");
+        assert_eq!(r(work.join("plain/../y")), work.join("y"), "components that do not exist stay as written");
+        assert_eq!(r(work.join("out/../z")), root.join("z"), ".. steps back from the link's target");
+        std::os::unix::fs::symlink(work.join("loop2"), work.join("loop1")).expect("link");
+        std::os::unix::fs::symlink(work.join("loop1"), work.join("loop2")).expect("link");
+        assert!(resolve_links(&work.join("loop1/f")).is_err());
     }
 }

@@ -62,7 +62,12 @@ impl Workspace {
 
     fn options(&self, command: &str) -> anyhow::Result<OpenOptions> {
         let c = self.config()?;
-        Ok(OpenOptions { durability: c.durability, cache_bytes: c.cache_mib * 1024 * 1024, holder: holder(command) })
+        Ok(OpenOptions {
+            durability: c.durability,
+            cache_bytes: c.cache_mib * 1024 * 1024,
+            holder: holder(command),
+            lock_wait: c.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
+        })
     }
 
     /// Opens the journal for `command` (named in the lock file). On a thread where the daemon
@@ -107,6 +112,7 @@ impl Workspace {
             durability: config.durability,
             cache_bytes: config.cache_mib * 1024 * 1024,
             holder: holder("init"),
+            lock_wait: config.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
         };
         Ok(Journal::create(&self.journal_dir(), origin, &options)?)
     }

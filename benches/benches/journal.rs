@@ -29,7 +29,12 @@ static SAMPLES: LazyLock<Samples> = LazyLock::new(Samples::default);
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 fn options(durability: Durability) -> OpenOptions {
-    OpenOptions { durability, cache_bytes: 64 * 1024 * 1024, holder: "strata journal bench".into() }
+    OpenOptions {
+        durability,
+        cache_bytes: 64 * 1024 * 1024,
+        holder: "strata journal bench".into(),
+        lock_wait: strata_journal::LOCK_WAIT_DEFAULT,
+    }
 }
 
 fn scratch(name: &str) -> PathBuf {

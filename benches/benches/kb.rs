@@ -188,7 +188,12 @@ fn bench_seed_scale(c: &mut Criterion) {
                 let j = Journal::create(
                     &dir,
                     "strata.bench/intake",
-                    &OpenOptions { durability: Durability::Power, cache_bytes: 64 << 20, holder: "bench".into() },
+                    &OpenOptions {
+                        durability: Durability::Power,
+                        cache_bytes: 64 << 20,
+                        holder: "bench".into(),
+                        lock_wait: strata_journal::LOCK_WAIT_DEFAULT,
+                    },
                 )
                 .expect("journal");
                 let start = Instant::now();

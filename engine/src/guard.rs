@@ -80,7 +80,7 @@ pub fn patch_targets(patch: &str) -> Vec<String> {
 
 /// The tool and the raw target paths of a hook input; `Ok(None)` for a call that writes no file
 /// the guard can see.
-fn targets(runtime: Runtime, input: &Value) -> Result<Option<(String, Vec<String>)>, String> {
+pub fn targets(runtime: Runtime, input: &Value) -> Result<Option<(String, Vec<String>)>, String> {
     let tool = input.get("tool_name").and_then(Value::as_str).ok_or("the hook input has no tool_name")?;
     let args = input.get("tool_input").filter(|v| v.is_object()).ok_or("the hook input has no tool_input object")?;
     let field = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
@@ -105,26 +105,53 @@ fn targets(runtime: Runtime, input: &Value) -> Result<Option<(String, Vec<String
     Ok(Some((tool.to_owned(), found)))
 }
 
-/// `raw` as a path relative to `root`: absolute paths must lie inside `root`, relative ones are
-/// taken from `cwd` (itself inside `root`).
-fn relative(root: &str, cwd: Option<&str>, raw: &str) -> Result<String, String> {
+/// `raw` made absolute: absolute paths as they are, relative ones taken from `cwd`.
+fn absolute(cwd: Option<&str>, raw: &str) -> Result<String, String> {
+    if raw.starts_with('/') {
+        return Ok(raw.to_owned());
+    }
+    let cwd = cwd.ok_or("a relative path but no cwd in the hook input")?;
+    Ok(format!("{}/{raw}", cwd.trim_end_matches('/')))
+}
+
+/// `absolute` as a path relative to `root`, or why it lies outside.
+fn relative(root: &str, absolute: &str, raw: &str) -> Result<String, String> {
     let root = root.trim_end_matches('/');
-    let absolute = if raw.starts_with('/') {
-        raw.to_owned()
-    } else {
-        let cwd = cwd.ok_or("a relative path but no cwd in the hook input")?;
-        format!("{}/{raw}", cwd.trim_end_matches('/'))
-    };
     let inside = absolute.strip_prefix(root).and_then(|r| r.strip_prefix('/'));
-    inside.map(str::to_owned).ok_or_else(|| format!("{raw} is outside the worker's directory {root}"))
+    inside.map(str::to_owned).ok_or_else(|| {
+        if absolute == raw {
+            format!("{raw} is outside the worker's directory {root}")
+        } else {
+            format!("{raw} (as the file system resolves it: {absolute}) is outside the worker's directory {root}")
+        }
+    })
 }
 
 fn contained(owned: &str, path: &str) -> bool {
     owned.is_empty() || path == owned || (path.starts_with(owned) && path.as_bytes().get(owned.len()) == Some(&b'/'))
 }
 
-/// Decides a hook call for `lineage_id`, whose worker runs in `root` (absolute).
+/// How the edge resolves an absolute path through the file system's symbolic links before the
+/// guard places it: the path the write would really reach, or why it cannot be told (which
+/// denies). [`decide`] resolves nothing (a path is taken as written).
+pub type Links<'a> = &'a dyn Fn(&str) -> Result<String, String>;
+
+/// Decides a hook call for `lineage_id`, whose worker runs in `root` (absolute), taking paths
+/// as written (no file-system links).
 pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, input: &Value) -> Verdict {
+    decide_resolved(ledger, lineage_id, runtime, root, input, &|p: &str| Ok(p.to_owned()))
+}
+
+/// Decides a hook call as [`decide`], with the root and every target resolved through `links`
+/// first, so a write through a link that leaves the owned paths is denied.
+pub fn decide_resolved(
+    ledger: &Ledger,
+    lineage_id: &str,
+    runtime: Runtime,
+    root: &str,
+    input: &Value,
+    links: Links<'_>,
+) -> Verdict {
     let verdict = |tool: Option<String>, paths: Vec<String>, allow: bool, reason: String| Verdict {
         lineage_id: lineage_id.to_owned(),
         runtime,
@@ -144,6 +171,17 @@ pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, i
     if !root.starts_with('/') {
         return verdict(Some(tool), vec![], false, "the guard was given no absolute worker root; denied".to_owned());
     }
+    let root = match links(root) {
+        Ok(r) => r,
+        Err(why) => {
+            return verdict(
+                Some(tool),
+                raw,
+                false,
+                format!("the worker's directory cannot be resolved ({why}); denied"),
+            );
+        }
+    };
     let Some(owned) = ledger.owners().get(lineage_id) else {
         return verdict(Some(tool), raw, false, format!("lineage {lineage_id} owns no files; nothing may be written"));
     };
@@ -151,7 +189,9 @@ pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, i
     let mut placed = Vec::with_capacity(raw.len());
     let mut outside = Vec::new();
     for r in &raw {
-        let canonical = relative(root, cwd, r)
+        let canonical = absolute(cwd, r)
+            .and_then(|a| links(&a))
+            .and_then(|a| relative(&root, &a, r))
             .and_then(|rel| paths::canonical(ledger.workspace(), &rel, "path").map_err(|e: CeError| e.detail));
         match canonical {
             Err(why) => {
@@ -176,6 +216,16 @@ pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, i
         );
         verdict(Some(tool), placed, false, reason)
     }
+}
+
+/// A denial made without the ownership map (strata could not be reached in time, or the input
+/// could not be read): the tool and the targets as the input names them, where it can be read.
+pub fn refused(lineage_id: &str, runtime: Runtime, input: Option<&Value>, reason: String) -> Verdict {
+    let (tool, paths) = match input.map(|i| targets(runtime, i)) {
+        Some(Ok(Some((tool, raw)))) => (Some(tool), raw),
+        _ => (input.and_then(|i| i.get("tool_name")).and_then(Value::as_str).map(str::to_owned), vec![]),
+    };
+    Verdict { lineage_id: lineage_id.to_owned(), runtime, tool, paths, allow: false, reason }
 }
 
 /// The event recording `v`.

@@ -136,7 +136,13 @@ pub struct OpenOptions {
     pub cache_bytes: u64,
     /// Who is opening it, written to the lock file so a second opener is told who holds it.
     pub holder: String,
+    /// How long to wait for another holder of the journal to let go before the open fails
+    /// with [`JournalError::Locked`] (retrying until then).
+    pub lock_wait: std::time::Duration,
 }
+
+/// The default of [`OpenOptions::lock_wait`].
+pub const LOCK_WAIT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How an open rebuilt the in-memory index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,9 +267,6 @@ pub fn checkpoints_dir(dir: &Path) -> PathBuf {
     dir.join("checkpoints")
 }
 
-/// How long a busy journal lock is waited for before it counts as held.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Waits at most `timeout` for the holder of the lock file `lock` to let go: a helper thread
 /// blocks on the lock (the kernel wakes it on release) and lets go at once. True once it was
 /// free; on a timeout the helper stays blocked until the holder lets go (or the process exits).
@@ -278,7 +281,7 @@ pub fn wait_for_unlock(lock: &Path, timeout: std::time::Duration) -> bool {
     rx.recv_timeout(timeout).is_ok()
 }
 
-fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
+fn take_lock(dir: &Path, holder: &str, wait: std::time::Duration) -> Result<File, JournalError> {
     let path = dir.join("LOCK");
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -287,13 +290,21 @@ fn take_lock(dir: &Path, holder: &str) -> Result<File, JournalError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
-    // A lock can be held for a moment by a process that no longer wants it: a child forked by
-    // the holder (or by any thread of a process that holds it) shares the lock's file until it
-    // executes its program, even after the holder released it or died. So a busy lock is waited
-    // for, up to a second, before it counts as held.
-    let locked = match f.try_lock() {
-        Err(std::fs::TryLockError::WouldBlock) if wait_for_unlock(&path, LOCK_WAIT) => f.try_lock(),
-        r => r,
+    // A busy lock is waited for, up to `wait`, and tried again each time its holder lets go:
+    // several processes may be waiting, and only one gets it each time. (A lock can also be
+    // held for a moment by a process that no longer wants it: a child forked by the holder
+    // shares the lock's file until it executes its program.)
+    let deadline = std::time::Instant::now() + wait;
+    let locked = loop {
+        match f.try_lock() {
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || !wait_for_unlock(&path, left) {
+                    break Err(std::fs::TryLockError::WouldBlock);
+                }
+            }
+            r => break r,
+        }
     };
     match locked {
         Ok(()) => {}
@@ -317,7 +328,7 @@ pub(crate) fn open_store_locked(dir: &Path, options: &OpenOptions) -> Result<(Sl
     if !sled_dir(dir).join("db").exists() {
         return Err(JournalError::NotAJournal { path: dir.to_owned() });
     }
-    let lock = take_lock(dir, &options.holder)?;
+    let lock = take_lock(dir, &options.holder, options.lock_wait)?;
     let data = sled_dir(dir).join("db");
     let had_data = std::fs::metadata(&data).map_err(|e| JournalError::io(&data, e))?.len() > 0;
     let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
@@ -341,7 +352,7 @@ impl Journal {
     pub fn create(dir: &Path, origin: &str, options: &OpenOptions) -> Result<Journal, JournalError> {
         check_origin(origin)?;
         std::fs::create_dir_all(checkpoints_dir(dir)).map_err(|e| JournalError::io(dir, e))?;
-        let lock = take_lock(dir, &options.holder)?;
+        let lock = take_lock(dir, &options.holder, options.lock_wait)?;
         let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
         if store.meta(META_FORMAT)?.is_some() {
             return Err(JournalError::AlreadyExists { path: dir.to_owned() });
@@ -358,7 +369,20 @@ impl Journal {
     /// Opens the journal in `dir`.
     pub fn open(dir: &Path, options: &OpenOptions) -> Result<Journal, JournalError> {
         let (store, lock) = open_store_locked(dir, options)?;
-        Journal::start(Some(dir.to_owned()), Arc::new(store), Some(lock))
+        let journal = Journal::start(Some(dir.to_owned()), Arc::new(store), Some(lock))?;
+        // Appends another process deferred while it could not reach this journal. Not being
+        // able to fold them now is no reason to refuse the open: they stay for the next one.
+        let _ = journal.fold_pending();
+        Ok(journal)
+    }
+
+    /// Appends the events other processes deferred into this journal's `pending/` directory
+    /// ([`crate::pending`]); returns how many. A no-op for a journal without a directory.
+    pub fn fold_pending(&self) -> Result<usize, JournalError> {
+        match &self.inner.dir {
+            Some(dir) => crate::pending::fold(self, dir),
+            None => Ok(0),
+        }
     }
 
     /// A journal over an in-memory store (tests, simulation).

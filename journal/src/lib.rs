@@ -36,6 +36,7 @@ mod journal;
 pub mod limits;
 pub mod merkle;
 pub mod note;
+pub mod pending;
 pub mod projection;
 pub mod record;
 pub mod snapshot;
@@ -45,9 +46,9 @@ pub mod verify;
 pub use error::{Conflict, InputError, JournalError, NoteError, RecordError};
 pub use hash::Hash;
 pub use journal::{
-    AppendResult, Appended, CHECKPOINT_EVENT_TYPE, CHECKPOINT_STREAM, ExpectedVersion, Head, Journal, OpenOptions,
-    Position, Recovery, SignedCheckpoint, StreamAppend, Subscription, WriterStats, checkpoint_note, checkpoints_dir,
-    wait_for_unlock,
+    AppendResult, Appended, CHECKPOINT_EVENT_TYPE, CHECKPOINT_STREAM, ExpectedVersion, Head, Journal,
+    LOCK_WAIT_DEFAULT, OpenOptions, Position, Recovery, SignedCheckpoint, StreamAppend, Subscription, WriterStats,
+    checkpoint_note, checkpoints_dir, wait_for_unlock,
 };
 pub use record::{Envelope, EventData, Record};
 pub use store::{Durability, MemStore, SledStore, Store};

@@ -46,6 +46,7 @@ pub fn options(durability: Durability) -> OpenOptions {
         durability,
         cache_bytes: 16 * 1024 * 1024,
         holder: format!("strata-tests (pid {})", std::process::id()),
+        lock_wait: std::time::Duration::from_secs(1),
     }
 }
 

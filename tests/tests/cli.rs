@@ -184,13 +184,22 @@ fn a_second_process_is_told_who_holds_the_journal() {
     let ws = tmp.path();
     strata_ok(BIN, ws, &["init"]);
     let held = Journal::open(&journal_dir(ws), &options(Durability::Power)).unwrap();
-    let out = strata(BIN, ws, &["journal", "log"]);
+    // Waits a short while for the holder (the default is 30 s), then names it.
+    let out = std::process::Command::new(BIN)
+        .env("STRATA_LOCK_WAIT_MS", "300")
+        .args(["--dir", ws.to_str().unwrap(), "journal", "log"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("STRATA-E0203") && stderr.contains(&format!("pid {}", std::process::id())), "{stderr}");
     // Nothing was appended by the refused process.
     assert_eq!(held.head().seq, 1);
-    let checkpoint = strata(BIN, ws, &["journal", "checkpoint", "--key", "/nonexistent"]);
+    let checkpoint = std::process::Command::new(BIN)
+        .env("STRATA_LOCK_WAIT_MS", "300")
+        .args(["--dir", ws.to_str().unwrap(), "journal", "checkpoint", "--key", "/nonexistent"])
+        .output()
+        .unwrap();
     assert_eq!(checkpoint.status.code(), Some(1));
     assert_eq!(held.head().seq, 1);
 }
@@ -328,4 +337,53 @@ fn demo_runs_and_every_check_passes() {
     std::fs::create_dir_all(&other).unwrap();
     let refused = strata(BIN, tmp.path(), &["demo", "--at", other.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("STRATA-E0602"));
+}
+
+/// Twelve direct CLI writers (no daemon), ten calls each, at once: every call waits its turn for
+/// the journal's lock and succeeds, each learning is recorded once, and the journal verifies.
+#[test]
+fn concurrent_direct_writers_all_wait_their_turn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().to_owned();
+    strata_ok(BIN, &ws, &["init", "--durability", "process"]);
+    strata_ok(BIN, &ws, &["knowledge", "session", "--session", "s-1"]);
+    let writers: Vec<_> = (0..12)
+        .map(|w| {
+            let ws = ws.clone();
+            std::thread::spawn(move || {
+                (0..10)
+                    .map(|i| {
+                        let text = format!("writer {w} call {i}");
+                        let out = strata(BIN, &ws, &["knowledge", "log", "--session", "s-1", "--learning", &text]);
+                        (text, out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let results: Vec<_> = writers.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let failed: Vec<_> = results.iter().filter(|r| r.1 != Some(0)).collect();
+    assert!(failed.is_empty(), "{} of 120 calls failed: {failed:?}", failed.len());
+    let j = Journal::open(&journal_dir(&ws), &options(Durability::Process)).unwrap();
+    let learned: Vec<String> = j
+        .read_range(1, 10_000)
+        .unwrap()
+        .iter()
+        .filter(|e| e.event_type == "learning.logged")
+        .map(|e| serde_json::from_slice::<serde_json::Value>(&e.payload).unwrap()["text"].as_str().unwrap().to_owned())
+        .collect();
+    j.close_blocking().unwrap();
+    drop(j);
+    for (text, _, _) in &results {
+        assert_eq!(learned.iter().filter(|l| *l == text).count(), 1, "{text} recorded once");
+    }
+    assert_eq!(learned.len(), 120);
+    let verify = strata(BIN, &ws, &["journal", "verify"]);
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }

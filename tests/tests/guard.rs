@@ -116,8 +116,9 @@ fn the_guard_fails_closed_and_records_every_decision() {
     assert_eq!(code, Some(2), "no journal: denied, never allowed");
     assert!(reason.unwrap().contains("journal"));
     assert!(!missing.exists(), "the hook never creates a journal");
-    // Allowed and denied decisions are both in the journal (the refusals before a journal
-    // could be read are not: there was nowhere to record them).
+    // Allowed and denied decisions are all in the journal: the input that could not be read
+    // was denied without the ownership map and deferred, then folded in by the next opener (the
+    // refusal with no journal is not: there was nowhere to record it).
     assert_eq!(answer(&hook("claude", &j, "L1", &write)).0, Some(0));
     let journal = Journal::open(&j, &strata_tests::options(strata_journal::Durability::Process)).unwrap();
     let events = journal.read_range(1, 1_000).unwrap();
@@ -126,8 +127,10 @@ fn the_guard_fails_closed_and_records_every_decision() {
         .filter(|e| e.event_type.starts_with("guard."))
         .map(|e| (e.event_type.as_str(), serde_json::from_slice(&e.payload).unwrap()))
         .collect();
-    assert_eq!(kinds.iter().map(|k| k.0).collect::<Vec<_>>(), vec![guard::DENIED, guard::ALLOWED]);
+    assert_eq!(kinds.iter().map(|k| k.0).collect::<Vec<_>>(), vec![guard::DENIED, guard::DENIED, guard::ALLOWED]);
     assert_eq!(kinds[0].1["lineage_id"], "L9");
-    assert_eq!(kinds[1].1["paths"], json!(["src/api/ok.rs"]));
+    assert_eq!(kinds[1].1["lineage_id"], "L1");
+    assert!(kinds[1].1["reason"].as_str().unwrap().contains("not JSON"));
+    assert_eq!(kinds[2].1["paths"], json!(["src/api/ok.rs"]));
     assert!(events.iter().filter(|e| e.event_type.starts_with("guard.")).all(|e| e.stream.starts_with("guard/")));
 }

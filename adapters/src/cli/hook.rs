@@ -4,31 +4,56 @@
 //! JSON deny on stdout and the reason on stderr and exits 2 (both runtimes block on exit 2;
 //! Claude Code shows the JSON reason, Codex the stderr text).
 //!
-//! When the journal's owner serves a socket in the workspace given as `--journal` (`strata
-//! serve`, or `strata run` while real workers run), the hook runs there, with its stdin sent
-//! along; otherwise it opens the journal itself.
+//! Where it decides: when the journal's owner serves a socket in the workspace given as
+//! `--journal` (`strata serve`, or `strata run` while real workers run), the call is sent there
+//! with the id the decision is to be recorded under and the instant after which the asker has
+//! given up; otherwise the hook opens the journal itself.
 //!
-//! Fail closed: unreadable input, a journal that cannot be opened within [`HOOK_LOCK_WAIT`]
-//! (well inside the runtimes' hook timeouts, which fail open), an unknown lineage or a decision
-//! that cannot be recorded all deny.
+//! Fail closed, whatever strata's own processes do: the hook answers within `--deadline-ms`
+//! (default [`HOOK_DEADLINE_MS_DEFAULT`], well inside the runtime's hook timeout that strata's
+//! worker settings set to [`HOOK_TIMEOUT_S`](crate::providers::worker_process::HOOK_TIMEOUT_S)),
+//! and it exits 0 only for an allowed write and 2 for everything else: a stopped, killed or
+//! busy daemon or journal, unreadable input, bad arguments, an unknown lineage, a panic. A
+//! denial that cannot be recorded in the journal is written to the journal's `pending/`
+//! directory ([`strata_journal::pending`]) and appended by the next process that opens it.
+//! Targets are resolved through symbolic links ([`crate::files::resolve_links`]) before they
+//! are placed, so a link inside the worktree that leads out of it does not let a write out.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 use serde_json::{Value, json};
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::guard::{self, Runtime, Verdict};
+use strata_engine::ports::{Clock as _, Ids as _};
 use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
+use uuid::Uuid;
 
 use crate::system::{SystemClock, V7Ids};
+use crate::workspace::Workspace;
 
 /// Largest hook input read.
 const INPUT_BYTES_MAX: u64 = 1 << 20;
-/// How long the hook waits for another holder of the journal before denying.
-pub const HOOK_LOCK_WAIT: Duration = Duration::from_secs(5);
+/// How long the hook takes at most, by default, ms.
+pub const HOOK_DEADLINE_MS_DEFAULT: u64 = 20_000;
+/// Shortest `--deadline-ms`.
+pub const HOOK_DEADLINE_MS_MIN: u64 = 200;
+/// Longest `--deadline-ms`: well below the runtime's hook timeout strata sets, so the runtime
+/// (which lets the call through when its timeout fires) never decides first.
+pub const HOOK_DEADLINE_MS_MAX: u64 = 45_000;
+const _: () = assert!(HOOK_DEADLINE_MS_MAX + 10_000 <= crate::providers::worker_process::HOOK_TIMEOUT_S * 1000);
+/// Part of the deadline kept back for printing the answer and writing a deferred record, ms.
+const ANSWER_MARGIN_MS_MAX: u64 = 1_000;
+
+/// The exit codes the hook can give: 0 lets the call go ahead, 2 blocks it in both runtimes.
+/// Every exit of the hook goes through [`exit_code`] (a tidy test checks it).
+const ALLOW: u8 = 0;
+const DENY: u8 = 2;
 
 /// `strata hook …`
 #[derive(Subcommand, Debug)]
@@ -44,7 +69,8 @@ pub enum HookCommand {
 /// The hook events strata answers.
 #[derive(Subcommand, Debug)]
 pub enum HookEvent {
-    /// PreToolUse: deny writes outside the lineage's owned files.
+    /// PreToolUse: deny writes outside the lineage's owned files. Exits 0 (allow) or 2 (deny,
+    /// also for any error, bad arguments and `--help`), within --deadline-ms.
     PreToolUse {
         /// The journal holding the ownership map (a journal directory or a workspace root).
         #[arg(long, value_parser = crate::cli::path_arg)]
@@ -55,82 +81,321 @@ pub enum HookEvent {
         /// The worker's directory (absolute): owned paths are relative to it.
         #[arg(long, value_parser = crate::cli::path_arg)]
         root: PathBuf,
+        /// Answer within this many ms whatever happens (a call strata cannot decide in time is
+        /// denied); keep it below the runtime's hook timeout.
+        #[arg(long, default_value_t = HOOK_DEADLINE_MS_DEFAULT,
+              value_parser = clap::value_parser!(u64).range(HOOK_DEADLINE_MS_MIN..=HOOK_DEADLINE_MS_MAX))]
+        deadline_ms: u64,
+        /// Set by a hook that forwards the call to the journal's owner: the event id to record
+        /// the decision under.
+        #[arg(long, hide = true)]
+        decision_id: Option<Uuid>,
+        /// Set by a hook that forwards the call: after this instant (Unix ms) the asking hook
+        /// has denied the call and recorded that itself.
+        #[arg(long, hide = true)]
+        answer_by_ms: Option<i64>,
     },
 }
 
-/// Runs a hook; the exit code is the runtime's: 0 lets the call go ahead, 2 blocks it.
-impl HookCommand {
-    /// The journal (a journal directory or a workspace root) the hook decides against.
-    pub fn journal(&self) -> &Path {
-        let (HookCommand::Claude(HookEvent::PreToolUse { journal, .. })
-        | HookCommand::Codex(HookEvent::PreToolUse { journal, .. })) = self;
-        journal
+/// One hook call's arguments.
+#[derive(Clone, Debug)]
+struct Call {
+    runtime: Runtime,
+    journal: PathBuf,
+    lineage: String,
+    root: PathBuf,
+    deadline_ms: u64,
+    decision_id: Option<Uuid>,
+    answer_by_ms: Option<i64>,
+}
+
+impl From<HookCommand> for Call {
+    fn from(cmd: HookCommand) -> Call {
+        let (runtime, HookEvent::PreToolUse { journal, lineage, root, deadline_ms, decision_id, answer_by_ms }) =
+            match cmd {
+                HookCommand::Claude(e) => (Runtime::Claude, e),
+                HookCommand::Codex(e) => (Runtime::Codex, e),
+            };
+        Call { runtime, journal, lineage, root, deadline_ms, decision_id, answer_by_ms }
     }
 }
 
-pub fn run(cmd: HookCommand) -> ExitCode {
-    let (runtime, HookEvent::PreToolUse { journal, lineage, root }) = match cmd {
-        HookCommand::Claude(e) => (Runtime::Claude, e),
-        HookCommand::Codex(e) => (Runtime::Codex, e),
-    };
-    let verdict = match read_input() {
-        Ok(input) => decide_and_record(&journal, &lineage, runtime, &root, &input),
-        Err(why) => Err(why),
-    };
-    match verdict {
-        Ok(v) if v.allow => ExitCode::SUCCESS,
-        Ok(v) => deny(&v.reason),
-        Err(why) => deny(&format!("strata could not check this write ({why}); denied")),
+impl Call {
+    fn runtime_name(&self) -> &'static str {
+        match self.runtime {
+            Runtime::Claude => "claude",
+            Runtime::Codex => "codex",
+        }
     }
 }
 
+/// What a check came to.
+enum Answer {
+    /// Decided and recorded in the journal (by this process or by the journal's owner).
+    Recorded { allow: bool, reason: String },
+    /// Denied, and the journal does not have it yet: it goes to the deferred record.
+    Unrecorded(Verdict),
+}
+
+/// The process exit for a decision: the only place the hook turns one into an exit code.
+fn exit_code(allow: bool) -> ExitCode {
+    ExitCode::from(if allow { ALLOW } else { DENY })
+}
+
+/// Whether `args` (a process's arguments) run a hook: a hook's bad arguments are answered as a
+/// denial too, never with clap's usage exit.
+pub fn named(args: &[OsString]) -> bool {
+    args.windows(2).any(|w| w[0] == "hook" && (w[1] == "claude" || w[1] == "codex"))
+}
+
+/// A hook invocation whose arguments did not parse (or asked for help): denied.
+pub fn refuse_arguments(e: &clap::Error) -> ExitCode {
+    let text = e.render().to_string();
+    deny(&format!("[STRATA-E2004] strata's hook was called with arguments it cannot use; denied\n{text}"))
+}
+
+/// Runs a hook as its own process: the answer is given within the call's deadline, and the
+/// exit code is 0 for an allowed write and 2 for everything else.
+pub fn main(cmd: HookCommand) -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        deny(&format!("[STRATA-E2005] strata's hook failed ({info}); denied"));
+        std::process::exit(i32::from(DENY));
+    }));
+    let call = Call::from(cmd);
+    let started = Instant::now();
+    let margin = Duration::from_millis((call.deadline_ms / 4).min(ANSWER_MARGIN_MS_MAX));
+    let by = started + Duration::from_millis(call.deadline_ms) - margin;
+    let seen: Arc<OnceLock<Value>> = Arc::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (asked, input) = (call.clone(), seen.clone());
+    let spawned = std::thread::Builder::new().name("strata-hook".into()).spawn(move || {
+        let _ = tx.send(check(&asked, by, &input));
+    });
+    let answer = match spawned {
+        Ok(_) => rx.recv_timeout(by.saturating_duration_since(Instant::now())).unwrap_or_else(|_| {
+            Answer::Unrecorded(guard::refused(
+                &call.lineage,
+                call.runtime,
+                seen.get(),
+                format!(
+                    "[STRATA-E2001] strata did not answer within {} ms (its daemon or journal is stopped, hung or busy); denied",
+                    call.deadline_ms
+                ),
+            ))
+        }),
+        Err(e) => Answer::Unrecorded(guard::refused(
+            &call.lineage,
+            call.runtime,
+            None,
+            format!("[STRATA-E2005] strata's hook cannot start its check ({e}); denied"),
+        )),
+    };
+    match answer {
+        Answer::Recorded { allow: true, .. } => exit_code(true),
+        Answer::Recorded { allow: false, reason } => deny(&reason),
+        Answer::Unrecorded(v) => {
+            let reason = match defer(&call.journal, &v) {
+                Ok(()) => v.reason,
+                Err(why) => format!("{} (the denial could not be recorded: {why})", v.reason),
+            };
+            deny(&reason)
+        }
+    }
+}
+
+/// Runs a hook call sent to the journal's owner (`strata serve`, `strata run`): decides on its
+/// journal handle and records the decision under the asker's id, unless the asker has already
+/// given up.
+pub fn served(cmd: HookCommand, journal: &Journal) -> ExitCode {
+    let call = Call::from(cmd);
+    let input = match read_input() {
+        Ok(v) => v,
+        Err(why) => return deny(&why),
+    };
+    if call.answer_by_ms.is_some_and(|by| now_ms() >= by) {
+        return deny(
+            "[STRATA-E2001] the journal's owner got to this call after the asking hook's deadline; the hook denied it and recorded that itself",
+        );
+    }
+    // Denials other hooks could not record while this process was unreachable.
+    let _ = journal.fold_pending();
+    match decide_on(journal, &call, &input) {
+        Answer::Recorded { allow, reason } => {
+            if allow {
+                exit_code(true)
+            } else {
+                deny(&reason)
+            }
+        }
+        Answer::Unrecorded(v) => {
+            let reason = match journal.dir().ok_or("an in-memory journal".to_owned()).and_then(|d| defer_into(d, &v)) {
+                Ok(()) => v.reason,
+                Err(why) => format!("{} (the denial could not be recorded: {why})", v.reason),
+            };
+            deny(&reason)
+        }
+    }
+}
+
+/// Prints the runtime's deny and the reason; the exit code that blocks the call.
 fn deny(reason: &str) -> ExitCode {
     let out = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}});
     outln!("{out}");
     errln!("{reason}");
-    ExitCode::from(2)
+    exit_code(false)
+}
+
+fn now_ms() -> i64 {
+    SystemClock.now_ns() / 1_000_000
 }
 
 fn read_input() -> Result<Value, String> {
-    let bytes = crate::output::stdin_bytes(INPUT_BYTES_MAX).map_err(|e| format!("stdin unreadable: {e}"))?;
+    let bytes = crate::output::stdin_bytes(INPUT_BYTES_MAX)
+        .map_err(|e| format!("strata could not check this write (stdin unreadable: {e}) [STRATA-E2002]; denied"))?;
     if bytes.len() as u64 > INPUT_BYTES_MAX {
-        return Err(format!("hook input over {INPUT_BYTES_MAX} bytes"));
+        return Err(format!(
+            "strata could not check this write (hook input over {INPUT_BYTES_MAX} bytes) [STRATA-E2002]; denied"
+        ));
     }
-    serde_json::from_slice(&bytes).map_err(|e| format!("hook input is not JSON: {e}"))
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("strata could not check this write (hook input is not JSON: {e}) [STRATA-E2002]; denied"))
 }
 
-fn decide_and_record(
-    journal: &Path,
-    lineage: &str,
-    runtime: Runtime,
-    root: &Path,
-    input: &Value,
-) -> Result<Verdict, String> {
-    ledger::check_lineage_id(lineage).map_err(|e| e.detail)?;
-    let root = root.to_str().ok_or("the worker root is not UTF-8")?;
-    // Run by the journal's owner (`strata serve`, or `strata run` while its workers run): its
-    // handle, kept open.
-    if let Some(j) = crate::workspace::served_journal() {
-        return decide_on(&j, lineage, runtime, root, input);
+/// The check a hook process runs on its helper thread: read the call, then ask the journal's
+/// owner or decide on the journal, all before `by`.
+fn check(call: &Call, by: Instant, seen: &OnceLock<Value>) -> Answer {
+    let refused = |input: Option<&Value>, why: String| {
+        Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, input, why))
+    };
+    let input = match read_input() {
+        Ok(v) => v,
+        Err(why) => return refused(None, why),
+    };
+    let input = seen.get_or_init(|| input);
+    if let Err(e) = ledger::check_lineage_id(&call.lineage) {
+        return refused(Some(input), format!("[STRATA-E2004] --lineage: {}; denied", e.detail));
     }
-    let j = super::ce::open_journal_at(journal, false, HOOK_LOCK_WAIT).map_err(|e| format!("journal: {}", e.detail))?;
-    let result = decide_on(&j, lineage, runtime, root, input);
-    let closed = j.close_blocking().map_err(|e| e.to_string());
-    let v = result?;
-    closed?;
-    Ok(v)
+    if let Some(stream) = crate::daemon::connect(&Workspace::at(&call.journal)) {
+        return ask_owner(call, input, stream, by);
+    }
+    let left = by.saturating_duration_since(Instant::now());
+    let j = match super::ce::open_journal_at(&call.journal, false, left) {
+        Ok(j) => j,
+        Err(e) => {
+            return refused(Some(input), format!("[STRATA-E2003] the journal cannot be opened ({}); denied", e.detail));
+        }
+    };
+    let answer = decide_on(&j, call, input);
+    let _ = j.close_blocking();
+    answer
 }
 
-fn decide_on(j: &Journal, lineage: &str, runtime: Runtime, root: &str, input: &Value) -> Result<Verdict, String> {
+/// Sends the call to the process serving the journal and takes its answer, or denies when it
+/// does not come before `by` (stopped or hung owner) or the connection breaks (killed owner).
+fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream, by: Instant) -> Answer {
+    let refused = |why: String| Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, Some(input), why));
+    let left = by.saturating_duration_since(Instant::now());
+    let answer_by_ms = now_ms() + i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
+    let argv: Vec<String> = vec![
+        "strata".into(),
+        "hook".into(),
+        call.runtime_name().into(),
+        "pre-tool-use".into(),
+        "--journal".into(),
+        call.journal.display().to_string(),
+        "--lineage".into(),
+        call.lineage.clone(),
+        "--root".into(),
+        call.root.display().to_string(),
+        "--deadline-ms".into(),
+        call.deadline_ms.to_string(),
+        "--decision-id".into(),
+        V7Ids.next_id().to_string(),
+        "--answer-by-ms".into(),
+        answer_by_ms.to_string(),
+    ];
+    let dir = match std::fs::canonicalize(&call.journal) {
+        Ok(d) => d,
+        Err(e) => return refused(format!("[STRATA-E2003] --journal {}: {e}; denied", call.journal.display())),
+    };
+    match crate::daemon::exchange(stream, argv, &dir, Some(input.to_string()), Some(left)) {
+        Ok(reply) if reply.code == ALLOW => Answer::Recorded { allow: true, reason: String::new() },
+        Ok(reply) if reply.code == DENY => Answer::Recorded { allow: false, reason: reply.stderr.trim().to_owned() },
+        Ok(reply) => refused(format!(
+            "[STRATA-E2003] the journal's owner did not decide this call (exit {}: {}); denied",
+            reply.code,
+            reply.stderr.trim()
+        )),
+        Err(e) => refused(format!("[STRATA-E2003] the journal's owner did not answer ({e:#}); denied")),
+    }
+}
+
+/// Decides on `j` and records the verdict under the call's id.
+fn decide_on(j: &Journal, call: &Call, input: &Value) -> Answer {
+    let refused = |why: String| Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, Some(input), why));
+    let Some(root) = call.root.to_str() else {
+        return refused("[STRATA-E2004] --root is not UTF-8; denied".to_owned());
+    };
     let mut state = Ledger::default();
-    catch_up_one(&mut state, j).map_err(|e| e.to_string())?;
-    let v = guard::decide(&state, lineage, runtime, root, input);
-    let event = guard::event(&v, &mut V7Ids, &SystemClock).map_err(|e| e.detail)?;
-    let append = StreamAppend { stream: guard::stream(lineage), expected: ExpectedVersion::Any, events: vec![event] };
-    match j.append_multi_blocking(vec![append]) {
-        Ok(Ok(_)) => Ok(v),
-        Ok(Err(conflict)) => Err(format!("the decision could not be recorded: {conflict:?}")),
-        Err(e) => Err(format!("the decision could not be recorded: {e}")),
+    if let Err(e) = catch_up_one(&mut state, j) {
+        return refused(format!("[STRATA-E2003] the ownership map cannot be read ({e}); denied"));
     }
+    let links = |p: &str| {
+        let resolved = crate::files::resolve_links(Path::new(p))?;
+        resolved.into_os_string().into_string().map_err(|p| format!("{} is not UTF-8", p.to_string_lossy()))
+    };
+    let v = guard::decide_resolved(&state, &call.lineage, call.runtime, root, input, &links);
+    let mut ids = Given(call.decision_id);
+    let event = match guard::event(&v, &mut ids, &SystemClock) {
+        Ok(e) => e,
+        Err(e) => return Answer::Unrecorded(Verdict { allow: false, reason: format!("{}; denied", e.detail), ..v }),
+    };
+    let append =
+        StreamAppend { stream: guard::stream(&call.lineage), expected: ExpectedVersion::Any, events: vec![event] };
+    match j.append_multi_blocking(vec![append]) {
+        Ok(Ok(_)) => Answer::Recorded { allow: v.allow, reason: v.reason },
+        Ok(Err(conflict)) => Answer::Unrecorded(Verdict {
+            allow: false,
+            reason: format!("[STRATA-E2003] the decision could not be recorded ({conflict:?}); denied"),
+            ..v
+        }),
+        Err(e) => Answer::Unrecorded(Verdict {
+            allow: false,
+            reason: format!("[STRATA-E2003] the decision could not be recorded ({e}); denied"),
+            ..v
+        }),
+    }
+}
+
+/// Ids for the decision event: the one the asking hook chose, else a fresh one.
+struct Given(Option<Uuid>);
+
+impl strata_engine::ports::Ids for Given {
+    fn next_id(&mut self) -> Uuid {
+        self.0.take().unwrap_or_else(|| V7Ids.next_id())
+    }
+}
+
+/// The journal directory `--journal` names (a workspace root or a journal directory).
+fn journal_dir(given: &Path) -> Result<PathBuf, String> {
+    let in_workspace = given.join(".strata").join("journal");
+    if in_workspace.join("sled").is_dir() {
+        Ok(in_workspace)
+    } else if given.join("sled").is_dir() {
+        Ok(given.to_owned())
+    } else {
+        Err(format!("no journal at {}", given.display()))
+    }
+}
+
+/// Writes the denial `v` to the pending record of the journal `--journal` names.
+fn defer(journal: &Path, v: &Verdict) -> Result<(), String> {
+    defer_into(&journal_dir(journal)?, v)
+}
+
+fn defer_into(dir: &Path, v: &Verdict) -> Result<(), String> {
+    let event = guard::event(v, &mut V7Ids, &SystemClock).map_err(|e| e.detail)?;
+    strata_journal::pending::defer(dir, &guard::stream(&v.lineage_id), &event).map_err(|e| e.to_string())?;
+    Ok(())
 }

@@ -440,5 +440,11 @@ pub(crate) fn open_with(dir: &Path, options: &OpenOptions) -> anyhow::Result<Jou
 /// Options for the demo's journal.
 pub(crate) fn demo_options(command: &str) -> OpenOptions {
     let c = Config::default();
-    OpenOptions { durability: c.durability, cache_bytes: c.cache_mib * 1024 * 1024, holder: holder(command) }
+    // A second for a lock a forked child still shares; `ce --journal` waits longer itself.
+    OpenOptions {
+        durability: c.durability,
+        cache_bytes: c.cache_mib * 1024 * 1024,
+        holder: holder(command),
+        lock_wait: std::time::Duration::from_secs(1),
+    }
 }

@@ -10,6 +10,7 @@ pub(crate) mod context;
 mod demo;
 mod eval;
 mod hook;
+pub use hook::{HOOK_DEADLINE_MS_DEFAULT, HOOK_DEADLINE_MS_MAX, HOOK_DEADLINE_MS_MIN};
 mod journal;
 pub(crate) mod kb;
 mod knowledge;
@@ -205,29 +206,41 @@ impl Command {
                 | Command::Eval(_)
                 | Command::Rollout { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
-                | Command::Telemetry(telemetry::TelemetryCommand::Record)
         )
     }
 }
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // A hook goes to the owner of the journal it names (`strata serve`, or `strata run` while
-    // real workers run), with its stdin; everything else to the daemon of `--dir`.
-    let (target, input) = match &cli.command {
-        Command::Hook(h) => {
-            let bytes = crate::output::stdin_bytes(crate::daemon::STDIN_BYTES_MAX).unwrap_or_default();
-            (h.journal().to_path_buf(), Some(bytes))
-        }
-        _ => (cli.dir.clone(), None),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A hook answers bad arguments (and `--help`) with a denial, never clap's exit codes.
+        Err(e) if hook::named(&std::env::args_os().collect::<Vec<_>>()) => return hook::refuse_arguments(&e),
+        Err(e) => e.exit(),
     };
+    // A hook runs as its own process within its deadline: it goes to the owner of the journal
+    // it names (`strata serve`, or `strata run` while real workers run) or opens it itself.
+    if let Command::Hook(h) = cli.command {
+        return hook::main(h);
+    }
     if cli.command.forwardable()
-        && let Some(stream) = crate::daemon::connect(&Workspace::at(&target))
+        && let Some(stream) = crate::daemon::connect(&Workspace::at(&cli.dir))
     {
-        // Input over the limit or not UTF-8 is sent as such and refused by the hook there.
-        let stdin = input.clone().map(|b| String::from_utf8(b).unwrap_or_default());
-        return match forward(stream, &target, stdin) {
+        // The one journal command that reads stdin sends it along.
+        let stdin = match &cli.command {
+            Command::Telemetry(telemetry::TelemetryCommand::Record) => {
+                match crate::output::stdin_bytes(crate::daemon::STDIN_BYTES_MAX) {
+                    // Over the limit or not UTF-8: sent as such, refused there.
+                    Ok(b) => Some(String::from_utf8(b).unwrap_or_default()),
+                    Err(e) => {
+                        errln!("error: [STRATA-E1508] stdin cannot be read: {e}");
+                        return ExitCode::from(1);
+                    }
+                }
+            }
+            _ => None,
+        };
+        return match forward(stream, &cli.dir, stdin) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
                 errln!("error: {e:#}");
@@ -235,7 +248,7 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    match crate::output::with_input(input, || run(cli)) {
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {e:#}");
@@ -340,7 +353,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
         Command::Eval(cmd) => eval::run(cmd, cli.json),
-        Command::Hook(cmd) => Ok(hook::run(cmd)),
+        Command::Hook(cmd) => Ok(match crate::workspace::served_journal() {
+            Some(j) => hook::served(cmd, &j),
+            None => hook::main(cmd),
+        }),
         Command::Rollout { journal, command } => {
             rollout::run(&rollout::journal_dir(journal, &cli.dir), command, cli.json)
         }

@@ -4,8 +4,8 @@
 //! `record` reads one JSON request on stdin (at most 1 MiB, enforced while reading; shapes in
 //! `strata_engine::telemetry::decide`), decides it against the `telemetry` projection and appends
 //! the event to the session's stream expecting the version it decided against; when another
-//! writer moved that stream in between it decides again. A rejection appends nothing. It reads
-//! stdin, so it is not forwarded to a running daemon.
+//! writer moved that stream in between it decides again. A rejection appends nothing. With a
+//! daemon running, the request is sent to it with the command (like every journal command).
 
 use std::io::Read as _;
 use std::process::ExitCode;
@@ -40,7 +40,11 @@ pub(crate) enum TelemetryCommand {
 
 pub(crate) fn run(ws: &Workspace, cmd: TelemetryCommand, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
-        TelemetryCommand::Record => record(ws, &mut std::io::stdin().lock(), json),
+        TelemetryCommand::Record => {
+            let bytes = crate::output::stdin_bytes(REQUEST_BYTES_MAX as u64)
+                .map_err(|e| anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"))?;
+            record(ws, &mut bytes.as_slice(), json)
+        }
         TelemetryCommand::Report => report_cmd(ws, json),
     }
 }

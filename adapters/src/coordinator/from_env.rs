@@ -1,6 +1,7 @@
 //! The real providers as `strata run` builds them: the CLIs on `PATH` or named by `STRATA_CLAUDE`
 //! / `STRATA_CODEX`, models by `STRATA_CLAUDE_MODEL` / `STRATA_CODEX_MODEL`, and a Responses-API
-//! endpoint for Codex by `STRATA_CODEX_BASE_URL` (its key's variable by `STRATA_CODEX_ENV_KEY`).
+//! endpoint for Codex by `STRATA_CODEX_BASE_URL` (its key's variable by `STRATA_CODEX_ENV_KEY`),
+//! the write guard's deadline by `STRATA_HOOK_DEADLINE_MS` (clamped to the hook's own range).
 
 use std::path::PathBuf;
 
@@ -11,12 +12,23 @@ fn program(var: &str, default: &str) -> PathBuf {
     std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
 }
 
+/// The write guard's deadline: `STRATA_HOOK_DEADLINE_MS` within the hook's range, else the
+/// default.
+fn hook_deadline_ms() -> u64 {
+    use crate::cli::{HOOK_DEADLINE_MS_DEFAULT, HOOK_DEADLINE_MS_MAX, HOOK_DEADLINE_MS_MIN};
+    std::env::var("STRATA_HOOK_DEADLINE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(HOOK_DEADLINE_MS_DEFAULT, |ms| ms.clamp(HOOK_DEADLINE_MS_MIN, HOOK_DEADLINE_MS_MAX))
+}
+
 /// Claude Code workers keeping their state in `state`.
 pub fn claude(state: PathBuf) -> ClaudeProvider {
     let mut config = ClaudeConfig::new(program("STRATA_CLAUDE", "claude"), state);
     config.env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
     config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
     config.model = std::env::var("STRATA_CLAUDE_MODEL").ok();
+    config.hook_deadline_ms = hook_deadline_ms();
     ClaudeProvider::new(config)
 }
 
@@ -36,6 +48,7 @@ pub fn codex(state: PathBuf) -> CodexProvider {
         });
     }
     config.model = std::env::var("STRATA_CODEX_MODEL").ok();
+    config.hook_deadline_ms = hook_deadline_ms();
     CodexProvider::new(config)
 }
 

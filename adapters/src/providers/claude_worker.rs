@@ -73,6 +73,9 @@ pub struct ClaudeConfig {
     /// After the CLI exited, how long its group may take to go before SIGTERM (then as long
     /// again before SIGKILL), ms.
     pub exit_grace_ms: u64,
+    /// The write guard's own deadline, ms: the hook answers within it whatever strata's
+    /// processes do (the runtime's hook timeout is set above it).
+    pub hook_deadline_ms: u64,
 }
 
 impl ClaudeConfig {
@@ -92,6 +95,7 @@ impl ClaudeConfig {
             start_ms_max: 120_000,
             turn_ms_max: 3_600_000,
             exit_grace_ms: 10_000,
+            hook_deadline_ms: crate::cli::HOOK_DEADLINE_MS_DEFAULT,
         }
     }
 }
@@ -129,7 +133,7 @@ impl ClaudeProvider {
             let _ = std::fs::remove_dir_all(&dir);
             e
         };
-        let hook = wiring.hook_command("claude", &brief.lineage_id);
+        let hook = wiring.hook_command("claude", &brief.lineage_id, c.hook_deadline_ms);
         let settings = json!({"hooks": {"PreToolUse": [{"matcher": GUARDED_TOOLS,
             "hooks": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}]}]}});
         let settings_path = dir.join("settings.json");

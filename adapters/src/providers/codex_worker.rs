@@ -95,6 +95,9 @@ pub struct CodexConfig {
     /// After the CLI exited, how long its group may take to go before SIGTERM (then as long
     /// again before SIGKILL), ms.
     pub exit_grace_ms: u64,
+    /// The write guard's own deadline, ms: the hook answers within it whatever strata's
+    /// processes do (the runtime's hook timeout is set above it).
+    pub hook_deadline_ms: u64,
 }
 
 impl CodexConfig {
@@ -117,6 +120,7 @@ impl CodexConfig {
             start_ms_max: 120_000,
             turn_ms_max: 3_600_000,
             exit_grace_ms: 10_000,
+            hook_deadline_ms: crate::cli::HOOK_DEADLINE_MS_DEFAULT,
         }
     }
 }
@@ -207,7 +211,7 @@ impl CodexProvider {
         let config = self.config_toml(&wiring).map_err(cleanup)?;
         wp::write_private(&home.join("config.toml"), config.as_bytes())
             .map_err(|e| cleanup(unavailable(format!("writing config.toml: {e}"))))?;
-        let hook = wiring.hook_command("codex", &brief.lineage_id);
+        let hook = wiring.hook_command("codex", &brief.lineage_id, c.hook_deadline_ms);
         let hooks = json!({"hooks": {"PreToolUse": [{"matcher": GUARDED_TOOL,
             "hooks": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}]}]}});
         wp::write_private(&home.join("hooks.json"), hooks.to_string().as_bytes())

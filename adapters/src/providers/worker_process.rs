@@ -645,8 +645,10 @@ pub const GROUP_TERM_GRACE_MS: u64 = 5_000;
 
 /// The MCP server name strata's Knowledge API is attached under (tools `mcp__knowledge__*`).
 pub const KNOWLEDGE_SERVER: &str = "knowledge";
-/// The write-guard hook's own timeout, seconds: strata's hook waits at most 5 s for the journal,
-/// and a hook that times out fails open in both CLIs, so this is generous.
+/// The runtime's timeout for the write-guard hook, seconds, set explicitly in every worker's
+/// hook settings: a hook that times out fails open in both CLIs, so it is well above strata's
+/// own deadline (`strata hook … --deadline-ms`, at most 45 s), and the runtime never decides
+/// first.
 pub const HOOK_TIMEOUT_S: u64 = 60;
 
 /// What both CLI providers can do headless (their `capabilities` say why): resume and fork are
@@ -750,8 +752,10 @@ impl Wiring {
     }
 
     /// The shell command of the PreToolUse write guard for `runtime` (`claude`, `codex`), run as
-    /// `lineage` (both CLIs run hook commands through a shell: every argument is quoted).
-    pub fn hook_command(&self, runtime: &str, lineage: &str) -> String {
+    /// `lineage`, answering within `deadline_ms` (both CLIs run hook commands through a shell:
+    /// every argument is quoted). Any exit but 0 becomes 2, so a strata executable that is
+    /// missing (127) or dies by a signal blocks the call instead of letting it through.
+    pub fn hook_command(&self, runtime: &str, lineage: &str, deadline_ms: u64) -> String {
         [
             shell_quote(&self.strata.display().to_string()),
             format!("hook {runtime} pre-tool-use --journal"),
@@ -760,6 +764,7 @@ impl Wiring {
             shell_quote(lineage),
             "--root".to_owned(),
             shell_quote(&self.workdir.display().to_string()),
+            format!("--deadline-ms {deadline_ms} || exit 2"),
         ]
         .join(" ")
     }
