@@ -219,10 +219,18 @@ pub fn decide_resolved(
 }
 
 /// A denial made without the ownership map (strata could not be reached in time, or the input
-/// could not be read): the tool and the targets as the input names them, where it can be read.
-pub fn refused(lineage_id: &str, runtime: Runtime, input: Option<&Value>, reason: String) -> Verdict {
-    let (tool, paths) = match input.map(|i| targets(runtime, i)) {
-        Some(Ok(Some((tool, raw)))) => (Some(tool), raw),
+/// could not be read): the tool and the targets as the input names them, where it can be read,
+/// each relative to `root` when it lies inside it (as written: links are not resolved).
+pub fn refused(lineage_id: &str, runtime: Runtime, root: &str, input: Option<&Value>, reason: String) -> Verdict {
+    let (tool, paths) = match input.map(|i| (i, targets(runtime, i))) {
+        Some((i, Ok(Some((tool, raw))))) => {
+            let cwd = i.get("cwd").and_then(Value::as_str);
+            let placed = raw
+                .iter()
+                .map(|r| absolute(cwd, r).and_then(|a| relative(root, &a, r)).unwrap_or_else(|_| r.clone()))
+                .collect();
+            (Some(tool), placed)
+        }
         _ => (input.and_then(|i| i.get("tool_name")).and_then(Value::as_str).map(str::to_owned), vec![]),
     };
     Verdict { lineage_id: lineage_id.to_owned(), runtime, tool, paths, allow: false, reason }

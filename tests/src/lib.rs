@@ -3,6 +3,7 @@
 //! The tests drive real parts: sled on disk, the real `strata` binary (built from this package as
 //! `strata-e2e`, the same `cli::main`), real child processes killed with SIGKILL.
 
+pub mod daemon;
 pub mod eval;
 pub mod fake_model;
 pub mod real_cli;

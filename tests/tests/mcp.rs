@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
@@ -16,6 +16,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use strata_engine::knowledge::fixture::{EXAMPLE_CONCERNS, EXAMPLE_PROJECTS};
 use strata_journal::{Durability, Journal};
+use strata_tests::daemon::Daemon;
 use strata_tests::{options, strata, strata_bin, strata_ok};
 
 const BIN: &str = strata_bin!();
@@ -37,57 +38,6 @@ fn example_workspace(tmp: &Path) -> PathBuf {
     strata_ok(BIN, &ws, &args);
     strata_ok(BIN, &ws, &["knowledge", "put", files.to_str().unwrap()]);
     ws
-}
-
-/// A running `strata serve`, stopped with SIGTERM on drop.
-struct Daemon {
-    child: Child,
-    info: serde_json::Value,
-}
-
-impl Daemon {
-    fn start(ws: &Path, extra: &[&str]) -> Daemon {
-        let info_path = ws.join(".strata/serve.json");
-        let child = Command::new(BIN)
-            .arg("--dir")
-            .arg(ws)
-            .arg("serve")
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        while !info_path.exists() {
-            assert!(started.elapsed() < Duration::from_secs(60), "strata serve did not become ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let info = serde_json::from_str(&std::fs::read_to_string(&info_path).unwrap()).unwrap();
-        Daemon { child, info }
-    }
-
-    fn sigterm(&self) {
-        let status = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status().unwrap();
-        assert!(status.success());
-    }
-
-    /// SIGTERM, then the exit status and what the daemon wrote to stderr.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
-        self.sigterm();
-        let status = self.child.wait().unwrap();
-        let mut err = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        (status, err)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 async fn client(ws: &Path) -> RunningService<rmcp::RoleClient, ()> {
@@ -296,7 +246,7 @@ fn stdout_carries_only_protocol() {
 fn daemon_serves_cli_and_mcp_owns_the_journal_and_shuts_down_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
     let ws = example_workspace(tmp.path());
-    let d = Daemon::start(&ws, &[]);
+    let d = Daemon::start(BIN, &ws, &[]);
     let sock = ws.join(".strata/daemon.sock");
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the socket is not for other users");
@@ -365,7 +315,7 @@ fn twelve_concurrent_clients_lose_nothing_and_retries_do_not_duplicate() {
     const EACH: usize = 8;
     let tmp = tempfile::tempdir().unwrap();
     let ws = example_workspace(tmp.path());
-    let d = Daemon::start(&ws, &[]);
+    let d = Daemon::start(BIN, &ws, &[]);
     let acked: Vec<(u64, String)> = rt().block_on(async {
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..CLIENTS {
@@ -416,7 +366,7 @@ fn sigterm_acknowledges_every_append_in_flight() {
     const CLIENTS: usize = 12;
     let tmp = tempfile::tempdir().unwrap();
     let ws = example_workspace(tmp.path());
-    let d = Daemon::start(&ws, &[]);
+    let d = Daemon::start(BIN, &ws, &[]);
     let pid = d.child.id();
     let (acked, refused_after) = rt().block_on(async {
         // The signal goes out once every client has had an append acknowledged, so all twelve
@@ -487,16 +437,6 @@ fn sigterm_acknowledges_every_append_in_flight() {
     );
 }
 
-impl Daemon {
-    /// Waits for a daemon already sent SIGTERM.
-    fn stop_after_signal(mut self) -> (std::process::ExitStatus, String) {
-        let status = self.child.wait().unwrap();
-        let mut err = String::new();
-        self.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        (status, err)
-    }
-}
-
 fn http(addr: &str, token: Option<&str>, body: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -522,7 +462,7 @@ fn http_transport_requires_the_bearer_token() {
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("loopback only"));
 
-    let d = Daemon::start(&ws, &["--http", "127.0.0.1:0"]);
+    let d = Daemon::start(BIN, &ws, &["--http", "127.0.0.1:0"]);
     let url = d.info["http_url"].as_str().unwrap().to_owned();
     let addr = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
     let token_file = ws.join(".strata/http-token");
@@ -548,7 +488,7 @@ fn http_transport_requires_the_bearer_token() {
     let (status, err) = d.stop();
     assert!(status.success(), "{err}");
     // The token survives restarts (clients keep working).
-    let d = Daemon::start(&ws, &["--http", "127.0.0.1:0"]);
+    let d = Daemon::start(BIN, &ws, &["--http", "127.0.0.1:0"]);
     assert_eq!(std::fs::read_to_string(&token_file).unwrap().trim(), token);
     drop(d);
 }
@@ -576,7 +516,7 @@ fn python_mcp_client_calls_every_tool() {
         assert!(v["tool_calls"].as_u64().unwrap() >= 20);
     };
     run("stdio, journal opened by strata mcp");
-    let d = Daemon::start(&ws, &[]);
+    let d = Daemon::start(BIN, &ws, &[]);
     run("stdio relayed to strata serve");
     let (status, err) = d.stop();
     assert!(status.success(), "{err}");

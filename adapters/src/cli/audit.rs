@@ -65,9 +65,26 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     v
                 })
                 .collect();
+            let denied = groups.denials().get(&path).cloned().unwrap_or_default();
             if json {
-                outln!("{}", json!({"path": path, "writes": rows}));
-            } else if rows.is_empty() {
+                outln!("{}", json!({"path": path, "writes": rows, "denied": denied}));
+                return Ok(ExitCode::SUCCESS);
+            }
+            if !denied.is_empty() {
+                let mut t = Table::new(&["seq", "lineage", "workgroup", "task", "tool", "reason"]);
+                for d in &denied {
+                    t.row(vec![
+                        d.seq.to_string(),
+                        d.lineage_id.clone(),
+                        d.workgroup.clone().unwrap_or_else(|| "-".into()),
+                        d.task.clone().unwrap_or_else(|| "-".into()),
+                        d.tool.clone().unwrap_or_else(|| "-".into()),
+                        d.reason.clone(),
+                    ]);
+                }
+                outln!("denied writes of {path} (the write guard refused them; nothing was written)\n{}", t.render());
+            }
+            if rows.is_empty() {
                 outln!(
                     "no recorded write of {path} (writes are recorded from completed tasks' diffs and allowed hook calls)"
                 );

@@ -176,6 +176,7 @@ pub fn main(cmd: HookCommand) -> ExitCode {
             Answer::Unrecorded(guard::refused(
                 &call.lineage,
                 call.runtime,
+                &call.root.to_string_lossy(),
                 seen.get(),
                 format!(
                     "[STRATA-E2001] strata did not answer within {} ms (its daemon or journal is stopped, hung or busy); denied",
@@ -186,6 +187,7 @@ pub fn main(cmd: HookCommand) -> ExitCode {
         Err(e) => Answer::Unrecorded(guard::refused(
             &call.lineage,
             call.runtime,
+            &call.root.to_string_lossy(),
             None,
             format!("[STRATA-E2005] strata's hook cannot start its check ({e}); denied"),
         )),
@@ -266,7 +268,7 @@ fn read_input() -> Result<Value, String> {
 /// owner or decide on the journal, all before `by`.
 fn check(call: &Call, by: Instant, seen: &OnceLock<Value>) -> Answer {
     let refused = |input: Option<&Value>, why: String| {
-        Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, input, why))
+        Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, &call.root.to_string_lossy(), input, why))
     };
     let input = match read_input() {
         Ok(v) => v,
@@ -294,7 +296,9 @@ fn check(call: &Call, by: Instant, seen: &OnceLock<Value>) -> Answer {
 /// Sends the call to the process serving the journal and takes its answer, or denies when it
 /// does not come before `by` (stopped or hung owner) or the connection breaks (killed owner).
 fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream, by: Instant) -> Answer {
-    let refused = |why: String| Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, Some(input), why));
+    let refused = |why: String| {
+        Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, &call.root.to_string_lossy(), Some(input), why))
+    };
     let left = by.saturating_duration_since(Instant::now());
     let answer_by_ms = now_ms() + i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
     let argv: Vec<String> = vec![
@@ -333,7 +337,9 @@ fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream,
 
 /// Decides on `j` and records the verdict under the call's id.
 fn decide_on(j: &Journal, call: &Call, input: &Value) -> Answer {
-    let refused = |why: String| Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, Some(input), why));
+    let refused = |why: String| {
+        Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, &call.root.to_string_lossy(), Some(input), why))
+    };
     let Some(root) = call.root.to_str() else {
         return refused("[STRATA-E2004] --root is not UTF-8; denied".to_owned());
     };

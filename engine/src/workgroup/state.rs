@@ -206,12 +206,30 @@ pub struct Write {
     pub prompt_hash: String,
 }
 
+/// A write the guard refused, as the audit reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Denial {
+    /// Journal sequence of the `guard.write-denied` event.
+    pub seq: u64,
+    /// The lineage the worker ran as.
+    pub lineage_id: String,
+    /// The workgroup and task that dispatched it, when a workgroup did.
+    pub workgroup: Option<String>,
+    /// The task.
+    pub task: Option<String>,
+    /// The tool the call used.
+    pub tool: Option<String>,
+    /// Why the guard refused it.
+    pub reason: String,
+}
+
 /// The projection.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Workgroups {
     groups: BTreeMap<String, Workgroup>,
     lineages: BTreeMap<String, (String, String)>,
     writes: BTreeMap<String, Vec<Write>>,
+    denials: BTreeMap<String, Vec<Denial>>,
     kept: EventLog,
 }
 
@@ -237,8 +255,8 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
     serde_json::from_slice(r.payload).map_err(|e| format!("{} at seq {}: {e}", r.event_type, r.seq))
 }
 
-/// Event types folded: the workgroup and worker events and the guard's allowed writes.
-pub const FOLDED: [&str; 14] = [
+/// Event types folded: the workgroup and worker events and the guard's decisions.
+pub const FOLDED: [&str; 15] = [
     events::PLANNED,
     events::TASKS_ADDED,
     events::DISPATCHED,
@@ -253,6 +271,7 @@ pub const FOLDED: [&str; 14] = [
     events::CONFLICTED,
     events::FINISHED,
     guard::ALLOWED,
+    guard::DENIED,
 ];
 
 impl Workgroups {
@@ -269,6 +288,12 @@ impl Workgroups {
     /// Writes by repository-relative path.
     pub fn writes(&self) -> &BTreeMap<String, Vec<Write>> {
         &self.writes
+    }
+
+    /// Writes the guard refused, by the path as the refusal names it (repository-relative where
+    /// it could be placed, else as the runtime gave it).
+    pub fn denials(&self) -> &BTreeMap<String, Vec<Denial>> {
+        &self.denials
     }
 
     /// The workgroup and task a lineage runs, when a dispatch recorded it.
@@ -310,6 +335,9 @@ impl Workgroups {
         let bad = |what: &str| Err(format!("{} at seq {}: {what}", r.event_type, r.seq));
         if r.event_type == guard::ALLOWED {
             return self.fold_guard(r);
+        }
+        if r.event_type == guard::DENIED {
+            return self.fold_denial(r);
         }
         if r.stream.starts_with(super::WORKER_STREAM_PREFIX) {
             return self.fold_worker(r);
@@ -506,6 +534,23 @@ impl Workgroups {
         Ok(())
     }
 
+    /// A denied hook call is a refused write of each target, whoever the lineage works for.
+    fn fold_denial(&mut self, r: &Record<'_>) -> Result<(), String> {
+        let x: Verdict = de(r)?;
+        let (workgroup, task) = self.lineages.get(&x.lineage_id).cloned().unzip();
+        for p in &x.paths {
+            self.denials.entry(p.clone()).or_default().push(Denial {
+                seq: r.seq,
+                lineage_id: x.lineage_id.clone(),
+                workgroup: workgroup.clone(),
+                task: task.clone(),
+                tool: x.tool.clone(),
+                reason: x.reason.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// An allowed hook call of a lineage a workgroup dispatched is a write to each target.
     fn fold_guard(&mut self, r: &Record<'_>) -> Result<(), String> {
         let x: Verdict = de(r)?;
@@ -534,4 +579,4 @@ enum Worker {
     Ended(WorkerEnded),
 }
 
-crate::projections::kept::kept_projection!(Workgroups, "workgroups", 2, FOLDED);
+crate::projections::kept::kept_projection!(Workgroups, "workgroups", 3, FOLDED);
