@@ -778,6 +778,7 @@ fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str) -> Wo
         accounting: None,
         synthetic: true,
         abandoned: false,
+        writes: Vec::new(),
     }
 }
 

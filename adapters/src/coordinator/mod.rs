@@ -135,6 +135,10 @@ struct InFlight {
     provider: String,
     worktree: Option<PathBuf>,
     overhead: Duration,
+    /// When this coordinator dispatched it (the epoch for a worker it took over on resume):
+    /// a file outside the worktree changed since then, that the stream shows the worker
+    /// writing, is a write that escaped.
+    started_at: std::time::SystemTime,
 }
 
 /// The coordinator over one open journal.
@@ -389,6 +393,7 @@ impl<'j> Coordinator<'j> {
                 provider: d.provider.clone(),
                 worktree,
                 overhead: Duration::ZERO,
+                started_at: std::time::SystemTime::UNIX_EPOCH,
             };
             self.in_flight.insert(t.id().to_owned(), flight);
         }
@@ -659,6 +664,7 @@ impl<'j> Coordinator<'j> {
                 provider: provider_name.clone(),
                 worktree,
                 overhead: Duration::ZERO,
+                started_at: std::time::SystemTime::now(),
             },
         );
         self.commit(vec![ledger_append, prompt_append, dispatched])?;
@@ -780,31 +786,41 @@ impl<'j> Coordinator<'j> {
         let mut retryable = true;
         let mut files = Vec::new();
         let mut commit = None;
-        if let (Some(repo), Some(tree)) = (&self.repo, flight.worktree.as_ref().filter(|t| t.is_dir())) {
-            let changes = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
-            let outside: Vec<String> =
-                changes.files.iter().filter(|f| !flight.owns.iter().any(|o| overlaps(f, o))).cloned().collect();
-            if !outside.is_empty() {
-                let v = Violation {
-                    task: id.to_owned(),
-                    attempt,
-                    session_id: session.clone(),
-                    paths: outside.clone(),
-                    policy: self.options.on_violation.clone(),
-                };
-                end_events.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
-                end_events.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
-                if self.options.on_violation == "stop" && failure.is_none() {
-                    failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
-                    retryable = false;
-                }
-            }
-            if failure.is_none() && outside.is_empty() {
-                files = changes.files;
-                commit = changes.commit;
-            }
-            // Flagged: the owned part is not applied either; the task's changes are discarded.
+        // Denials other hooks had to defer (this process stopped or busy) go in first, so the
+        // stream's writes are judged against every recorded denial.
+        self.journal.fold_pending()?;
+        self.follow()?;
+        let mut outside = self.escapes(wg, id, &flight, &x.writes);
+        let changes = match (&self.repo, flight.worktree.as_ref().filter(|t| t.is_dir())) {
+            (Some(repo), Some(tree)) => Some(repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?),
+            _ => None,
+        };
+        if let Some(changes) = &changes {
+            outside.extend(changes.files.iter().filter(|f| !flight.owns.iter().any(|o| overlaps(f, o))).cloned());
         }
+        if !outside.is_empty() {
+            let v = Violation {
+                task: id.to_owned(),
+                attempt,
+                session_id: session.clone(),
+                paths: outside.clone(),
+                policy: self.options.on_violation.clone(),
+            };
+            end_events.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
+            end_events.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
+            if self.options.on_violation == "stop" && failure.is_none() {
+                failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
+                retryable = false;
+            }
+        }
+        if let Some(changes) = changes
+            && failure.is_none()
+            && outside.is_empty()
+        {
+            files = changes.files;
+            commit = changes.commit;
+        }
+        // Flagged: the owned part is not applied either; the task's changes are discarded.
         let files_changed = files.len();
         let sim = flight.provider == "sim";
         let time_scale = self.options.time_scale;
@@ -848,6 +864,36 @@ impl<'j> Coordinator<'j> {
             self.integrate(wg, id, attempt, &commit)?;
         }
         Ok(())
+    }
+
+    /// Writes the worker's own stream shows outside its worktree that escaped: the file changed
+    /// since the dispatch, or no denial of it by the write guard is recorded for this attempt
+    /// (a hook that never ran). Writes inside the worktree are judged by the diff.
+    fn escapes(&self, wg: &str, id: &str, flight: &InFlight, writes: &[String]) -> Vec<String> {
+        let Some(tree) = flight.worktree.as_ref() else { return Vec::new() };
+        let tree = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.clone());
+        let since =
+            self.groups.get(wg).and_then(|g| g.tasks.get(id)).and_then(|s| s.dispatch.as_ref()).map_or(0, |d| d.0);
+        let denied = |p: &str| {
+            self.groups.denials().get(p).is_some_and(|ds| {
+                ds.iter().any(|d| d.seq > since && d.workgroup.as_deref() == Some(wg) && d.task.as_deref() == Some(id))
+            })
+        };
+        let mut out = Vec::new();
+        for raw in writes {
+            let given = if raw.starts_with('/') { PathBuf::from(raw) } else { tree.join(raw) };
+            let real = crate::files::resolve_links(&given).unwrap_or_else(|_| given.clone());
+            if real.starts_with(&tree) {
+                continue;
+            }
+            let changed =
+                std::fs::symlink_metadata(&real).and_then(|m| m.modified()).is_ok_and(|at| at >= flight.started_at);
+            let shown = real.display().to_string();
+            if (changed || !(denied(raw) || denied(&shown))) && !out.contains(&shown) {
+                out.push(shown);
+            }
+        }
+        out
     }
 
     /// Whether `provider` resumes sessions (a session it completed is kept warm).

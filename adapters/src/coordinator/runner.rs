@@ -289,6 +289,7 @@ fn ended_without_start(task: &str, attempt: u32, reason: String) -> WorkerEnded 
         accounting: None,
         synthetic: false,
         abandoned: false,
+        writes: Vec::new(),
     }
 }
 
@@ -370,6 +371,7 @@ fn ended_from(task: &str, attempt: u32, o: Outcome) -> (WorkerEnded, bool, Strin
         accounting: o.accounting,
         synthetic: o.synthetic,
         abandoned: false,
+        writes: o.writes.into_iter().take(events::WRITES_MAX).collect(),
     };
     (e, o.succeeded, o.output.join("\n"))
 }

@@ -70,6 +70,9 @@ pub struct Outcome {
     pub duration_ms: Option<u64>,
 }
 
+/// Most write targets a run keeps.
+pub const WRITE_TARGETS_MAX: usize = 1_024;
+
 /// What a run's stream said so far.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StreamRun {
@@ -81,6 +84,9 @@ pub struct StreamRun {
     pub usage_by_message: BTreeMap<String, Usage>,
     /// Tool calls requested, in order: (tool use id, tool name).
     pub tool_uses: Vec<(String, String)>,
+    /// Files the write tools were asked to write (`file_path` / `notebook_path`), in order,
+    /// each once, at most [`WRITE_TARGETS_MAX`].
+    pub write_targets: Vec<String>,
     /// A synthetic API-error message was seen.
     pub api_error: bool,
     /// The `result`, once seen.
@@ -132,6 +138,14 @@ impl StreamRun {
                 && let (Some(id), Some(name)) = (block["id"].as_str(), block["name"].as_str())
             {
                 self.tool_uses.push((id.to_owned(), name.to_owned()));
+                let key = if name == "NotebookEdit" { "notebook_path" } else { "file_path" };
+                if strata_engine::guard::CLAUDE_WRITE_TOOLS.contains(&name)
+                    && let Some(p) = block["input"][key].as_str()
+                    && !self.write_targets.iter().any(|t| t == p)
+                    && self.write_targets.len() < WRITE_TARGETS_MAX
+                {
+                    self.write_targets.push(p.to_owned());
+                }
             }
         }
     }

@@ -202,9 +202,10 @@ impl ClaudeProvider {
             }
             failure(run, ended, interrupted, &text, stderr, self.config.turn_ms_max)
         };
+        let writes = run.write_targets.clone();
         let Some(result) = &run.result else {
             // No report of usage at all: nothing to account.
-            return Outcome { session_id, succeeded, summary, output, ..Outcome::default() };
+            return Outcome { session_id, succeeded, summary, output, writes, ..Outcome::default() };
         };
         let cost = result.total_cost_usd.and_then(|usd| strata_engine::telemetry::decide::usd_to_micros(usd).ok());
         let reported = result.cumulative.map(|u| counters(u, cost));
@@ -230,6 +231,7 @@ impl ClaudeProvider {
             cumulative,
             accounting: Some(AccountingSource::Estimated),
             synthetic: false,
+            writes,
         }
     }
 }

@@ -298,8 +298,14 @@ impl CodexProvider {
             };
             format!("codex: {what}")
         };
+        let mut writes: Vec<String> = Vec::new();
+        for (p, _) in &run.file_changes {
+            if !writes.contains(p) && writes.len() < strata_engine::workgroup::events::WRITES_MAX {
+                writes.push(p.clone());
+            }
+        }
         let Some(totals) = run.totals else {
-            return Outcome { session_id, succeeded, summary, output, ..Outcome::default() };
+            return Outcome { session_id, succeeded, summary, output, writes, ..Outcome::default() };
         };
         let now = cumulative(totals);
         let (usage, cumulative) = match entry.baseline_for(&session_id) {
@@ -319,6 +325,7 @@ impl CodexProvider {
             cumulative,
             accounting: Some(AccountingSource::ProviderReported),
             synthetic: false,
+            writes,
         }
     }
 }

@@ -180,6 +180,7 @@ impl Provider for SimProvider {
             cumulative,
             accounting: Some(AccountingSource::Estimated),
             synthetic: true,
+            writes: Vec::new(),
         })
     }
 

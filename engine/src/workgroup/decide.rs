@@ -337,6 +337,7 @@ pub fn abandoned(
         accounting: None,
         synthetic,
         abandoned: true,
+        writes: Vec::new(),
     }
 }
 

@@ -232,6 +232,7 @@ mod tests {
                     accounting: None,
                     synthetic: true,
                     abandoned: false,
+                    writes: Vec::new(),
                 };
                 let ended = decide::worker_ended("wg", &e, !fails, "", true, &mut self.ids, &clock)
                     .map_err(|e| e.to_string())?;

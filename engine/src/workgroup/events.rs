@@ -186,7 +186,15 @@ pub struct WorkerEnded {
     /// caught up released it. Not the task's fault: it runs again whatever its retries.
     #[serde(default)]
     pub abandoned: bool,
+    /// Files the runtime's own stream shows the worker wrote or tried to write (as the runtime
+    /// names them: absolute, or relative to the worker's directory), at most
+    /// [`WRITES_MAX`]; the post-turn check judges them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes: Vec<String>,
 }
+
+/// Most write targets a worker's end records.
+pub const WRITES_MAX: usize = 1_024;
 
 /// `task.completed` v1.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

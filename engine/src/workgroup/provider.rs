@@ -111,6 +111,8 @@ pub struct Outcome {
     pub accounting: Option<AccountingSource>,
     /// The worker is simulated.
     pub synthetic: bool,
+    /// Files the runtime's stream shows the worker wrote or tried to write, as it names them.
+    pub writes: Vec<String>,
 }
 
 /// Why a provider operation did not happen.
