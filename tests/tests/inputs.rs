@@ -3,11 +3,13 @@
 //! FIFO, a socket or a link to `/dev/zero`, and a config file that is one of those. Each must
 //! answer with a typed `[STRATA-E19…]` error and exit 1, within a hard kill bound (a hung child
 //! is killed and the test fails), inside a 1 GiB address-space limit (an unbounded read fails),
-//! and with the journal head unmoved. Also: missing paths and bad links get a code.
+//! and with the journal head unmoved. Also: missing paths and bad links get a code, and a
+//! refused `strata ce --journal` creates nothing.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use serde_json::json;
 use strata_journal::{Durability, Journal};
 use strata_tests::{strata_bin, strata_ok};
 
@@ -236,4 +238,46 @@ fn a_missing_path_a_dangling_or_looping_link_and_a_missing_or_directory_plan_eac
         let stderr = String::from_utf8_lossy(&strata_bounded(&ws, &args).stderr).into_owned();
         assert!(stderr.contains(reason), "{what}: {reason:?} not in {stderr}");
     }
+}
+
+/// `strata ce OP --journal J` with `request` on stdin: (exit code, stdout).
+fn ce(op: &str, journal: &Path, request: &serde_json::Value) -> (i32, String) {
+    let j = journal.display().to_string();
+    let out = strata_tests::strata_with_stdin(BIN, &["ce", op, "--journal", &j], request.to_string().as_bytes());
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap())
+}
+
+/// The head sequence of the journal directory `dir` (the handle, and with it the lock, is
+/// dropped before returning).
+fn seq_at(dir: &Path) -> u64 {
+    let j = Journal::open(dir, &strata_tests::options(Durability::Process)).expect("a journal is there");
+    let seq = j.head().seq;
+    j.close_blocking().expect("journal closes");
+    seq
+}
+
+#[test]
+fn a_refused_ce_request_creates_no_journal_and_an_accepted_one_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let typo = tmp.path().join("jornal");
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let refused = json!({"lineage_id": "u", "input": {"owned_files": ["/etc"]}});
+    for dir in [&typo, &empty] {
+        let (code, line) = ce("route", dir, &refused);
+        assert_eq!(code, 1, "{line}");
+        assert!(line.contains("\"ok\":false") && line.contains("OWNERSHIP"), "{line}");
+    }
+    assert!(!typo.exists(), "a refused request created {}", typo.display());
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "a refused request wrote into an empty directory");
+
+    let accepted = json!({"lineage_id": "L1", "input": {"owned_files": ["src/api"], "is_writer": true}});
+    let (code, line) = ce("route", &typo, &accepted);
+    assert_eq!(code, 0, "{line}");
+    let recorded = seq_at(&typo);
+    assert!(recorded > 0, "the accepted decision was recorded");
+    // Once it exists, a refusal appends nothing to it.
+    let (code, line) = ce("route", &typo, &refused);
+    assert_eq!(code, 1, "{line}");
+    assert_eq!(seq_at(&typo), recorded, "a refusal appended something");
 }

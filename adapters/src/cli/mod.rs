@@ -154,7 +154,8 @@ enum Command {
         operation: Option<String>,
         /// Decide against this journal's dispatch ledger (writers, leases, lineages, vault
         /// deltas) and record the decision there. A journal directory or a workspace root; a
-        /// missing or empty directory gets a new journal.
+        /// missing or empty directory gets a new journal with the first decision that records
+        /// something (a rejected request creates nothing).
         #[arg(long, value_parser = crate::cli::path_arg)]
         journal: Option<PathBuf>,
         /// On a rejection, also print which field and rule on stderr (may quote input).
