@@ -6,6 +6,11 @@
 //! [`read_bounded`]: the file is opened without blocking, must be a regular file (checked on the
 //! open handle, so a path swapped after a check is still caught), and at most `max_bytes` are
 //! read; one byte more is a refusal, never a truncation.
+//!
+//! A directory given as input is listed with [`scan_dir`], which opens nothing but directories:
+//! each entry's type comes from the listing itself (symbolic links not followed), so a FIFO, a
+//! device or a socket met while scanning is refused without blocking, and the scan has a bound
+//! on its entries and its depth.
 
 use std::io::Read as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -47,6 +52,46 @@ pub enum InputError {
         /// The cause, with what to do.
         reason: String,
     },
+    /// A FIFO, device or socket met while scanning a directory given as input.
+    #[error(
+        "[STRATA-E1904] {what} {dir}: {path} is a {kind}; a directory given as input may hold only regular files, directories and hidden entries (remove it, or name the files one by one)"
+    )]
+    SpecialInScan {
+        /// What the directory was for.
+        what: String,
+        /// The directory given.
+        dir: PathBuf,
+        /// The entry met.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A directory scan listed more entries than its bound.
+    #[error(
+        "[STRATA-E1905] {what} {dir}: more than {entries_max} entries under it (hidden ones included); give a smaller directory, or its parts one by one"
+    )]
+    ScanTooLarge {
+        /// What the directory was for.
+        what: String,
+        /// The directory given.
+        dir: PathBuf,
+        /// The bound.
+        entries_max: usize,
+    },
+    /// A directory scan went deeper than its bound.
+    #[error(
+        "[STRATA-E1906] {what} {dir}: {path} is more than {depth_max} directories deep; give the deeper directory on its own"
+    )]
+    ScanTooDeep {
+        /// What the directory was for.
+        what: String,
+        /// The directory given.
+        dir: PathBuf,
+        /// The directory past the bound.
+        path: PathBuf,
+        /// The bound.
+        depth_max: usize,
+    },
 }
 
 /// What kind of file `t` is, in words.
@@ -86,6 +131,16 @@ pub fn open_failure(path: &Path, e: &std::io::Error) -> String {
 
 /// Reads the regular file at `path`, at most `max_bytes` of it; `what` names the input in errors.
 pub fn read_bounded(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>, InputError> {
+    let bytes = read_prefix(path, max_bytes.saturating_add(1), what)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(InputError::TooLarge { what: what.to_owned(), path: path.to_owned(), max_bytes });
+    }
+    Ok(bytes)
+}
+
+/// The first `prefix_bytes` of the regular file at `path` (all of it when shorter), for a caller
+/// that reports an oversize file itself; checked and opened as [`read_bounded`] does.
+pub fn read_prefix(path: &Path, prefix_bytes: u64, what: &str) -> Result<Vec<u8>, InputError> {
     let unreadable = |reason: String| InputError::Unreadable { what: what.to_owned(), path: path.to_owned(), reason };
     // O_NONBLOCK: opening a FIFO for reading does not wait for a writer; it is refused below.
     let file = std::fs::OpenOptions::new()
@@ -101,13 +156,8 @@ pub fn read_bounded(path: &Path, max_bytes: u64, what: &str) -> Result<Vec<u8>, 
             kind: kind_name(meta.file_type()),
         });
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(max_bytes)).unwrap_or(0));
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| unreadable(format!("cannot be read: {e}")))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(InputError::TooLarge { what: what.to_owned(), path: path.to_owned(), max_bytes });
-    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(prefix_bytes)).unwrap_or(0));
+    file.take(prefix_bytes).read_to_end(&mut bytes).map_err(|e| unreadable(format!("cannot be read: {e}")))?;
     Ok(bytes)
 }
 
@@ -188,6 +238,107 @@ pub fn resolve_links(path: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// Bounds on one [`scan_dir`].
+#[derive(Clone, Copy, Debug)]
+pub struct ScanLimits {
+    /// Entries listed, at every depth, hidden ones and directories included.
+    pub entries_max: usize,
+    /// Directories below the one given.
+    pub depth_max: usize,
+}
+
+/// The files under the directory `dir`, recursively, sorted by path; entries whose name starts
+/// with `.` are skipped (and not descended into). Only directories are opened: every entry's type
+/// comes from the listing, without following symbolic links, so a FIFO, device or socket is
+/// refused (E1904) without being opened, and a symbolic link is returned as a file for
+/// [`read_bounded`] to follow (which refuses what is not a regular file, without blocking).
+pub fn scan_dir(dir: &Path, limits: ScanLimits, what: &str) -> Result<Vec<PathBuf>, InputError> {
+    let mut out = Vec::new();
+    scan_counted(dir, limits, what, &mut 0, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// [`scan_dir`] into `out`, counting listed entries in `listed` (shared by several scans).
+fn scan_counted(
+    dir: &Path,
+    limits: ScanLimits,
+    what: &str,
+    listed: &mut usize,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), InputError> {
+    let mut pending = vec![(dir.to_owned(), 0usize)];
+    while let Some((d, depth)) = pending.pop() {
+        let unreadable = |e: std::io::Error| InputError::Unreadable {
+            what: what.to_owned(),
+            path: d.clone(),
+            reason: format!("the directory cannot be listed: {e}"),
+        };
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&d).map_err(unreadable)? {
+            let entry = entry.map_err(unreadable)?;
+            *listed += 1;
+            if *listed > limits.entries_max {
+                return Err(InputError::ScanTooLarge {
+                    what: what.to_owned(),
+                    dir: dir.to_owned(),
+                    entries_max: limits.entries_max,
+                });
+            }
+            if !entry.file_name().as_encoded_bytes().starts_with(b".") {
+                entries.push((entry.path(), entry.file_type().map_err(unreadable)?));
+            }
+        }
+        // In name order, so the same tree always meets its first problem at the same entry.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut children = Vec::new();
+        for (path, t) in entries {
+            if t.is_dir() {
+                if depth >= limits.depth_max {
+                    return Err(InputError::ScanTooDeep {
+                        what: what.to_owned(),
+                        dir: dir.to_owned(),
+                        path,
+                        depth_max: limits.depth_max,
+                    });
+                }
+                children.push(path);
+            } else if t.is_file() || t.is_symlink() {
+                out.push(path);
+            } else {
+                return Err(InputError::SpecialInScan {
+                    what: what.to_owned(),
+                    dir: dir.to_owned(),
+                    path,
+                    kind: kind_name(t),
+                });
+            }
+        }
+        pending.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+    }
+    Ok(())
+}
+
+/// The files `paths` name: a directory (a symbolic link to one included) stands for the files
+/// [`scan_dir`] finds under it, anything else for itself (to be read with [`read_bounded`], which
+/// reports what is missing or not a regular file). Sorted, without duplicates; the scans share
+/// one bound on entries.
+pub fn input_files(paths: &[PathBuf], limits: ScanLimits, what: &str) -> Result<Vec<PathBuf>, InputError> {
+    let mut files = Vec::new();
+    let mut listed = 0;
+    for p in paths {
+        // `metadata` follows links without opening anything, so it cannot block on a FIFO.
+        if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) {
+            scan_counted(p, limits, what, &mut listed, &mut files)?;
+        } else {
+            files.push(p.clone());
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +392,56 @@ mod tests {
         std::os::unix::fs::symlink(work.join("loop2"), work.join("loop1")).expect("link");
         std::os::unix::fs::symlink(work.join("loop1"), work.join("loop2")).expect("link");
         assert!(resolve_links(&work.join("loop1/f")).is_err());
+    }
+
+    #[test]
+    fn a_scan_refuses_special_files_without_opening_them_and_holds_its_bounds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).expect("dirs");
+        std::fs::write(root.join("a/one.md"), b"1").expect("write");
+        std::fs::write(root.join("a/b/two.md"), b"2").expect("write");
+        std::fs::write(root.join(".hidden"), b"h").expect("write");
+        std::os::unix::fs::symlink("/dev/zero", root.join("link.md")).expect("link");
+        let wide = ScanLimits { entries_max: 100, depth_max: 8 };
+        let found = scan_dir(root, wide, "test scan").expect("scan");
+        assert_eq!(found, vec![root.join("a/b/two.md"), root.join("a/one.md"), root.join("link.md")]);
+        // Entries are counted as listed, hidden ones and directories included: six here.
+        let e = scan_dir(root, ScanLimits { entries_max: 5, depth_max: 8 }, "test scan").expect_err("entries");
+        assert!(matches!(e, InputError::ScanTooLarge { entries_max: 5, .. }), "{e:?}");
+        assert!(scan_dir(root, ScanLimits { entries_max: 6, depth_max: 8 }, "test scan").is_ok());
+        let e = scan_dir(root, ScanLimits { entries_max: 100, depth_max: 1 }, "test scan").expect_err("depth");
+        assert!(matches!(&e, InputError::ScanTooDeep { path, .. } if path.ends_with("a/b")), "{e:?}");
+        // A FIFO a scan meets is refused by its listed type (opening it would block the test).
+        let made = std::process::Command::new("mkfifo").arg(root.join("a/fifo.md")).status().expect("mkfifo");
+        assert!(made.success());
+        let e = scan_dir(root, wide, "test scan").expect_err("fifo").to_string();
+        assert!(e.starts_with("[STRATA-E1904] test scan") && e.contains("fifo.md is a FIFO"), "{e}");
+        std::fs::remove_file(root.join("a/fifo.md")).expect("remove");
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("a/b/s.sock")).expect("bind");
+        let e = scan_dir(root, wide, "test scan").expect_err("socket").to_string();
+        assert!(e.contains("s.sock is a socket"), "{e}");
+        std::fs::remove_file(root.join("a/b/s.sock")).expect("remove");
+        // `input_files` shares one entry bound across the directories it is given: 3 + 1 here.
+        let both = [root.join("a"), root.join("a/b")];
+        let e = input_files(&both, ScanLimits { entries_max: 3, depth_max: 8 }, "test scan").expect_err("shared");
+        assert!(matches!(e, InputError::ScanTooLarge { .. }), "{e:?}");
+        let found = input_files(&both, ScanLimits { entries_max: 4, depth_max: 8 }, "test scan").expect("fits");
+        assert_eq!(found, vec![root.join("a/b/two.md"), root.join("a/one.md")], "sorted, without duplicates");
+        // A hidden FIFO is skipped unopened, like every hidden entry.
+        let made = std::process::Command::new("mkfifo").arg(root.join(".fifo")).status().expect("mkfifo");
+        assert!(made.success());
+        assert_eq!(scan_dir(root, wide, "test scan").expect("scan").len(), 3);
+    }
+
+    #[test]
+    fn read_prefix_stops_at_its_bound_even_on_an_endless_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"123456").expect("write");
+        assert_eq!(read_prefix(&f, 4, "test input").expect("prefix"), b"1234");
+        assert_eq!(read_prefix(&f, 10, "test input").expect("all"), b"123456");
+        let zero = read_prefix(Path::new("/dev/zero"), 4, "test input");
+        assert!(matches!(zero, Err(InputError::NotRegular { .. })), "{zero:?}");
     }
 }

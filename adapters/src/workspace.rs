@@ -44,19 +44,11 @@ impl Workspace {
     /// Reads the config (defaults if the file does not exist).
     pub fn config(&self) -> anyhow::Result<Config> {
         let p = self.config_path();
-        let meta = match std::fs::metadata(&p) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", p.display())),
-        };
-        if meta.len() > CONFIG_BYTES_MAX {
-            anyhow::bail!(
-                "[STRATA-E0601] {} is {} bytes; a config file is at most {CONFIG_BYTES_MAX}",
-                p.display(),
-                meta.len()
-            );
+        // Only a config that is not there at all (not even as a dangling link) means defaults.
+        if std::fs::symlink_metadata(&p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+            return Ok(Config::default());
         }
-        let text = std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))?;
+        let text = crate::files::read_text_bounded(&p, CONFIG_BYTES_MAX, "the config file")?;
         Config::parse(&text, &p.display().to_string())
     }
 

@@ -422,6 +422,7 @@ pub fn verify_store(
 
 /// Every `*.note` file in `dir`, as (path, text), in name order.
 pub fn read_notes(dir: &Path) -> Result<Vec<(String, String)>, JournalError> {
+    use std::io::Read as _;
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -432,12 +433,18 @@ pub fn read_notes(dir: &Path) -> Result<Vec<(String, String)>, JournalError> {
         let entry = entry.map_err(|e| JournalError::io(dir, e))?;
         let p = entry.path();
         if p.extension().is_some_and(|e| e == "note") {
+            // The listing's own type (links not followed): what is not a regular file, a FIFO
+            // above all (opening it would wait for a writer), is never opened and counts as a bad
+            // note, like one over the size limit; a note is read to one byte past that limit.
             let meta = entry.metadata().map_err(|e| JournalError::io(&p, e))?;
-            if meta.len() > crate::limits::NOTE_BYTES_MAX as u64 {
+            if !meta.is_file() || meta.len() > crate::limits::NOTE_BYTES_MAX as u64 {
                 out.push((p.display().to_string(), String::new()));
                 continue;
             }
-            let text = std::fs::read_to_string(&p).map_err(|e| JournalError::io(&p, e))?;
+            let mut text = String::new();
+            std::fs::File::open(&p)
+                .and_then(|f| f.take(crate::limits::NOTE_BYTES_MAX as u64 + 1).read_to_string(&mut text))
+                .map_err(|e| JournalError::io(&p, e))?;
             out.push((p.display().to_string(), text));
         }
     }

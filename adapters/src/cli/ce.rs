@@ -7,7 +7,7 @@
 //! events are appended before the answer is printed; a rejection appends nothing.
 
 use std::io::Read as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,15 @@ pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i
 /// [`respond`] against the journal in `dir`: decided on the ledger, recorded, then answered.
 pub fn respond_journaled(operation: Option<&str>, input: &mut dyn std::io::Read, dir: &Path) -> Result<Value, CeError> {
     let (op, payload) = request(operation, input, true)?;
+    if is_missing_or_empty(&journal_dir(dir)) {
+        // No journal yet: decide on the empty ledger first, so that a rejection, or a decision
+        // that records nothing, leaves the path as it was (a mistyped `--journal` creates
+        // nothing). A journal is created for the first decision that records something.
+        let decided = journaled::run(op, &payload, &context(0), &Ledger::default(), &mut V7Ids, &SystemClock)?;
+        if decided.events.is_empty() {
+            return Ok(decided.result);
+        }
+    }
     let journal = open_journal(dir)?;
     let result = decide_and_record(&journal, op, &payload);
     let closed = journal.close_blocking().map_err(unavailable);
@@ -126,10 +135,16 @@ pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
     open_journal_at(dir, true, LOCK_WAIT)
 }
 
+/// The journal directory `dir` names: `dir` itself, or its workspace's `.strata/journal`.
+fn journal_dir(dir: &Path) -> PathBuf {
+    let workspace = dir.join(".strata").join("journal");
+    if workspace.join("sled").exists() { workspace } else { dir.to_owned() }
+}
+
 /// [`open_journal`], creating a journal in a missing or empty directory only when `create`.
 pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Result<Journal, CeError> {
-    let workspace = dir.join(".strata").join("journal");
-    let dir = if workspace.join("sled").exists() { workspace.as_path() } else { dir };
+    let dir = journal_dir(dir);
+    let dir = dir.as_path();
     let options = super::journal::demo_options("ce");
     let deadline = Instant::now() + wait;
     loop {

@@ -158,12 +158,8 @@ pub(crate) fn load(ws: &Workspace, command: &str) -> anyhow::Result<Loaded> {
     Ok(Loaded { journal, graph, state, summaries })
 }
 
-fn read_doc(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.len() > DOC_BYTES_MAX {
-        anyhow::bail!("{} is {} bytes; the limit is {DOC_BYTES_MAX}", path.display(), meta.len());
-    }
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+fn read_doc(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    Ok(crate::files::read_bounded(path, DOC_BYTES_MAX, what)?)
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a reader never sees half.
@@ -320,7 +316,7 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                 docs.extend(BUILTIN.iter().map(|(n, t)| ((*n).to_owned(), (*t).to_owned())));
             }
             for f in &files {
-                let bytes = read_doc(f)?;
+                let bytes = read_doc(f, "profile")?;
                 let text = String::from_utf8(bytes)
                     .map_err(|_| anyhow::anyhow!("[STRATA-E0901] {} is not UTF-8", f.display()))?;
                 docs.push((f.display().to_string(), text));
@@ -489,7 +485,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             Ok(ExitCode::SUCCESS)
         }
         PromptCommand::Verify { manifest, prompt } => {
-            let bytes = read_doc(&manifest)?;
+            let bytes = read_doc(&manifest, "manifest")?;
             let m: Manifest = serde_json::from_slice(&bytes)
                 .map_err(|e| anyhow::anyhow!("[STRATA-E0908] {} is not a context manifest: {e}", manifest.display()))?;
             if m.format != strata_engine::context::assemble::MANIFEST_FORMAT {
@@ -504,7 +500,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 let s = manifest.display().to_string();
                 s.strip_suffix(".manifest.json").map(PathBuf::from).filter(|p| p.exists())
             });
-            let prompt_bytes = prompt_path.as_deref().map(read_doc).transpose()?;
+            let prompt_bytes = prompt_path.as_deref().map(|p| read_doc(p, "prompt")).transpose()?;
             let journal = ws.open_journal("prompt verify")?;
             let mut problems = prompts::verify(&journal, &m, prompt_bytes.as_deref()).map_err(anyhow::Error::msg)?;
             let mut state = ContextState::default();

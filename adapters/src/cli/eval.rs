@@ -31,6 +31,8 @@ const RECORDED_RESAMPLES_MIN: usize = 10_000;
 const DOC_BYTES_MAX: u64 = 64 << 20;
 /// Largest trusted-keys file (the reference's limit).
 const KEYS_BYTES_MAX: u64 = 65_536;
+/// Largest measurement key file (a PEM private key is a few hundred bytes).
+const KEY_BYTES_MAX: u64 = 65_536;
 
 /// `strata eval …`
 #[derive(Subcommand, Debug)]
@@ -134,13 +136,7 @@ pub enum CorpusCommand {
 }
 
 fn read_json(path: &Path, what: &str, max: u64) -> anyhow::Result<Value> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("[STRATA-E1401] cannot read {what} {}", path.display()))?;
-    if meta.len() > max {
-        bail!("[STRATA-E1402] {what} {} is {} bytes; at most {max}", path.display(), meta.len());
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("[STRATA-E1401] cannot read {what} {}", path.display()))?;
+    let text = crate::files::read_text_bounded(path, max, what)?;
     serde_json::from_str(&text).with_context(|| {
         format!("[STRATA-E1403] {what} {} is not JSON; fix the syntax at the position shown", path.display())
     })
@@ -173,8 +169,7 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             let doc = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
             let parsed =
                 strata_engine::promotion::pairs::parse(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1405] {e}"))?;
-            let text = std::fs::read_to_string(&key)
-                .with_context(|| format!("[STRATA-E1401] cannot read key {}", key.display()))?;
+            let text = crate::files::read_text_bounded(&key, KEY_BYTES_MAX, "measurement key")?;
             let signing = envelope::signing_key_from_pem(&text)
                 .map_err(|e| anyhow::anyhow!("[STRATA-E1406] {}: {e}", key.display()))?;
             let run_id = match run_id {

@@ -15,7 +15,7 @@ use strata_journal::projection::Projections;
 use strata_journal::verify::{VerifyReport, verify_dir};
 use strata_journal::{Envelope, Journal, OpenOptions};
 
-use super::{EXIT_PROBLEMS, read_key_arg};
+use super::{EXIT_PROBLEMS, read_key_arg, read_key_file};
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
@@ -125,23 +125,11 @@ fn parse_pubkeys(args: &[String]) -> anyhow::Result<Vec<VerifierKey>> {
 }
 
 fn read_checkpoint_files(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).with_context(|| format!("--checkpoint {}", p.display()))?;
-        if meta.len() > strata_journal::limits::NOTE_BYTES_MAX as u64 {
-            anyhow::bail!(
-                "[STRATA-E0403] --checkpoint {} is {} bytes; a signed checkpoint is at most {}",
-                p.display(),
-                meta.len(),
-                strata_journal::limits::NOTE_BYTES_MAX
-            );
-        }
-        out.push((
-            p.display().to_string(),
-            std::fs::read_to_string(p).with_context(|| format!("--checkpoint {}", p.display()))?,
-        ));
-    }
-    Ok(out)
+    let max = strata_journal::limits::NOTE_BYTES_MAX as u64;
+    paths
+        .iter()
+        .map(|p| Ok((p.display().to_string(), crate::files::read_text_bounded(p, max, "--checkpoint")?)))
+        .collect()
 }
 
 /// JSON form of one event (the export line's fields, with the payload as JSON).
@@ -395,7 +383,7 @@ fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let text = read_key_arg(&key_path.display().to_string())?;
+    let text = read_key_file(key_path, "--key")?;
     let key = SignerKey::parse(&text).with_context(|| format!("--key {}", key_path.display()))?;
     let journal = ws.open_journal("journal checkpoint")?;
     let signed = journal.checkpoint_blocking(Arc::new(key), V7Ids.next_id(), SystemClock.now_ns())?;

@@ -16,12 +16,18 @@ use strata_journal::projection::{catch_up_one, save_one};
 use strata_journal::{Journal, StreamAppend};
 
 use super::EXIT_PROBLEMS;
+use crate::files::{self, ScanLimits};
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
 use crate::workspace::Workspace;
 
 /// Most bytes one intake reads across all files.
 pub const INTAKE_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// Most entries the directories given to one intake (or `knowledge put`) may list, hidden ones
+/// and directories included.
+pub const SCAN_ENTRIES_MAX: usize = 100_000;
+/// Most directories an intake descends below a directory it is given.
+pub const SCAN_DEPTH_MAX: usize = 32;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ArtifactCommand {
@@ -159,69 +165,28 @@ pub(crate) fn resolve(g: &Graph, id: &str, kind: Option<&str>) -> anyhow::Result
 }
 
 /// Reads every artifact file under `paths` (files as given; directories recursively, skipping
-/// hidden entries), sorted by path.
-pub(crate) fn read_sources(paths: &[PathBuf]) -> anyhow::Result<Vec<SourceFile>> {
-    let mut files = Vec::new();
+/// hidden entries), sorted by path; `what` names the input in errors (`intake`, `knowledge put`).
+/// Nothing but regular files is read and nothing blocks: see [`crate::files`].
+pub(crate) fn read_sources(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<SourceFile>> {
+    let limits = ScanLimits { entries_max: SCAN_ENTRIES_MAX, depth_max: SCAN_DEPTH_MAX };
+    let found = files::input_files(paths, limits, what)?;
+    if found.len() > FILES_MAX {
+        anyhow::bail!("[STRATA-E0801] {} files given; one intake takes at most {FILES_MAX}", found.len());
+    }
+    let mut out = Vec::with_capacity(found.len());
     let mut total = 0u64;
-    for p in paths {
-        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
-        if meta.is_dir() {
-            walk(p, &mut files)?;
-        } else {
-            files.push(p.clone());
-        }
-    }
-    files.sort();
-    files.dedup();
-    if files.len() > FILES_MAX {
-        anyhow::bail!("[STRATA-E0801] {} files given; one intake takes at most {FILES_MAX}", files.len());
-    }
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        let len = std::fs::metadata(&f).with_context(|| format!("cannot read {}", f.display()))?.len();
-        total += len;
+    for f in found {
+        // Oversize files are read only up to one byte past the limit: intake reports them.
+        let bytes = files::read_prefix(&f, FILE_BYTES_MAX as u64 + 1, &format!("{what} file"))?;
+        total += bytes.len() as u64;
         if total > INTAKE_BYTES_MAX {
             anyhow::bail!(
                 "[STRATA-E0801] the files add up to more than {INTAKE_BYTES_MAX} bytes; take them in over several intakes"
             );
         }
-        // Oversize files are read only up to one byte past the limit: intake reports them.
-        let bytes = if len as usize > FILE_BYTES_MAX {
-            let mut v = vec![0u8; FILE_BYTES_MAX + 1];
-            let mut fh = std::fs::File::open(&f).with_context(|| format!("cannot read {}", f.display()))?;
-            std::io::Read::read_exact(&mut fh, &mut v).with_context(|| format!("cannot read {}", f.display()))?;
-            v
-        } else {
-            std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?
-        };
         out.push(SourceFile { path: f.display().to_string(), bytes });
     }
     Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let mut entries: Vec<_> =
-        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name();
-        if name.to_string_lossy().starts_with('.') {
-            continue;
-        }
-        let p = e.path();
-        if e.file_type()?.is_dir() {
-            walk(&p, out)?;
-        } else {
-            out.push(p);
-            if out.len() > FILES_MAX {
-                anyhow::bail!(
-                    "[STRATA-E0801] more than {FILES_MAX} files under {}; take them in over several intakes",
-                    dir.display()
-                );
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Appends a decided command's events; a conflict means someone else wrote first.
@@ -264,7 +229,7 @@ pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool) {
 }
 
 pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
-    let sources = read_sources(paths)?;
+    let sources = read_sources(paths, "intake")?;
     let journal = ws.open_journal("intake")?;
     let mut g = load_graph(&journal)?;
     let plan = match intake::plan(&g, &sources, &mut V7Ids, &SystemClock) {

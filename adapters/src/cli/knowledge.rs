@@ -199,7 +199,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             ExitCode::SUCCESS
         }
         KnowledgeCommand::Put { paths, dry_run } => {
-            let files = read_sources(&paths)?;
+            let files = read_sources(&paths, "knowledge put")?;
             let plan = match h.read(|k| decide::put(k, &files, &mut V7Ids, &SystemClock))? {
                 Ok(p) => p,
                 Err(problems) => {

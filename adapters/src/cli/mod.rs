@@ -155,7 +155,8 @@ enum Command {
         operation: Option<String>,
         /// Decide against this journal's dispatch ledger (writers, leases, lineages, vault
         /// deltas) and record the decision there. A journal directory or a workspace root; a
-        /// missing or empty directory gets a new journal.
+        /// missing or empty directory gets a new journal with the first decision that records
+        /// something (a rejected request creates nothing).
         #[arg(long, value_parser = crate::cli::path_arg)]
         journal: Option<PathBuf>,
         /// On a rejection, also print which field and rule on stderr (may quote input).
@@ -432,19 +433,24 @@ pub(crate) fn write_new_file(path: &std::path::Path, bytes: &[u8], mode: u32) ->
     Ok(())
 }
 
-/// Reads a key given as a file path or as the key text itself.
+/// Largest key file read (a key is one short line).
+pub(crate) const KEY_FILE_BYTES_MAX: u64 = 4096;
+
+/// Reads a key given as a file path or as the key text itself: anything at that path (a
+/// dangling link included) is read as a key file, so a FIFO or a device is refused, not taken
+/// for key text.
 pub(crate) fn read_key_arg(arg: &str) -> anyhow::Result<String> {
     let resolved = crate::workspace::resolve(std::path::Path::new(arg));
-    let p = resolved.as_path();
-    if p.exists() {
-        let meta = std::fs::metadata(p)?;
-        if meta.len() > 4096 {
-            anyhow::bail!("[STRATA-E0402] {arg} is {} bytes; a key file is one short line", meta.len());
-        }
-        Ok(std::fs::read_to_string(p)?.trim().to_owned())
+    if std::fs::symlink_metadata(&resolved).is_ok() {
+        read_key_file(&resolved, "--pubkey")
     } else {
         Ok(arg.trim().to_owned())
     }
+}
+
+/// Reads the key file at `path` (at most [`KEY_FILE_BYTES_MAX`]); `what` names the option.
+pub(crate) fn read_key_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    Ok(crate::files::read_text_bounded(path, KEY_FILE_BYTES_MAX, what)?.trim().to_owned())
 }
 
 /// Parses a path argument (see [`crate::workspace::resolve`]).

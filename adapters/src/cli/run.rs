@@ -119,11 +119,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
 }
 
 fn read_plan(path: &Path) -> anyhow::Result<String> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read the plan {}", path.display()))?;
-    if meta.len() > PLAN_BYTES_MAX {
-        anyhow::bail!("[STRATA-E1701] {} is {} bytes; a plan is at most {PLAN_BYTES_MAX}", path.display(), meta.len());
-    }
-    std::fs::read_to_string(path).with_context(|| format!("cannot read the plan {} as UTF-8", path.display()))
+    Ok(crate::files::read_text_bounded(path, PLAN_BYTES_MAX, "the plan")?)
 }
 
 /// Prints a workgroup's summary (with what the run measured, when it just ran).

@@ -87,7 +87,7 @@ pub fn parse_file(f: &SourceFile) -> Result<ArtifactDraft, Vec<IntakeProblem>> {
         return Err(p(
             "",
             "size",
-            format!("the file is {} bytes; intake reads at most {FILE_BYTES_MAX}", f.bytes.len()),
+            format!("the file is more than {FILE_BYTES_MAX} bytes; intake reads at most that"),
             "split the artifact, or move bulky material out and reference it",
         ));
     }
