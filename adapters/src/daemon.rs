@@ -388,7 +388,7 @@ fn load_or_create_token(ws: &Workspace) -> anyhow::Result<String> {
             if meta.len() > 1024 {
                 anyhow::bail!("[STRATA-E1104] {} is {} bytes; a token is one short line", path.display(), meta.len());
             }
-            let token = std::fs::read_to_string(&path)?.trim().to_owned();
+            let token = crate::files::read_text_bounded(&path, 1024, "the HTTP token file")?.trim().to_owned();
             if token.len() < 32 {
                 anyhow::bail!(
                     "[STRATA-E1104] the token in {} is shorter than 32 characters; delete the file for a new one",

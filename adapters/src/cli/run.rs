@@ -97,6 +97,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
             c.plan(checked)?
         }
         (None, Some(wg)) => {
+            c.resume_as(wg, args.provider.as_deref(), args.repo.as_deref())?;
             let g = c.groups().get(wg).ok_or_else(|| strata_engine::workgroup::WorkgroupError::Unknown(wg.clone()))?;
             if !json {
                 errln!(

@@ -42,13 +42,28 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Largest `info/exclude` read.
+const EXCLUDE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// The top directory and `HEAD` commit of the git repository holding `dir`, if it is one.
+pub fn top_and_head(dir: &Path) -> Option<(PathBuf, String)> {
+    let top = git(dir, &["rev-parse", "--show-toplevel"]).ok()?;
+    let top = PathBuf::from(top.trim());
+    let head = git(&top, &["rev-parse", "--verify", "HEAD"]).ok()?;
+    Some((top, head.trim().to_owned()))
+}
+
 /// Keeps `.strata/` (a workspace inside the repository) out of `git status` and of every
 /// worker's `git add -A`, through the repository's own `info/exclude`.
 fn exclude_strata(root: &Path) -> anyhow::Result<()> {
     let common = git(root, &["rev-parse", "--git-common-dir"])?;
     let common = root.join(common.trim());
     let exclude = common.join("info").join("exclude");
-    let text = std::fs::read_to_string(&exclude).unwrap_or_default();
+    let text = match crate::files::read_text_bounded(&exclude, EXCLUDE_BYTES_MAX, "the repository's exclude file") {
+        Ok(t) => t,
+        Err(crate::files::InputError::Unreadable { .. }) if !exclude.exists() => String::new(),
+        Err(e) => return Err(e.into()),
+    };
     if text.lines().any(|l| l.trim() == ".strata/") {
         return Ok(());
     }

@@ -33,7 +33,7 @@ mod summary;
 pub use summary::{Summary, TaskLine, summary};
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,7 @@ use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
+use strata_engine::workgroup::events::RunStart;
 use strata_engine::workgroup::events::{self, Dispatched, PromptRef, Violation};
 use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, overlaps};
 use strata_engine::workgroup::provider::Provider;
@@ -255,9 +256,57 @@ impl<'j> Coordinator<'j> {
     /// Records a new workgroup's plan.
     pub fn plan(&mut self, plan: Checked) -> anyhow::Result<String> {
         let wg = plan.workgroup.clone();
-        let append = decide::plan(&self.groups, plan, self.options.seed, &mut V7Ids, &SystemClock)?;
+        // What the run starts on, so that `--resume` is the same run: the provider for every
+        // task (`auto` resolved now), the repository and the commit its branch starts from.
+        let provider = self.options.provider.as_deref().map(|p| if p == "auto" { from_env::auto() } else { p });
+        let (repo, base) = match self.options.repo.as_deref().and_then(git::top_and_head) {
+            Some((top, head)) => {
+                let top = std::fs::canonicalize(&top).unwrap_or(top);
+                (Some(top.display().to_string()), Some(head))
+            }
+            None => (None, None),
+        };
+        let started = RunStart { provider: provider.map(str::to_owned), repo, base };
+        self.options.provider = started.provider.clone();
+        let append = decide::plan_started(&self.groups, plan, self.options.seed, started, &mut V7Ids, &SystemClock)?;
         self.commit(vec![append])?;
         Ok(wg)
+    }
+
+    /// Makes this run continue `wg` as it was started: its recorded provider and repository.
+    /// A `--provider` or `--repo` given now (`given_*`) must name the same ones.
+    pub fn resume_as(
+        &mut self,
+        wg: &str,
+        given_provider: Option<&str>,
+        given_repo: Option<&Path>,
+    ) -> anyhow::Result<()> {
+        let g = self.groups.get(wg).ok_or_else(|| strata_engine::workgroup::WorkgroupError::Unknown(wg.to_owned()))?;
+        let started = g.started.clone();
+        let recorded = started.provider.as_deref();
+        if let Some(given) = given_provider {
+            let given = if given == "auto" { from_env::auto() } else { given };
+            if Some(given) != recorded {
+                anyhow::bail!(
+                    "[STRATA-E2010] --provider {given}: workgroup {wg} was started {}; a resumed run keeps its provider (drop --provider)",
+                    recorded.map_or("with each task's own provider".to_owned(), |p| format!("on provider {p}"))
+                );
+            }
+        }
+        if let Some(repo) = &started.repo {
+            if let Some(given) = given_repo {
+                let top = git::top_and_head(given).map(|(t, _)| std::fs::canonicalize(&t).unwrap_or(t));
+                if top.as_deref() != Some(Path::new(repo)) {
+                    anyhow::bail!(
+                        "[STRATA-E2011] --repo {}: workgroup {wg} was started on the repository {repo}; a resumed run keeps its repository (drop --repo)",
+                        given.display()
+                    );
+                }
+            }
+            self.options.repo = Some(PathBuf::from(repo));
+        }
+        self.options.provider = started.provider;
+        Ok(())
     }
 
     /// The workgroups in the journal.
@@ -812,6 +861,14 @@ impl<'j> Coordinator<'j> {
                 failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
                 retryable = false;
             }
+        }
+        // A run started on a real provider never takes a simulated worker's changes.
+        let real_run = self.group(wg)?.started.provider.as_deref().is_some_and(|p| p != "sim");
+        if real_run && flight.provider == "sim" && failure.is_none() {
+            failure = Some(
+                "[STRATA-E2012] a simulated worker's result in a run started on a real provider; not integrated".into(),
+            );
+            retryable = false;
         }
         if let Some(changes) = changes
             && failure.is_none()

@@ -28,6 +28,9 @@ use strata_journal::{Journal, StreamAppend};
 
 use crate::system::{SystemClock, V7Ids};
 
+/// Largest worker input (prompt file) read: a prompt is bounded by its token budget long before.
+const INPUT_BYTES_MAX: u64 = 16 * 1024 * 1024;
+
 /// Where workers run and find their input.
 #[derive(Clone, Debug)]
 pub struct Setup {
@@ -248,7 +251,7 @@ impl Runner {
             .ok_or_else(|| format!("provider {} is not available to this run", d.provider))?;
         let mode = Mode::parse(&d.runs_as).ok_or_else(|| format!("unknown mode {}", d.runs_as))?;
         let input = input_path(&self.setup.prompts_dir, &self.workgroup, task, attempt);
-        let prompt = std::fs::read_to_string(&input).map_err(|e| {
+        let prompt = crate::files::read_text_bounded(&input, INPUT_BYTES_MAX, "the worker's input").map_err(|e| {
             format!("[STRATA-E1725] its input {} cannot be read ({e}); no worker starts without it", input.display())
         })?;
         let workdir = match (&self.setup.repo_root, t.writer) {

@@ -36,6 +36,18 @@ pub fn plan(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<StreamAppend, WorkgroupError> {
+    plan_started(state, plan, seed, events::RunStart::default(), ids, clock)
+}
+
+/// [`plan`], recording what the run is started on.
+pub fn plan_started(
+    state: &Workgroups,
+    plan: Checked,
+    seed: u64,
+    started: events::RunStart,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
     if state.get(&plan.workgroup).is_some() {
         return Err(WorkgroupError::AlreadyPlanned(plan.workgroup));
     }
@@ -44,7 +56,7 @@ pub fn plan(
     let s = stream(&plan.workgroup);
     let mut header = plan;
     let tasks = std::mem::take(&mut header.tasks);
-    let planned = Planned { plan: header, task_count: tasks.len() as u64, plan_digest, seed };
+    let planned = Planned { plan: header, task_count: tasks.len() as u64, plan_digest, seed, started };
     let mut out = vec![event(ids, clock, events::PLANNED, &planned)?];
     let mut chunk: Vec<super::plan::Task> = Vec::new();
     let mut bytes = 0usize;

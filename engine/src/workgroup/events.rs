@@ -76,6 +76,25 @@ pub struct Planned {
     pub plan_digest: String,
     /// Seed of the simulated provider's model (recorded so a rerun is the same run).
     pub seed: u64,
+    /// What the run was started on; `--resume` keeps it.
+    #[serde(default, flatten)]
+    pub started: RunStart,
+}
+
+/// What a workgroup's run was started on, recorded in `workgroup.planned` so that a resumed run
+/// is the same run: the provider every task runs on when one was chosen for the whole run, the
+/// repository writing tasks change, and the commit its integration branch starts from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStart {
+    /// The provider for every task (`sim`, `claude`, `codex`), when the run named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// The repository, absolute and canonical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The commit the integration branch starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// `workgroup.tasks-added` v1.

@@ -163,6 +163,8 @@ pub struct Workgroup {
     pub plan_digest: String,
     /// The simulated provider's seed.
     pub seed: u64,
+    /// What the run was started on.
+    pub started: super::events::RunStart,
     /// Version of the workgroup's stream.
     pub version: u64,
     /// Tasks by id.
@@ -359,6 +361,7 @@ impl Workgroups {
                     plan: x.plan,
                     plan_digest: x.plan_digest,
                     seed: x.seed,
+                    started: x.started,
                     version: r.version,
                     tasks: BTreeMap::new(),
                     task_count: x.task_count,
