@@ -56,7 +56,8 @@ pub struct GetArgs {
     /// Token cap of the answer (default 20000); chunks beyond it are listed as omitted.
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// Retrying with the same key records the serve once.
+    /// Retrying with the same key records the serve once and answers with the first serve's
+    /// chunks (duplicate: true), even if the knowledge changed since.
     #[serde(default)]
     pub idempotency_key: Option<String>,
 }
@@ -93,6 +94,10 @@ pub struct GetResult {
     pub total_tokens: u64,
     /// Journal sequence of the serve event.
     pub logged_at: u64,
+    /// True when this call retried an idempotency key already recorded: the answer is the one
+    /// recorded then, and nothing new was recorded.
+    #[serde(default)]
+    pub duplicate: bool,
 }
 
 /// One catalogue line.
@@ -322,15 +327,25 @@ impl Harness {
                     hash: c.hash.clone(),
                 })
                 .collect();
-            let omitted = answer.omitted.iter().map(|s| (*s).to_owned()).collect();
+            let omitted = answer.omitted.iter().map(ToString::to_string).collect();
             Ok::<_, HarnessError>((
-                GetResult { chunks, omitted, total_tokens: answer.total_tokens, logged_at: 0 },
+                GetResult { chunks, omitted, total_tokens: answer.total_tokens, logged_at: 0, duplicate: false },
                 append,
             ))
         })??;
-        // The serve's usage record does not wait for the sync: a crash can lose the last few
-        // serve records, never a learning, decision, outcome or chunk.
-        result.logged_at = self.append_counted(append, true).await?.seq;
+        match append {
+            decide::ServeRecord::Duplicate(seq) => {
+                result.logged_at = seq;
+                result.duplicate = true;
+            }
+            decide::ServeRecord::New(append) => {
+                // The serve's usage record does not wait for the sync: a crash can lose the last
+                // few serve records, never a learning, decision, outcome or chunk.
+                let logged = self.append_counted(append, true).await?;
+                result.logged_at = logged.seq;
+                result.duplicate = logged.duplicate;
+            }
+        }
         Ok(result)
     }
 

@@ -1186,19 +1186,7 @@ impl Writer {
                     for e in &s.events {
                         version += 1;
                         let seq = overlay.head_seq + 1;
-                        let rec = Record {
-                            seq,
-                            id: e.id,
-                            stream: &s.stream,
-                            version,
-                            event_type: &e.event_type,
-                            schema_version: e.schema_version,
-                            recorded_at_ns: e.recorded_at_ns,
-                            causation: e.causation,
-                            correlation: e.correlation,
-                            payload: &e.payload,
-                            prev: overlay.head_hash,
-                        };
+                        let rec = e.placed(&s.stream, seq, version, overlay.head_hash);
                         let len = rec.encoded_len();
                         if !frame.is_empty()
                             && (frame.byte_len() + len + 36 > FRAME_BYTES_MAX || frame.len() >= FRAME_EVENTS_MAX)

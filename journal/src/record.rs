@@ -60,6 +60,24 @@ impl EventData {
         validate_event_type(&self.event_type)?;
         validate_payload(&self.payload)
     }
+
+    /// The record this event becomes when the writer places it: in `stream` at `version`, at
+    /// journal sequence `seq`, after the record hashed `prev`.
+    pub fn placed<'a>(&'a self, stream: &'a str, seq: u64, version: u64, prev: Hash) -> Record<'a> {
+        Record {
+            seq,
+            id: self.id,
+            stream,
+            version,
+            event_type: &self.event_type,
+            schema_version: self.schema_version,
+            recorded_at_ns: self.recorded_at_ns,
+            causation: self.causation,
+            correlation: self.correlation,
+            payload: &self.payload,
+            prev,
+        }
+    }
 }
 
 /// A decoded record that borrows the stored bytes; what projections see during replay.

@@ -75,3 +75,89 @@ fn every_planted_defect_is_found_and_nothing_else() {
         }
     }
 }
+
+#[test]
+fn impact_never_reaches_an_artifact_that_does_not_exist() {
+    for choice in 0..5u64 {
+        let mut fx = generate(&FixtureSpec::seed_scale(11));
+        let planted = plant(&mut fx, Defect::Dangling, choice).unwrap();
+        let j = Journal::in_memory("strata.test/kb").unwrap();
+        let mut g = Graph::new();
+        intake(&j, &mut g, &fx.files(), &mut CountingIds::new(1));
+        let n = g.node_id(&planted.artifact).unwrap();
+        let closure = g.impact_closure(n);
+        let reached = g.reached(&closure);
+        assert!(!reached.is_empty(), "{choice}: the rest of the change request's impact is still reached");
+        for r in &reached {
+            assert!(g.get(&r.key).is_some(), "{choice}: {} is reached but does not exist ({})", r.key, r.path);
+        }
+        assert!(closure.steps.iter().all(|&v| g.node(v).exists), "{choice}: the closure walks a missing artifact");
+        // The missing requirement is reported as dangling, exactly as `graph validate` reports it.
+        let dangling = g.dangling(&closure);
+        let validated: Vec<_> = g.validate().into_iter().filter(|f| f.rule == "dangling").collect();
+        assert_eq!(dangling, validated, "{choice}");
+        assert_eq!(dangling.len(), 1, "{choice}: {dangling:#?}");
+        assert_eq!((&dangling[0].artifact, dangling[0].field.as_str()), (&planted.artifact, "brdRefs"));
+    }
+}
+
+/// The graph of `fx` built by two intakes: first the drafts `first` picks, then all of them.
+fn graph_in_two_intakes(fx: &strata_engine::kb::fixture::Fixture, first: impl Fn(&ArtifactKey) -> bool) -> Graph {
+    let j = Journal::in_memory("strata.test/kb").unwrap();
+    let mut g = Graph::new();
+    let mut ids = CountingIds::new(1);
+    let early: Vec<SourceFile> = fx
+        .drafts
+        .iter()
+        .filter(|d| d.key.kind == ArtifactKind::Entity || first(&d.key))
+        .map(strata_engine::kb::fixture::render)
+        .collect();
+    intake(&j, &mut g, &early, &mut ids);
+    intake(&j, &mut g, &fx.files(), &mut ids);
+    g
+}
+
+#[test]
+fn a_cross_entity_finding_names_the_link_holder_whatever_the_intake_order() {
+    let mut checked = 0;
+    for choice in 0..8u64 {
+        let mut fx = generate(&FixtureSpec::seed_scale(11));
+        let Some(planted) = plant(&mut fx, Defect::CrossEntity, choice) else { continue };
+        let cr = planted.artifact.clone();
+        let brd = ArtifactKey::new(
+            ArtifactKind::BrdRequirement,
+            fx.drafts.iter().find(|d| d.key == cr).unwrap().fields["brdRefs"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .as_str()
+                .unwrap(),
+        );
+        // Linked both ways: about the change request (the smaller key), with its own field, whether
+        // the change request or the requirement entered the graph first.
+        let cr_first = graph_in_two_intakes(&fx, |k| *k == cr).validate();
+        let brd_first = graph_in_two_intakes(&fx, |k| *k == brd).validate();
+        assert_eq!(cr_first, brd_first, "{choice}");
+        let crossed: Vec<_> = cr_first.iter().filter(|f| f.rule == "cross-entity").collect();
+        assert_eq!(crossed.len(), 1, "{choice}: {cr_first:#?}");
+        assert_eq!((&crossed[0].artifact, crossed[0].field.as_str()), (&cr, "brdRefs"), "{choice}");
+        assert_eq!(crossed[0].target.as_ref(), Some(&brd));
+        assert_eq!(planted.field, "brdRefs");
+        // Linked one way, by the requirement only: about the requirement and its own field, never
+        // the change request's.
+        let d = fx.get_mut(&cr).unwrap();
+        let refs = strata_engine::kb::intake::without(&d.fields["brdRefs"], &brd.id);
+        d.fields.insert("brdRefs".into(), refs);
+        let cr_first = graph_in_two_intakes(&fx, |k| *k == cr).validate();
+        let brd_first = graph_in_two_intakes(&fx, |k| *k == brd).validate();
+        assert_eq!(cr_first, brd_first, "{choice}");
+        let crossed: Vec<_> = cr_first.iter().filter(|f| f.rule == "cross-entity").collect();
+        assert_eq!(crossed.len(), 1, "{choice}: {cr_first:#?}");
+        assert_eq!((&crossed[0].artifact, crossed[0].field.as_str()), (&brd, "linkedCrs"), "{choice}");
+        assert_eq!(crossed[0].target.as_ref(), Some(&cr));
+        assert!(crossed[0].detail.starts_with(&format!("{}.linkedCrs links", brd.id)), "{}", crossed[0].detail);
+        checked += 1;
+    }
+    assert!(checked >= 3, "only {checked} placements checked");
+}

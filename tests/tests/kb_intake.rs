@@ -425,3 +425,124 @@ fn impact_answers_as_of_any_sequence_and_validate_fails_on_planted_defects() {
     }
     assert_eq!(findings.len(), 3);
 }
+
+#[test]
+fn intake_cannot_approve_past_a_suspect_the_transition_would_refuse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = workspace_with_fixture(tmp.path());
+    // Change a requirement upstream of CR-3: CR-3 becomes suspect.
+    let fx = generate(&FixtureSpec::seed_scale(7));
+    let mut brd =
+        fx.drafts.iter().find(|d| d.key == ArtifactKey::new(ArtifactKind::BrdRequirement, "BRD-2.1")).unwrap().clone();
+    brd.body.push_str("\nThe threshold is now configurable.\n");
+    let brd_file = tmp.path().join("BRD-2.1.md");
+    std::fs::write(&brd_file, render(&brd).bytes).unwrap();
+    strata_ok(BIN, &ws, &["intake", brd_file.to_str().unwrap()]);
+    let suspects: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "graph", "suspects"])).unwrap();
+    assert!(suspects["suspects"].as_array().unwrap().iter().any(|s| s["artifact"] == "change-request:CR-3"));
+    // A proposed change request depending on it goes in (no gate on the way to proposed), but the
+    // transition to approved is refused.
+    let cr = |id: &str, state: &str| {
+        md(
+            &format!(
+                "kind: change-request\nid: {id}\nentity: billing\ntitle: On top of CR-3\nstate: {state}\nbrdRefs: []\ndependsOn: [CR-3]\n"
+            ),
+            "",
+        )
+    };
+    let proposed = tmp.path().join("CR-900.md");
+    std::fs::write(&proposed, cr("CR-900", "proposed")).unwrap();
+    strata_ok(BIN, &ws, &["intake", proposed.to_str().unwrap()]);
+    let before = head(&ws);
+    let out = strata(BIN, &ws, &["artifact", "transition", "CR-900", "--to", "approved"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let transition_err = stderr.trim().trim_start_matches("error: ").to_owned();
+    assert!(transition_err.contains("[STRATA-E0704] change-request:CR-900 cannot be approved"), "{transition_err}");
+    assert!(transition_err.contains("change-request:CR-3"), "{transition_err}");
+    assert_eq!(head(&ws), before);
+    // Neither route around it works: a new change request created as approved (or past it), nor
+    // the proposed one's file changing its state to approved. Each is listed; nothing is appended.
+    let dir = tmp.path().join("around");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("CR-901.md"), cr("CR-901", "approved")).unwrap();
+    std::fs::write(dir.join("CR-902.md"), cr("CR-902", "done")).unwrap();
+    std::fs::write(dir.join("CR-900.md"), cr("CR-900", "approved")).unwrap();
+    let out = strata(BIN, &ws, &["--json", "intake", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(head(&ws), before, "a refused intake appended");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    for (p, id) in problems.iter().zip(["CR-900", "CR-901", "CR-902"]) {
+        assert!(p["file"].as_str().unwrap().ends_with(&format!("{id}.md")), "{p}");
+        assert_eq!((p["rule"].as_str(), p["pointer"].as_str()), (Some("suspect"), Some("/state")), "{p}");
+        let detail = p["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with(&format!("[STRATA-E0704] change-request:{id} cannot be approved while")),
+            "{detail}"
+        );
+        assert!(detail.contains("change-request:CR-3"), "{detail}");
+    }
+    // The update's refusal is word for word the transition's.
+    assert_eq!(problems[0]["detail"].as_str().unwrap(), transition_err);
+    assert!(
+        problems[2]["hint"].as_str().unwrap().starts_with("done is reached only through approved"),
+        "{}",
+        problems[2]
+    );
+    // As a table, with the intake's own code on stderr.
+    let out = strata(BIN, &ws, &["intake", dir.join("CR-901.md").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("STRATA-E0704"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA-E0802"));
+    assert_eq!(head(&ws), before);
+    // Once everything suspect is reviewed, the same files go in: approval by intake follows the
+    // same gate as the command, no stricter.
+    let suspects: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "graph", "suspects"])).unwrap();
+    let mut reviewed = std::collections::BTreeSet::new();
+    for s in suspects["suspects"].as_array().unwrap() {
+        let id = s["artifact"].as_str().unwrap().split_once(':').unwrap().1.to_owned();
+        if reviewed.insert(id.clone()) {
+            strata_ok(BIN, &ws, &["artifact", "review", &id]);
+        }
+    }
+    let took: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "intake", dir.to_str().unwrap()])).unwrap();
+    assert_eq!(took["transitioned"], serde_json::json!(["change-request:CR-900"]));
+    assert_eq!(took["created"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn graph_impact_lists_a_missing_requirement_as_dangling_not_reached() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = workspace_with_fixture(tmp.path());
+    let file = tmp.path().join("CR-910.md");
+    std::fs::write(
+        &file,
+        md("kind: change-request\nid: CR-910\nentity: billing\ntitle: On a ghost\nstate: draft\nbrdRefs: [BRD-2.1, BRD-99.9]\n", ""),
+    )
+    .unwrap();
+    strata_ok(BIN, &ws, &["intake", file.to_str().unwrap()]);
+    let v: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "graph", "impact", "CR-910"])).unwrap();
+    let reqs: Vec<&str> =
+        v["groups"]["requirements"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(reqs, ["BRD-2.1"], "{v}");
+    let total: usize = v["groups"].as_object().unwrap().values().map(|g| g.as_array().unwrap().len()).sum();
+    assert_eq!(v["reached"].as_u64(), Some(total as u64));
+    assert_eq!(
+        v["dangling"],
+        serde_json::json!([{"artifact": "change-request:CR-910", "field": "brdRefs", "target": "brd-requirement:BRD-99.9",
+            "detail": "CR-910.brdRefs refers to brd-requirement BRD-99.9, which does not exist; create it or remove the reference"}])
+    );
+    // The same reference `graph validate` reports.
+    let out = strata(BIN, &ws, &["--json", "graph", "validate"]);
+    let findings: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(findings["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "dangling"
+        && f["artifact"] == "change-request:CR-910"
+        && f["detail"] == v["dangling"][0]["detail"]));
+    let text = strata_ok(BIN, &ws, &["graph", "impact", "CR-910"]);
+    assert!(text.contains("dangling references, not reached (1)"), "{text}");
+}

@@ -334,3 +334,116 @@ fn insights_find_merge_review_removal_and_bundle_candidates() {
     assert!(bundles.iter().any(|b| b["concerns"] == serde_json::json!(["persistence", "security"])), "{bundles:?}");
     assert_eq!(custom["sessions_losing_a_used_chunk"].as_array().map(Vec::len), Some(0), "{v}");
 }
+
+#[test]
+fn a_retried_get_with_its_key_gets_the_first_answer_whatever_changed_since() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, files) = example_workspace(tmp.path());
+    let get = |extra: &[&str]| {
+        let mut args = vec!["--json", "knowledge", "get", "--concern", "release"];
+        args.extend_from_slice(extra);
+        serde_json::from_str::<serde_json::Value>(&strata_ok(BIN, &ws, &args)).unwrap()
+    };
+    let first = get(&["--key", "review-1"]);
+    assert_eq!(first["duplicate"], false);
+    let slugs = |v: &serde_json::Value| -> Vec<String> {
+        v["chunks"].as_array().unwrap().iter().map(|c| c["slug"].as_str().unwrap().to_owned()).collect()
+    };
+    assert!(slugs(&first).contains(&"code-review".to_owned()), "{first}");
+    // Then the catalogue moves on: a chunk is added, one gets a new version, one is retired, and
+    // the projection is snapshotted (a retry may be answered from a restored projection).
+    let added = files.join("release-notes.md");
+    std::fs::write(
+        &added,
+        "---\nslug: release-notes\ntitle: Release notes\nconcerns: [release]\nproject_scope: []\n---\nEvery release lists its user-visible changes.\n",
+    )
+    .unwrap();
+    let review = files.join("code-review.md");
+    let text = std::fs::read_to_string(&review).unwrap() + " Generated code is reviewed the same way.";
+    std::fs::write(&review, text).unwrap();
+    strata_ok(BIN, &ws, &["knowledge", "put", added.to_str().unwrap(), review.to_str().unwrap()]);
+    strata_ok(BIN, &ws, &["knowledge", "retire", "release-checklist"]);
+    strata_ok(BIN, &ws, &["replay", "--save-snapshots"]);
+    let fresh = get(&[]);
+    assert!(
+        slugs(&fresh).contains(&"release-notes".to_owned()) && !slugs(&fresh).contains(&"release-checklist".to_owned())
+    );
+    // The retry answers exactly what the first call got, marked as a duplicate, and records nothing.
+    let before = head(&ws);
+    let retry = get(&["--key", "review-1"]);
+    assert_eq!(head(&ws), before, "a retry appended");
+    assert_eq!(retry["duplicate"], true);
+    let mut expected = first.clone();
+    expected["duplicate"] = true.into();
+    assert_eq!(retry, expected, "the retry's answer is the first one");
+    let cr = retry["chunks"].as_array().unwrap().iter().find(|c| c["slug"] == "code-review").unwrap();
+    assert_eq!(cr["version"], 1);
+    assert!(!cr["content"].as_str().unwrap().contains("Generated code"));
+    // In text, too; and a key is per request: the same key for another request is refused.
+    let text = strata_ok(BIN, &ws, &["knowledge", "get", "--concern", "release", "--key", "review-1"]);
+    assert!(
+        text.contains(&format!(
+            "serve already recorded (a retry: the first answer) at sequence {}",
+            first["logged_at"]
+        )),
+        "{text}"
+    );
+    let out =
+        strata(BIN, &ws, &["knowledge", "get", "--concern", "release", "--concern", "testing", "--key", "review-1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("STRATA-E1020") && err.contains(&format!("sequence {}", first["logged_at"])), "{err}");
+    assert_eq!(head(&ws), before);
+    // A new key is a new serve.
+    let other = get(&["--key", "review-2"]);
+    assert_eq!(other["duplicate"], false);
+    assert_eq!(other["logged_at"].as_u64(), Some(before + 1));
+    assert_eq!(other["chunks"], fresh["chunks"]);
+}
+
+#[test]
+fn the_harness_answers_a_retry_from_the_first_serve_in_a_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, files) = example_workspace(tmp.path());
+    let h = open_harness(&ws);
+    let rt = rt();
+    let session = rt.block_on(h.start_session(StartArgs::default())).unwrap().session;
+    let args = GetArgs {
+        concerns: vec!["release".into()],
+        session: Some(session.clone()),
+        task_context: Some("cut 2.1".into()),
+        idempotency_key: Some("k".into()),
+        ..GetArgs::default()
+    };
+    let first = rt.block_on(h.get_knowledge(args.clone())).unwrap();
+    assert!(!first.duplicate);
+    // A served chunk changes in the meantime (put through the same journal, which this process
+    // holds).
+    let review = files.join("code-review.md");
+    let file = strata_engine::kb::intake::SourceFile {
+        path: review.to_string_lossy().into_owned(),
+        bytes: (std::fs::read_to_string(&review).unwrap() + " Changed.").into_bytes(),
+    };
+    let put = h
+        .read(|k| {
+            strata_engine::knowledge::decide::put(
+                k,
+                &[file],
+                &mut strata_engine::ports::CountingIds::new(1 << 100),
+                &strata_engine::ports::FixedClock(0),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(put.updated.len(), 1);
+    h.journal().append_multi_blocking(put.appends).unwrap().unwrap();
+    let retry = rt.block_on(h.get_knowledge(args.clone())).unwrap();
+    assert!(retry.duplicate);
+    assert_eq!((retry.chunks.clone(), retry.logged_at), (first.chunks.clone(), first.logged_at));
+    // The same key outside the session is another key; a different task context is refused.
+    let unsessioned = rt.block_on(h.get_knowledge(GetArgs { session: None, ..args.clone() })).unwrap();
+    assert!(!unsessioned.duplicate);
+    let reused = rt.block_on(h.get_knowledge(GetArgs { task_context: Some("other".into()), ..args }));
+    assert!(matches!(reused, Err(HarnessError::Refused(_))), "{reused:?}");
+    assert!(reused.unwrap_err().to_string().contains("STRATA-E1020"));
+}

@@ -134,6 +134,18 @@ async fn exercise_every_tool(c: &RunningService<rmcp::RoleClient, ()>) {
         assert!(scope.is_empty() || scope.iter().any(|p| p == "fieldbook"));
         assert_eq!(ch["hash"].as_str().unwrap().len(), 64);
     }
+    // A get retried with its idempotency key answers the first serve again, recorded once.
+    let keyed =
+        serde_json::json!({"concerns": ["ui"], "project": "fieldbook", "session": session, "idempotency_key": "g1"});
+    let g1 = ok(c, "get_knowledge", keyed.clone()).await;
+    let g2 = ok(c, "get_knowledge", keyed).await;
+    assert_eq!((g1["duplicate"].clone(), g2["duplicate"].clone()), (false.into(), true.into()));
+    assert_eq!((&g1["chunks"], &g1["logged_at"]), (&g2["chunks"], &g2["logged_at"]));
+    assert!(
+        refused(c, "get_knowledge", serde_json::json!({"concerns": ["testing"], "project": "fieldbook", "session": session, "idempotency_key": "g1"}))
+            .await
+            .contains("STRATA-E1020")
+    );
     let l = ok(c, "log_learning", serde_json::json!({"session": session, "text": "fieldbook settings use the shared form kit", "concerns": ["ui"], "idempotency_key": "l1"})).await;
     let l2 = ok(c, "log_learning", serde_json::json!({"session": session, "text": "fieldbook settings use the shared form kit", "concerns": ["ui"], "idempotency_key": "l1"})).await;
     assert_eq!((l["duplicate"].clone(), l2["duplicate"].clone()), (false.into(), true.into()));
@@ -195,7 +207,18 @@ fn stdio_server_serves_every_tool_with_schemas_and_helpful_errors() {
         &["session.started", "knowledge.served", "learning.logged", "decision.logged", "outcome.logged"],
     );
     let kinds: Vec<&str> = ev.values().map(|(t, _)| t.as_str()).collect();
-    assert_eq!(kinds, ["session.started", "knowledge.served", "learning.logged", "decision.logged", "outcome.logged"]);
+    // Two serves: the plain one and the keyed one, recorded once for its two calls.
+    assert_eq!(
+        kinds,
+        [
+            "session.started",
+            "knowledge.served",
+            "knowledge.served",
+            "learning.logged",
+            "decision.logged",
+            "outcome.logged"
+        ]
+    );
 }
 
 #[test]

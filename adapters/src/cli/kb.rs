@@ -453,7 +453,9 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
             };
             let key = resolve(&g, &id, kind.as_deref())?;
             let n = g.node_id(&key).unwrap_or(0);
-            let reached = g.impact(n);
+            let closure = g.impact_closure(n);
+            let reached = g.reached(&closure);
+            let dangling = g.dangling(&closure);
             let mut groups: std::collections::BTreeMap<&str, Vec<&Reached>> = std::collections::BTreeMap::new();
             for r in &reached {
                 groups.entry(r.key.kind.group()).or_default().push(r);
@@ -463,9 +465,13 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|(k, v)| ((*k).to_owned(), json!(v.iter().map(|r| reached_json(r)).collect::<Vec<_>>())))
                     .collect();
+                let dangling: Vec<Value> = dangling
+                    .iter()
+                    .map(|f| json!({"artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
+                    .collect();
                 outln!(
                     "{}",
-                    json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2})
+                    json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2, "dangling": dangling})
                 );
             } else {
                 outln!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
@@ -473,6 +479,12 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     outln!("\n{group} ({})", items.len());
                     for r in items {
                         outln!("  {:<32} {}", r.key.id, r.path);
+                    }
+                }
+                if !dangling.is_empty() {
+                    outln!("\ndangling references, not reached ({})", dangling.len());
+                    for f in &dangling {
+                        outln!("  {}", f.detail);
                     }
                 }
             }

@@ -64,6 +64,9 @@ pub(crate) enum KnowledgeCommand {
         /// Token cap of the answer.
         #[arg(long)]
         max_tokens: Option<u32>,
+        /// Idempotency key: a retry with the same key gets the first answer, recorded once.
+        #[arg(long)]
+        key: Option<String>,
     },
     /// list_knowledge: every live chunk with its concerns, scope, token estimate and version.
     List,
@@ -248,14 +251,14 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             }
             ExitCode::SUCCESS
         }
-        KnowledgeCommand::Get { concerns, project, session, task_context, max_tokens } => {
+        KnowledgeCommand::Get { concerns, project, session, task_context, max_tokens, key } => {
             let r = rt.block_on(h.get_knowledge(GetArgs {
                 concerns,
                 project,
                 session,
                 task_context,
                 max_tokens,
-                idempotency_key: None,
+                idempotency_key: key,
             }))?;
             if json {
                 outln!("{}", serde_json::to_string(&r)?);
@@ -275,9 +278,10 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                 }
                 out!("{}", t.render());
                 outln!(
-                    "{} chunks, {} tokens; serve recorded at sequence {}",
+                    "{} chunks, {} tokens; serve {} at sequence {}",
                     r.chunks.len(),
                     r.total_tokens,
+                    if r.duplicate { "already recorded (a retry: the first answer)" } else { "recorded" },
                     r.logged_at
                 );
                 if !r.omitted.is_empty() {

@@ -4,14 +4,16 @@
 //! multi-stream append, every stream with the version the decision read) or a typed rejection.
 //! A rejection appends nothing.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 use strata_journal::{ExpectedVersion, StreamAppend};
 
 use super::artifact::{Created, Deleted, Reviewed, TierPromoted, Transitioned, Updated, content_hash, event_types};
-use super::graph::Graph;
+use super::graph::{Graph, NodeId};
 use super::intake::{event, with};
 use super::kind::{ArtifactKey, ArtifactKind};
-use super::lifecycle::{can_promote_tier, can_transition, gated_by_suspects, promotion_only, states};
+use super::lifecycle::{Gate, can_promote_tier, can_transition, gate, states};
 use crate::ports::{Clock, Ids};
 
 /// Why a command was refused.
@@ -118,6 +120,50 @@ fn append(g: &Graph, key: &ArtifactKey, events: Vec<strata_journal::EventData>) 
     StreamAppend { stream: key.stream(), expected: ExpectedVersion::Exact(g.version(key)), events }
 }
 
+/// Checks a plain move of `key` from `from` to `to` against its kind's transition table and the
+/// promotion gate: the checks that need nothing but the states. Returns the gate of `to`; the
+/// caller must still apply [`suspect_gate`] when it is [`Gate::Suspects`].
+pub fn check_move(key: &ArtifactKey, from: &str, to: &str) -> Result<Gate, Rejection> {
+    if !can_transition(key.kind, from, to) {
+        let allowed: Vec<&str> =
+            states(key.kind).iter().copied().filter(|s| can_transition(key.kind, from, s)).collect();
+        return Err(Rejection::IllegalTransition {
+            key: key.clone(),
+            from: from.to_owned(),
+            to: to.to_owned(),
+            allowed: if allowed.is_empty() { "nothing".into() } else { allowed.join(", ") },
+        });
+    }
+    match gate(key.kind, to) {
+        Gate::Promotion => Err(Rejection::PromotionOnly { key: key.clone(), to: to.to_owned() }),
+        open_or_suspects => Ok(open_or_suspects),
+    }
+}
+
+/// The suspect gate on moving `key` (node `n` of `g`) into `to`: refused while `n` or anything
+/// upstream of it is suspect, or while anything upstream of it is in `changing` (artifacts whose
+/// content the same decision changes, which would make `n` suspect).
+pub fn suspect_gate(
+    g: &Graph,
+    key: &ArtifactKey,
+    n: NodeId,
+    to: &str,
+    changing: &BTreeSet<NodeId>,
+) -> Result<(), Rejection> {
+    let mut names: BTreeSet<String> = g.suspect_upstream(n).iter().map(|&s| g.node(s).key.to_string()).collect();
+    if !changing.is_empty() && g.upstream(n).iter().any(|u| changing.contains(u)) {
+        names.insert(key.to_string());
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    Err(Rejection::SuspectUpstream {
+        key: key.clone(),
+        to: to.to_owned(),
+        suspects: names.into_iter().collect::<Vec<_>>().join(", "),
+    })
+}
+
 /// Moves `key` to state `to`.
 pub fn transition(
     g: &Graph,
@@ -127,27 +173,9 @@ pub fn transition(
     ctx: &mut Ctx<'_>,
 ) -> Result<Vec<StreamAppend>, Rejection> {
     let node = existing(g, key)?;
-    if !can_transition(key.kind, &node.state, to) {
-        let allowed: Vec<&str> =
-            states(key.kind).iter().copied().filter(|s| can_transition(key.kind, &node.state, s)).collect();
-        return Err(Rejection::IllegalTransition {
-            key: key.clone(),
-            from: node.state.clone(),
-            to: to.to_owned(),
-            allowed: if allowed.is_empty() { "nothing".into() } else { allowed.join(", ") },
-        });
-    }
-    if promotion_only(key.kind, to) {
-        return Err(Rejection::PromotionOnly { key: key.clone(), to: to.to_owned() });
-    }
-    if gated_by_suspects(key.kind, to) {
+    if check_move(key, &node.state, to)? == Gate::Suspects {
         let n = g.node_id(key).ok_or_else(|| Rejection::Unknown { key: key.clone() })?;
-        let suspects = g.suspect_upstream(n);
-        if !suspects.is_empty() {
-            let mut names: Vec<String> = suspects.iter().map(|&s| g.node(s).key.to_string()).collect();
-            names.sort();
-            return Err(Rejection::SuspectUpstream { key: key.clone(), to: to.to_owned(), suspects: names.join(", ") });
-        }
+        suspect_gate(g, key, n, to, &BTreeSet::new())?;
     }
     let e = ctx.event(
         event_types::TRANSITIONED,

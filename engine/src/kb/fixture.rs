@@ -719,7 +719,7 @@ pub fn plant(fx: &mut Fixture, defect: Defect, choice: u64) -> Option<Planted> {
             super::intake::with(&mut fx.get_mut(&cr.key)?.fields, "brdRefs", &target.id);
             super::intake::with(&mut fx.get_mut(&target)?.fields, "linkedCrs", &cr.key.id);
             let (a, b) = (cr.key.clone(), target);
-            Some(Planted { defect, rule: "cross-entity", artifact: if a < b { a } else { b }, field: String::new() })
+            Some(Planted { defect, rule: "cross-entity", artifact: if a < b { a } else { b }, field: "brdRefs".into() })
         }
     }
 }

@@ -122,6 +122,9 @@ pub struct Closure {
     pub steps: Vec<NodeId>,
     /// `(entity, first reached artifact belonging to it)` for entities not reached as artifacts.
     pub entities: Vec<(NodeId, NodeId)>,
+    /// `(artifact, link, missing target)` for each reference met on the way to an artifact that
+    /// does not exist, in the order met; the missing targets are not in `steps`.
+    pub dangling: Vec<(NodeId, LinkId, NodeId)>,
 }
 
 impl Closure {
@@ -548,9 +551,18 @@ impl Graph {
         let mut steps = Vec::new();
         let mut queue = VecDeque::from([start]);
         parent.insert(start, (start, 0, 0));
+        let mut dangling = Vec::new();
         while let Some(n) = queue.pop_front() {
             let depth = parent[&n].2 + 1;
             for (l, v, _) in self.neighbours(n, |s| s.impact) {
+                // A reference to an artifact that does not exist reaches nothing: it is reported
+                // as dangling (as `validate` does), never as reached, and never walked through.
+                if !self.nodes[v as usize].exists {
+                    if !dangling.contains(&(n, l, v)) {
+                        dangling.push((n, l, v));
+                    }
+                    continue;
+                }
                 if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(v) {
                     e.insert((n, l, depth));
                     steps.push(v);
@@ -563,19 +575,24 @@ impl Graph {
         let mut entities: Vec<(NodeId, NodeId)> = Vec::new();
         for &v in std::iter::once(&start).chain(&steps) {
             if let Some(e) = self.nodes[v as usize].entity
+                && self.nodes[e as usize].exists
                 && !parent.contains_key(&e)
                 && !entities.iter().any(|(x, _)| *x == e)
             {
                 entities.push((e, v));
             }
         }
-        Closure { start, parent, steps, entities }
+        Closure { start, parent, steps, entities, dangling }
     }
 
     /// [`Graph::impact_closure`] rendered for people: every reached artifact with its path,
     /// sorted by kind, depth and id.
     pub fn impact(&self, start: NodeId) -> Vec<Reached> {
-        let c = self.impact_closure(start);
+        self.reached(&self.impact_closure(start))
+    }
+
+    /// The artifacts of closure `c`, rendered as [`Graph::impact`] renders them.
+    pub fn reached(&self, c: &Closure) -> Vec<Reached> {
         let mut out: Vec<Reached> = c
             .steps
             .iter()
@@ -594,15 +611,35 @@ impl Graph {
         out
     }
 
-    /// Existing artifacts upstream of `n` along suspect flows (whose changes would make `n`
-    /// suspect) that are suspect themselves, plus `n` if it is suspect.
-    pub fn suspect_upstream(&self, n: NodeId) -> Vec<NodeId> {
+    /// The references closure `c` met to artifacts that do not exist, as the `dangling` findings
+    /// [`Graph::validate`] gives for them, sorted.
+    pub fn dangling(&self, c: &Closure) -> Vec<Finding> {
+        let mut out: Vec<Finding> =
+            c.dangling.iter().map(|&(n, l, t)| self.dangling_finding(n, &LINKS[usize::from(l)], t)).collect();
+        out.sort();
+        out
+    }
+
+    fn dangling_finding(&self, n: NodeId, spec: &super::links::LinkSpec, t: NodeId) -> Finding {
+        let (node, target) = (&self.nodes[n as usize], &self.nodes[t as usize]);
+        Finding {
+            rule: "dangling",
+            artifact: node.key.clone(),
+            field: spec.field.into(),
+            target: Some(target.key.clone()),
+            detail: format!(
+                "{}.{} refers to {} {}, which does not exist; create it or remove the reference",
+                node.key.id, spec.field, spec.to, target.key.id
+            ),
+        }
+    }
+
+    /// Existing artifacts upstream of `n` along suspect flows (those whose changes would make `n`
+    /// suspect), at most [`SUSPECT_DEPTH_MAX`] links away, nearest first; `n` itself excluded.
+    pub fn upstream(&self, n: NodeId) -> Vec<NodeId> {
         let mut found = Vec::new();
         let mut seen = BTreeSet::from([n]);
         let mut queue = VecDeque::from([(n, 0usize)]);
-        if self.is_suspect(n) {
-            found.push(n);
-        }
         // Upstream = against the suspect flow: incoming-forward and outgoing-backward edges.
         while let Some((u, d)) = queue.pop_front() {
             if d >= SUSPECT_DEPTH_MAX {
@@ -616,14 +653,36 @@ impl Graph {
                 .chain(node.out.iter().filter(|(l, _)| LINKS[usize::from(*l)].suspect == Flow::Backward));
             for &(_, v) in ups {
                 if self.nodes[v as usize].exists && seen.insert(v) {
-                    if self.is_suspect(v) {
-                        found.push(v);
-                    }
+                    found.push(v);
                     queue.push_back((v, d + 1));
                 }
             }
         }
         found
+    }
+
+    /// Existing artifacts upstream of `n` along suspect flows that are suspect themselves, plus
+    /// `n` if it is suspect.
+    pub fn suspect_upstream(&self, n: NodeId) -> Vec<NodeId> {
+        let mut found: Vec<NodeId> = self.is_suspect(n).then_some(n).into_iter().collect();
+        found.extend(self.upstream(n).into_iter().filter(|&v| self.is_suspect(v)));
+        found
+    }
+
+    /// Applies planned appends as the journal would record them (each event at the next
+    /// sequence, each stream from the version it expects), without a journal: the graph an
+    /// accepted plan leads to, for deciding on what a plan would bring about as a whole.
+    pub fn apply_appends(&mut self, appends: &[strata_journal::StreamAppend]) -> Result<(), String> {
+        for a in appends {
+            let strata_journal::ExpectedVersion::Exact(mut version) = a.expected else {
+                return Err(format!("the append to {} expects no exact version", a.stream));
+            };
+            for e in &a.events {
+                version += 1;
+                self.apply_record(&e.placed(&a.stream, self.seq + 1, version, Hash::ZERO))?;
+            }
+        }
+        Ok(())
     }
 
     /// Every validation finding, sorted.
@@ -634,7 +693,9 @@ impl Graph {
                 self.nodes[e as usize].fields.get("tier").and_then(Value::as_str) == Some("cross-cutting")
             })
         };
-        let mut crossed: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+        // (smaller key, larger key) -> (holder key, holder's field, holder, target).
+        let mut crossed: BTreeMap<(&ArtifactKey, &ArtifactKey), (&ArtifactKey, &'static str, NodeId, NodeId)> =
+            BTreeMap::new();
         for (ni, node) in self.nodes.iter().enumerate() {
             let n = ni as NodeId;
             if !node.exists {
@@ -644,16 +705,7 @@ impl Graph {
                 let spec = &LINKS[usize::from(l)];
                 let target = &self.nodes[t as usize];
                 if !target.exists {
-                    out.push(Finding {
-                        rule: "dangling",
-                        artifact: node.key.clone(),
-                        field: spec.field.into(),
-                        target: Some(target.key.clone()),
-                        detail: format!(
-                            "{}.{} refers to {} {}, which does not exist; create it or remove the reference",
-                            node.key.id, spec.field, spec.to, target.key.id
-                        ),
-                    });
+                    out.push(self.dangling_finding(n, spec, t));
                     continue;
                 }
                 if let Some(inv) = spec.inverse
@@ -676,22 +728,20 @@ impl Graph {
                     && node.entity != target.entity
                     && !cross_cutting(n)
                     && !cross_cutting(t)
-                    && crossed.insert((n.min(t), n.max(t)))
                 {
-                    let (a, b) = (self.entity_id(n).unwrap_or_default(), self.entity_id(t).unwrap_or_default());
-                    // Reported once per pair, about the smaller key, whichever side was walked.
-                    let (first, second) =
-                        if node.key <= target.key { (&node.key, &target.key) } else { (&target.key, &node.key) };
-                    out.push(Finding {
-                        rule: "cross-entity",
-                        artifact: first.clone(),
-                        field: spec.field.into(),
-                        target: Some(second.clone()),
-                        detail: format!(
-                            "{}.{} links {} ({a}) to {} ({b}) directly; links between entities go through the cross-cutting entity",
-                            node.key.id, spec.field, node.key.id, target.key.id
-                        ),
-                    });
+                    // Once per pair of artifacts, about the artifact holding the link, with its
+                    // own field; when both sides hold one (a link and its inverse), about the
+                    // smaller key and field. Keys, not node ids, so intake order cannot matter.
+                    let pair = if node.key <= target.key { (&node.key, &target.key) } else { (&target.key, &node.key) };
+                    let candidate = (&node.key, spec.field, n, t);
+                    crossed
+                        .entry(pair)
+                        .and_modify(|c| {
+                            if (candidate.0, candidate.1) < (c.0, c.1) {
+                                *c = candidate;
+                            }
+                        })
+                        .or_insert(candidate);
                 }
             }
             for (kind, list, field) in TRACES {
@@ -718,6 +768,20 @@ impl Graph {
                     }
                 }
             }
+        }
+        for (holder, field, n, t) in crossed.into_values() {
+            let (a, b) = (self.entity_id(n).unwrap_or_default(), self.entity_id(t).unwrap_or_default());
+            let target = &self.nodes[t as usize].key;
+            out.push(Finding {
+                rule: "cross-entity",
+                artifact: holder.clone(),
+                field: field.into(),
+                target: Some(target.clone()),
+                detail: format!(
+                    "{}.{field} links {} ({a}) to {} ({b}) directly; links between entities go through the cross-cutting entity",
+                    holder.id, holder.id, target.id
+                ),
+            });
         }
         out.extend(self.cycles());
         out.sort();

@@ -6,16 +6,17 @@
 //! stream per artifact, each with the version it was decided against) or every problem found,
 //! each as file, JSON pointer, rule and hint. It reads no files itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 use strata_journal::{EventData, ExpectedVersion, StreamAppend};
 
 use super::artifact::{ArtifactDraft, Created, Transitioned, Updated, event_types};
+use super::commands::{Rejection, check_move, suspect_gate};
 use super::frontmatter;
-use super::graph::Graph;
+use super::graph::{Graph, NodeId};
 use super::kind::{ArtifactKey, ArtifactKind};
-use super::lifecycle::{can_transition, gated_by_suspects, promotion_only, states};
+use super::lifecycle::{Gate, can_transition, creation_path, gate, initial, states};
 use super::schema;
 use crate::ports::{Clock, Ids};
 
@@ -305,6 +306,9 @@ pub fn plan(
     }
     let correlation = Some(ids.next_id());
     let mut out = IntakePlan::default();
+    // Artifacts this intake moves (or creates past) a suspect-gated state, with that state:
+    // checked once the whole plan is known, since the plan itself may make things suspect.
+    let mut pending: Vec<(ArtifactKey, String)> = Vec::new();
     for d in drafts.values() {
         let file = d.source.as_deref().unwrap_or("");
         let expected = ExpectedVersion::Exact(graph.version(&d.key));
@@ -313,6 +317,11 @@ pub fn plan(
         let internal = |e: String| problem(file, "", "internal", e, "this is a bug in strata; report it");
         match graph.get(&d.key) {
             None => {
+                match creation_gates(d, &drafts, graph) {
+                    Ok(Some(to)) => pending.push((d.key.clone(), to)),
+                    Ok(None) => {}
+                    Err(p) => problems.push(p),
+                }
                 let c = Created {
                     kind: d.key.kind.name().into(),
                     id: d.key.id.clone(),
@@ -358,47 +367,33 @@ pub fn plan(
                     out.updated.push(d.key.clone());
                 }
                 if node.state != d.state {
-                    let allowed: Vec<&str> = states(d.key.kind)
-                        .iter()
-                        .copied()
-                        .filter(|to| can_transition(d.key.kind, &node.state, to))
-                        .collect();
-                    if !can_transition(d.key.kind, &node.state, &d.state) {
-                        problems.push(problem(
-                            file,
-                            "/state",
-                            "lifecycle",
-                            format!("{} is {} in the journal and cannot go to {}", d.key, node.state, d.state),
-                            format!(
-                                "from {} it can go to: {}; if a command moved it, update the file's state",
-                                node.state,
-                                if allowed.is_empty() { "nothing".into() } else { allowed.join(", ") }
-                            ),
-                        ));
-                    } else if promotion_only(d.key.kind, &d.state) || gated_by_suspects(d.key.kind, &d.state) {
-                        problems.push(problem(
-                            file,
-                            "/state",
-                            "lifecycle",
-                            format!(
-                                "{} reaches {} only through a command that checks more than the file can",
-                                d.key, d.state
-                            ),
-                            "use `strata artifact promote` or `strata artifact transition`",
-                        ));
-                    } else {
-                        let t = Transitioned {
-                            kind: d.key.kind.name().into(),
-                            id: d.key.id.clone(),
-                            from: node.state.clone(),
-                            to: d.state.clone(),
-                            reason: d.source.as_ref().map(|s| format!("intake of {s}")),
-                        };
-                        match event(ids, clock, event_types::TRANSITIONED, &t, correlation).map_err(internal) {
-                            Ok(e) => events.push(e),
-                            Err(p) => problems.push(p),
+                    match check_move(&d.key, &node.state, &d.state) {
+                        Err(rejection) => {
+                            let hint = match rejection {
+                                Rejection::PromotionOnly { .. } => {
+                                    "promote it with `strata artifact promote`, then update the file's state".to_owned()
+                                }
+                                _ => "if a command moved it, update the file's state".to_owned(),
+                            };
+                            problems.push(problem(file, "/state", "lifecycle", rejection.to_string(), hint));
                         }
-                        out.transitioned.push(d.key.clone());
+                        Ok(gate) => {
+                            if gate == Gate::Suspects {
+                                pending.push((d.key.clone(), d.state.clone()));
+                            }
+                            let t = Transitioned {
+                                kind: d.key.kind.name().into(),
+                                id: d.key.id.clone(),
+                                from: node.state.clone(),
+                                to: d.state.clone(),
+                                reason: d.source.as_ref().map(|s| format!("intake of {s}")),
+                            };
+                            match event(ids, clock, event_types::TRANSITIONED, &t, correlation).map_err(internal) {
+                                Ok(e) => events.push(e),
+                                Err(p) => problems.push(p),
+                            }
+                            out.transitioned.push(d.key.clone());
+                        }
                     }
                 }
                 if events.is_empty() && node.hash == hash && node.state == d.state {
@@ -410,6 +405,7 @@ pub fn plan(
             out.appends.push(StreamAppend { stream: d.key.stream(), expected, events });
         }
     }
+    problems.extend(suspect_gates(graph, &out, &drafts, &pending));
     if problems.is_empty() {
         Ok(out)
     } else {
@@ -417,6 +413,112 @@ pub fn plan(
         problems.dedup();
         Err(problems)
     }
+}
+
+/// The lifecycle gates on creating `d` in its state. An artifact may be created in any state its
+/// kind's lifecycle reaches from the initial state along allowed transitions, provided every
+/// gate on the way holds now, as if each transition had been made by `strata artifact transition`:
+/// the history is the same, only not spelled out. A promotion-only state on the way holds only
+/// when the file records the promotion with both back-links (an issue's `promotedTo` naming a
+/// change request whose `promotedFrom` names the issue, in the journal or in this intake). Returns
+/// the suspect-gated state the way passes through, if it must pass one, for [`suspect_gates`].
+fn creation_gates(
+    d: &ArtifactDraft,
+    drafts: &BTreeMap<ArtifactKey, ArtifactDraft>,
+    graph: &Graph,
+) -> Result<Option<String>, IntakeProblem> {
+    let kind = d.key.kind;
+    let file = d.source.as_deref().unwrap_or("");
+    let promoted = promotion_recorded(d, drafts, graph);
+    let holds = |g: Gate| g == Gate::Open || (g == Gate::Promotion && promoted);
+    if creation_path(kind, &d.state, holds).is_some() {
+        return Ok(None);
+    }
+    let Some(path) = creation_path(kind, &d.state, |g| holds(g) || g == Gate::Suspects) else {
+        // The way needs a promotion the file does not record (the schema keeps states known).
+        let via = creation_path(kind, &d.state, |_| true)
+            .and_then(|p| p.into_iter().find(|s| gate(kind, s) == Gate::Promotion))
+            .unwrap_or(&d.state);
+        let rejection = Rejection::PromotionOnly { key: d.key.clone(), to: via.to_owned() };
+        return Err(problem(
+            file,
+            "/state",
+            "lifecycle",
+            rejection.to_string(),
+            format!(
+                "create it as {} and promote it with `strata artifact promote`, or record the promotion: promotedTo naming a change request whose promotedFrom names {}",
+                before_gate(kind, via),
+                d.key.id
+            ),
+        ));
+    };
+    Ok(path.into_iter().find(|s| gate(kind, s) == Gate::Suspects).map(str::to_owned))
+}
+
+/// A state the artifact can be created in without passing `gated` (for hints).
+fn before_gate(kind: ArtifactKind, gated: &str) -> &'static str {
+    states(kind).iter().copied().find(|s| can_transition(kind, s, gated)).unwrap_or(initial(kind))
+}
+
+/// Whether draft `d` records its promotion with both back-links.
+fn promotion_recorded(d: &ArtifactDraft, drafts: &BTreeMap<ArtifactKey, ArtifactDraft>, graph: &Graph) -> bool {
+    let Some(cr) = d.fields.get("promotedTo").and_then(Value::as_str) else { return false };
+    let key = ArtifactKey::new(ArtifactKind::ChangeRequest, cr);
+    let back = match drafts.get(&key) {
+        Some(c) => c.fields.get("promotedFrom"),
+        None => graph.get(&key).and_then(|n| n.fields.get("promotedFrom")),
+    };
+    back.and_then(Value::as_str) == Some(d.key.id.as_str())
+}
+
+/// The suspect gate on every artifact `pending` names, decided on the graph the whole plan
+/// leads to: refused while the artifact or anything upstream of it is suspect, or while this
+/// intake changes the content of anything upstream of it (which would make it suspect).
+fn suspect_gates(
+    graph: &Graph,
+    plan: &IntakePlan,
+    drafts: &BTreeMap<ArtifactKey, ArtifactDraft>,
+    pending: &[(ArtifactKey, String)],
+) -> Vec<IntakeProblem> {
+    // Nothing can be suspect without a suspect artifact now or a content change in this plan.
+    if pending.is_empty() || (graph.suspects().is_empty() && plan.updated.is_empty()) {
+        return Vec::new();
+    }
+    let mut after = graph.clone();
+    if let Err(e) = after.apply_appends(&plan.appends) {
+        return vec![problem("", "", "internal", e, "this is a bug in strata; report it")];
+    }
+    let changing: BTreeSet<NodeId> = plan.updated.iter().filter_map(|k| after.node_id(k)).collect();
+    let mut problems = Vec::new();
+    for (key, to) in pending {
+        let Some(n) = after.node_id(key) else { continue };
+        let Err(rejection) = suspect_gate(&after, key, n, to, &changing) else { continue };
+        let d = drafts.get(key);
+        let file = d.and_then(|d| d.source.as_deref()).unwrap_or("");
+        let state = d.map_or(to.as_str(), |d| d.state.as_str());
+        let changed: Vec<String> = after
+            .upstream(n)
+            .into_iter()
+            .filter(|u| changing.contains(u))
+            .map(|u| after.node(u).key.to_string())
+            .collect();
+        let mut hint = String::new();
+        if state != to {
+            hint.push_str(&format!("{state} is reached only through {to}; "));
+        }
+        if changed.is_empty() {
+            hint.push_str("review them with `strata artifact review`, then take the file in again");
+        } else {
+            hint.push_str(&format!(
+                "this intake changes {} upstream of it: take that change in first, review {}, then take this file in",
+                changed.join(", "),
+                key
+            ));
+        }
+        hint.push_str(&format!("; or take it in as {}", before_gate(key.kind, to)));
+        problems.push(problem(file, "/state", "suspect", rejection.to_string(), hint));
+    }
+    problems
 }
 
 /// Removes `id` from the fields map (helper for commands that edit links).

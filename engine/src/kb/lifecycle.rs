@@ -77,15 +77,73 @@ pub fn can_transition(kind: ArtifactKind, from: &str, to: &str) -> bool {
     }
 }
 
+/// The state every artifact of `kind` starts in: the first of [`states`]. Commands create
+/// artifacts only in it; intake may create one further along (see [`creation_path`]).
+pub fn initial(kind: ArtifactKind) -> &'static str {
+    states(kind)[0]
+}
+
+/// What entering a state takes beyond the transition table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Nothing more.
+    Open,
+    /// A promotion command, which also writes the back-links; never a plain transition.
+    Promotion,
+    /// Nothing upstream of the artifact (nor the artifact itself) may be suspect.
+    Suspects,
+}
+
+/// The gate on entering `to`.
+pub fn gate(kind: ArtifactKind, to: &str) -> Gate {
+    match (kind, to) {
+        (ArtifactKind::Issue, "promoted") => Gate::Promotion,
+        (ArtifactKind::ChangeRequest, "approved") => Gate::Suspects,
+        _ => Gate::Open,
+    }
+}
+
 /// Target states reachable only through a promotion command (which also writes the back-links),
 /// never through a plain transition.
 pub fn promotion_only(kind: ArtifactKind, to: &str) -> bool {
-    matches!((kind, to), (ArtifactKind::Issue, "promoted"))
+    gate(kind, to) == Gate::Promotion
 }
 
 /// Approving a change request is gated: nothing upstream of it may be suspect.
 pub fn gated_by_suspects(kind: ArtifactKind, to: &str) -> bool {
-    matches!((kind, to), (ArtifactKind::ChangeRequest, "approved"))
+    gate(kind, to) == Gate::Suspects
+}
+
+/// The shortest history that reaches `to` from the initial state of `kind` along allowed
+/// transitions, entering a gated state only where `open` says its gate holds: the states from
+/// the initial one to `to`, both included; `None` when there is none. An artifact created in
+/// `to` is taken to have come this way, so its creation is held to the gates on the way.
+pub fn creation_path(kind: ArtifactKind, to: &str, open: impl Fn(Gate) -> bool) -> Option<Vec<&'static str>> {
+    let st = states(kind);
+    // Breadth first from the initial state (index 0) over at most seven states; parent[i] is the
+    // state index i was reached from.
+    let mut parent: Vec<Option<usize>> = vec![None; st.len()];
+    let mut queue = std::collections::VecDeque::from([0usize]);
+    parent[0] = Some(0);
+    while let Some(i) = queue.pop_front() {
+        if st[i] == to {
+            let mut path = vec![st[i]];
+            let mut cur = i;
+            while cur != 0 {
+                cur = parent[cur].unwrap_or(0);
+                path.push(st[cur]);
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for (j, next) in st.iter().enumerate() {
+            if parent[j].is_none() && can_transition(kind, st[i], next) && open(gate(kind, next)) {
+                parent[j] = Some(i);
+                queue.push_back(j);
+            }
+        }
+    }
+    None
 }
 
 /// Entity tiers, lowest first along the promotion path. `cross-cutting` is outside it.
@@ -125,6 +183,29 @@ mod tests {
                 assert!(st.iter().any(|from| can_transition(k, from, to)), "{k}: {to} unreachable");
             }
         }
+        // Every state is reachable from the initial one when every gate holds, and no initial
+        // state is gated (creating an artifact in its initial state passes no gate).
+        for k in ArtifactKind::ALL {
+            assert_eq!(gate(k, initial(k)), Gate::Open, "{k}");
+            for to in states(k) {
+                let path = creation_path(k, to, |_| true).unwrap_or_else(|| panic!("{k}: {to} unreachable"));
+                assert_eq!((path[0], *path.last().unwrap()), (initial(k), *to));
+                assert!(path.windows(2).all(|w| can_transition(k, w[0], w[1])), "{k}: {path:?}");
+            }
+        }
+        let open_only = |g: Gate| g == Gate::Open;
+        let cr = ArtifactKind::ChangeRequest;
+        assert_eq!(creation_path(cr, "draft", open_only), Some(vec!["draft"]));
+        assert_eq!(creation_path(cr, "proposed", open_only), Some(vec!["draft", "proposed"]));
+        assert_eq!(creation_path(cr, "cancelled", open_only), Some(vec!["draft", "cancelled"]));
+        assert_eq!(creation_path(cr, "done", open_only), None, "done is reached only through approved");
+        assert_eq!(creation_path(cr, "approved", |_| true), Some(vec!["draft", "proposed", "approved"]));
+        assert_eq!(creation_path(ArtifactKind::Issue, "promoted", open_only), None);
+        assert_eq!(
+            creation_path(ArtifactKind::Issue, "resolved", open_only),
+            Some(vec!["open", "triaged", "resolved"])
+        );
+        assert_eq!(creation_path(cr, "shipped", |_| true), None);
         assert!(can_promote_tier("discipline", "product"));
         assert!(!can_promote_tier("product", "discipline"));
         assert!(!can_promote_tier("cross-cutting", "product"));

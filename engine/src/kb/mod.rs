@@ -14,6 +14,8 @@ pub mod artifact;
 pub mod commands;
 pub mod fixture;
 pub mod frontmatter;
+#[cfg(test)]
+mod gate_tests;
 pub mod graph;
 pub mod intake;
 pub mod kind;

@@ -4,7 +4,9 @@
 //!
 //! Idempotency: a caller may pass an idempotency key with a serve or a log; the event id is then
 //! derived from (stream, key), so a retry of the same call is recognised by the journal and
-//! appends nothing.
+//! appends nothing. A serve also records its key, and a retry is answered from the recorded serve
+//! before anything is decided again: once the catalogue has changed, a fresh answer would differ
+//! from the recorded one and the journal would refuse the retry as a different event.
 
 use strata_journal::{EventData, ExpectedVersion, StreamAppend};
 use uuid::Uuid;
@@ -272,7 +274,20 @@ fn known_session(k: &Knowledge, session: &str) -> Result<(), KnowledgeError> {
     Ok(())
 }
 
-/// Answers a `get_knowledge` request and returns the answer with the append that logs the serve.
+/// How a `get_knowledge` answer is recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServeRecord {
+    /// A new serve: append this to record it.
+    New(StreamAppend),
+    /// A retry under the idempotency key of the serve recorded at this journal sequence: the
+    /// answer is that serve's, and nothing is appended.
+    Duplicate(u64),
+}
+
+/// Answers a `get_knowledge` request: the answer with the append that logs the serve or, for a
+/// retry with the idempotency key of a recorded serve, that serve's answer as it was given (the
+/// chunk versions it served, whatever was put or retired since). A key reused for a different
+/// request is refused.
 pub fn serve<'k>(
     k: &'k Knowledge,
     req: &Request,
@@ -281,7 +296,7 @@ pub fn serve<'k>(
     idempotency_key: Option<&str>,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
-) -> Result<(Answer<'k>, StreamAppend), KnowledgeError> {
+) -> Result<(Answer<'k>, ServeRecord), KnowledgeError> {
     if let Some(s) = session {
         known_session(k, s)?;
     }
@@ -289,10 +304,29 @@ pub fn serve<'k>(
         check_key("idempotency key", key)?;
     }
     check_text("task_context", task_context)?;
-    let answer = k.get(req)?;
     let mut concerns = req.concerns.clone();
     concerns.sort();
     concerns.dedup();
+    if let Some(key) = idempotency_key
+        && let Some((seq, first)) = k.keyed_serve(session, key)
+    {
+        if first.concerns != concerns || first.project != req.project || first.task_context.as_deref() != task_context {
+            return Err(KnowledgeError::KeyReused { key: key.to_owned(), seq });
+        }
+        let mut chunks = Vec::with_capacity(first.chunks.len());
+        for c in &first.chunks {
+            let chunk = k.chunk_at(&c.slug, c.version).filter(|x| x.hash == c.hash).ok_or_else(|| {
+                KnowledgeError::Internal(format!(
+                    "the serve at sequence {seq} gave {} v{}, which the projection does not hold",
+                    c.slug, c.version
+                ))
+            })?;
+            chunks.push(chunk);
+        }
+        let omitted = first.omitted.into_iter().map(std::borrow::Cow::Owned).collect();
+        return Ok((Answer { chunks, omitted, total_tokens: first.total_tokens }, ServeRecord::Duplicate(seq)));
+    }
+    let answer = k.get(req)?;
     let payload = Served {
         session: session.map(str::to_owned),
         task_context: task_context.map(str::to_owned),
@@ -303,13 +337,14 @@ pub fn serve<'k>(
             .iter()
             .map(|c| ServedChunk { slug: c.slug.clone(), version: c.version, hash: c.hash.clone(), tokens: c.tokens })
             .collect(),
-        omitted: answer.omitted.iter().map(|s| (*s).to_owned()).collect(),
+        omitted: answer.omitted.iter().map(|s| s.to_string()).collect(),
         total_tokens: answer.total_tokens,
+        idempotency_key: idempotency_key.map(str::to_owned),
     };
     let stream = session.map_or_else(|| events::UNSESSIONED_STREAM.to_owned(), events::session_stream);
     let id = event_id(ids, &stream, idempotency_key);
     let e = event(id, clock, events::SERVED, &payload)?;
-    Ok((answer, StreamAppend { stream, expected: ExpectedVersion::Any, events: vec![e] }))
+    Ok((answer, ServeRecord::New(StreamAppend { stream, expected: ExpectedVersion::Any, events: vec![e] })))
 }
 
 /// What a session logs.

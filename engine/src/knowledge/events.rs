@@ -146,6 +146,10 @@ pub struct Served {
     pub omitted: Vec<String>,
     /// Sum of the served chunks' tokens.
     pub total_tokens: u64,
+    /// The caller's idempotency key, when it gave one: a retry with the same key is answered
+    /// from this record, whatever changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// `learning.logged` v1.

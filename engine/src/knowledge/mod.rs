@@ -93,6 +93,16 @@ pub enum KnowledgeError {
     /// An event could not be encoded.
     #[error("[STRATA-E1010] internal: {0}")]
     Internal(String),
+    /// An idempotency key already recorded with a different request.
+    #[error(
+        "[STRATA-E1020] idempotency key {key:?} was used at sequence {seq} for a different get_knowledge request (other concerns, project or task context); a retry must repeat the request exactly, and a new request needs a new key"
+    )]
+    KeyReused {
+        /// The key.
+        key: String,
+        /// Journal sequence of the serve recorded under it.
+        seq: u64,
+    },
 }
 
 fn suggest(s: &[String]) -> String {

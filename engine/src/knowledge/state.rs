@@ -5,6 +5,7 @@
 //! `get(concerns, project)` is then an OR of the concern sets, an AND with (shared ∪ project), and
 //! a walk over the set bits: a few hundred word operations at 10,000 chunks, no parsing, no scan.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -72,6 +73,23 @@ pub struct Chunk {
 }
 
 impl Chunk {
+    /// The chunk as put `p`, recorded in `r`, says it is.
+    fn put(p: Put, r: &Record<'_>) -> Chunk {
+        Chunk {
+            slug: p.slug,
+            title: p.title,
+            concerns: p.concerns,
+            project_scope: p.project_scope,
+            content: p.content,
+            hash: p.hash,
+            tokens: p.tokens,
+            version: p.version,
+            retired: false,
+            updated_ns: r.recorded_at_ns,
+            stream_events: r.version,
+        }
+    }
+
     /// The version of the chunk's journal stream (what the next append expects).
     pub fn stream_version(&self) -> u64 {
         self.stream_events
@@ -129,6 +147,10 @@ pub struct Knowledge {
     by_project: BTreeMap<String, Bits>,
     sessions: BTreeMap<String, Session>,
     serves: Vec<Serve>,
+    /// `(slug, version)` → journal sequence of the put that recorded it.
+    put_at: BTreeMap<(String, u64), u64>,
+    /// `(session, idempotency key)` → journal sequence of the serve recorded under it.
+    keyed: BTreeMap<(Option<String>, String), u64>,
 }
 
 /// A `get_knowledge` request.
@@ -142,13 +164,14 @@ pub struct Request {
     pub max_tokens: Option<usize>,
 }
 
-/// A `get_knowledge` answer.
+/// A `get_knowledge` answer. Borrowed from the projection when fresh; a retry's answer holds the
+/// versions it served first, which may be older than the current ones.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Answer<'k> {
     /// Matching chunks, by slug, within the token cap.
-    pub chunks: Vec<&'k Chunk>,
+    pub chunks: Vec<Cow<'k, Chunk>>,
     /// Matching chunks left out by the token cap, by slug.
-    pub omitted: Vec<&'k str>,
+    pub omitted: Vec<Cow<'k, str>>,
     /// Sum of the served chunks' tokens.
     pub total_tokens: u64,
 }
@@ -275,12 +298,32 @@ impl Knowledge {
         for c in found {
             if answer.total_tokens + u64::from(c.tokens) <= cap as u64 {
                 answer.total_tokens += u64::from(c.tokens);
-                answer.chunks.push(c);
+                answer.chunks.push(Cow::Borrowed(c));
             } else {
-                answer.omitted.push(&c.slug);
+                answer.omitted.push(Cow::Borrowed(&c.slug));
             }
         }
         Ok(answer)
+    }
+
+    /// Version `version` of chunk `slug` as it was put, whatever happened to the chunk since
+    /// (a later version, a retirement).
+    pub fn chunk_at(&self, slug: &str, version: u64) -> Option<Cow<'_, Chunk>> {
+        if let Some(c) = self.chunk(slug).filter(|c| c.version == version && !c.retired) {
+            return Some(Cow::Borrowed(c));
+        }
+        let seq = *self.put_at.get(&(slug.to_owned(), version))?;
+        let r = self.kept.record(seq)?;
+        let p: Put = serde_json::from_slice(r.payload).ok()?;
+        Some(Cow::Owned(Chunk::put(p, &r)))
+    }
+
+    /// The serve recorded under idempotency key `key` (in `session`, or unsessioned), with its
+    /// journal sequence.
+    pub fn keyed_serve(&self, session: Option<&str>, key: &str) -> Option<(u64, Served)> {
+        let seq = *self.keyed.get(&(session.map(str::to_owned), key.to_owned()))?;
+        let r = self.kept.record(seq)?;
+        serde_json::from_slice(r.payload).ok().map(|s| (seq, s))
     }
 
     /// `list_knowledge`: every live chunk, by slug.
@@ -336,20 +379,10 @@ impl Knowledge {
             }
             events::PUT => {
                 let p: Put = serde_json::from_slice(r.payload).map_err(bad)?;
-                let chunk = Chunk {
-                    slug: p.slug.clone(),
-                    title: p.title,
-                    concerns: p.concerns,
-                    project_scope: p.project_scope,
-                    content: p.content,
-                    hash: p.hash,
-                    tokens: p.tokens,
-                    version: p.version,
-                    retired: false,
-                    updated_ns: r.recorded_at_ns,
-                    stream_events: r.version,
-                };
-                match self.by_slug.get(&p.slug).copied() {
+                let slug = p.slug.clone();
+                self.put_at.insert((slug.clone(), p.version), r.seq);
+                let chunk = Chunk::put(p, r);
+                match self.by_slug.get(&slug).copied() {
                     Some(i) => {
                         self.index(i, false);
                         self.chunks[i] = chunk;
@@ -358,7 +391,7 @@ impl Knowledge {
                     None => {
                         let i = self.chunks.len();
                         self.chunks.push(chunk);
-                        self.by_slug.insert(p.slug, i);
+                        self.by_slug.insert(slug, i);
                         self.index(i, true);
                     }
                 }
@@ -388,6 +421,10 @@ impl Knowledge {
             }
             events::SERVED => {
                 let s: Served = serde_json::from_slice(r.payload).map_err(bad)?;
+                if let Some(key) = s.idempotency_key.clone() {
+                    // The first serve under a key is the one a retry answers with.
+                    self.keyed.entry((s.session.clone(), key)).or_insert(r.seq);
+                }
                 self.serves.push(Serve {
                     seq: r.seq,
                     at_ns: r.recorded_at_ns,

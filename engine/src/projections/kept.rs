@@ -18,6 +18,24 @@ struct Kept {
     payload: Vec<u8>,
 }
 
+impl Kept {
+    fn record(&self) -> Record<'_> {
+        Record {
+            seq: self.seq,
+            id: uuid::Uuid::nil(),
+            stream: &self.stream,
+            version: self.version,
+            event_type: &self.event_type,
+            schema_version: 1,
+            recorded_at_ns: self.recorded_at_ns,
+            causation: None,
+            correlation: None,
+            payload: &self.payload,
+            prev: Hash::default(),
+        }
+    }
+}
+
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct Snapshot {
     kept: Vec<Kept>,
@@ -52,6 +70,12 @@ impl EventLog {
         self.kept.is_empty()
     }
 
+    /// The kept event recorded at journal sequence `seq`, if one was (the event id is not kept).
+    pub fn record(&self, seq: u64) -> Option<Record<'_>> {
+        let i = self.kept.binary_search_by_key(&seq, |k| k.seq).ok()?;
+        Some(self.kept[i].record())
+    }
+
     /// A canonical hash of the list under `domain`.
     pub fn state_hash(&self, domain: &str) -> Hash {
         let mut h = StateHasher::new(domain);
@@ -77,20 +101,7 @@ impl EventLog {
     pub fn restore(bytes: &[u8], mut fold: impl FnMut(&Record<'_>) -> Result<(), String>) -> Result<EventLog, String> {
         let snap: Snapshot = rkyv::from_bytes::<Snapshot, rancor::Error>(&aligned(bytes)).map_err(|e| e.to_string())?;
         for k in &snap.kept {
-            let r = Record {
-                seq: k.seq,
-                id: uuid::Uuid::nil(),
-                stream: &k.stream,
-                version: k.version,
-                event_type: &k.event_type,
-                schema_version: 1,
-                recorded_at_ns: k.recorded_at_ns,
-                causation: None,
-                correlation: None,
-                payload: &k.payload,
-                prev: Hash::default(),
-            };
-            fold(&r)?;
+            fold(&k.record())?;
         }
         Ok(EventLog { kept: snap.kept })
     }
