@@ -138,7 +138,7 @@ pub enum ImportError {
     },
     /// The events do not match a signed checkpoint the export carries.
     #[error(
-        "[STRATA-E0307] {path}: the events do not match the signed checkpoints the file carries ({detail}); the export was altered after it was signed, nothing was imported"
+        "[STRATA-E0307] {path}: the events do not match the signed checkpoints the file carries ({detail}); the export was altered after it was signed: import an export of the original journal (nothing was imported)"
     )]
     CheckpointMismatch {
         /// The file.
