@@ -177,7 +177,7 @@ pub fn record_initialized(journal: &Journal, config: &Config) -> anyhow::Result<
         "strata_version": env!("CARGO_PKG_VERSION"),
         "durability": config.durability.as_str(),
     });
-    let ev = new_event("workspace.initialized", &payload)?;
+    let ev = new_event(strata_engine::catalogue::WORKSPACE_INITIALIZED, &payload)?;
     journal.append_blocking("workspace", ExpectedVersion::EMPTY, vec![ev])?.map_err(anyhow::Error::from)?;
     Ok(())
 }

@@ -1,83 +1,48 @@
-//! The catalogue of event types this engine understands, with their schema versions.
+//! The catalogue of event types this engine understands: every domain's own list, put together.
 //!
-//! Import refuses a journal holding an event type that is not listed here (or a newer schema
-//! version than listed), so an old strata never silently misreads a newer journal. A type's
-//! versions only ever grow; an old version stays readable through an upcaster.
+//! Import refuses a journal holding an event type that is not listed here (or a schema version
+//! it does not know), so an old strata never silently misreads a newer journal. The catalogue is
+//! not kept by hand: each domain declares the types it emits next to where its events are built
+//! (`ALL` or `EVENT_TYPES` in its events module) and [`DOMAINS`] names those lists, so a type a
+//! decider emits cannot be missing from it unless its own domain forgot it — which the tidy test
+//! (`tests/tests/tidy.rs`) catches by finding every event-type string the code can emit.
+//!
+//! Every type is at schema version [`SCHEMA_VERSION`]; a type's versions only ever grow, and an
+//! old version stays readable through an upcaster.
 
-/// Known event types and the schema versions each accepts.
-pub const EVENT_TYPES: &[(&str, &[u32])] = &[
-    // The journal's own signed checkpoints.
-    (strata_journal::CHECKPOINT_EVENT_TYPE, &[1]),
-    // Written once by `strata init`.
-    ("workspace.initialized", &[1]),
-    // Knowledge-base artifacts.
-    ("artifact.created", &[1]),
-    ("artifact.updated", &[1]),
-    ("artifact.transitioned", &[1]),
-    ("artifact.reviewed", &[1]),
-    ("artifact.deleted", &[1]),
-    ("entity.tier-promoted", &[1]),
-    // Context: profiles, summaries, prompts.
-    ("profile.registered", &[1]),
-    ("summary.published", &[1]),
-    ("summary.retracted", &[1]),
-    ("prompt.assembled", &[1]),
-    ("context.superseded", &[1]),
-    // Knowledge API: vocabulary, chunks, sessions and what they were served and logged.
-    ("knowledge.declared", &[1]),
-    ("knowledge.chunk-put", &[1]),
-    ("knowledge.chunk-retired", &[1]),
-    ("session.started", &[1]),
-    ("knowledge.served", &[1]),
-    ("learning.logged", &[1]),
-    ("decision.logged", &[1]),
-    ("outcome.logged", &[1]),
-    // Context-efficient dispatch: routing decisions and the writer-ownership map.
-    ("ce.workspace-facts", &[1]),
-    ("ce.measurement-run-consumed", &[1]),
-    ("ce.route-decided", &[1]),
-    ("ce.ownership-claimed", &[1]),
-    ("ce.ownership-conflict", &[1]),
-    ("ce.ownership-released", &[1]),
-    ("ce.lineage-recorded", &[1]),
-    ("ce.lineage-invalidated", &[1]),
-    ("ce.lease-granted", &[1]),
-    ("ce.lease-renewed", &[1]),
-    ("ce.lease-expired", &[1]),
-    ("ce.capsule-sealed", &[1]),
-    ("ce.vault-delta-applied", &[1]),
-    // Rollouts of a candidate routing policy.
-    ("rollout.started", &[1]),
-    ("rollout.stage-changed", &[1]),
-    ("rollout.unit-routed", &[1]),
-    // Telemetry: efficiency events, strata's own usage per invocation, provider session totals.
-    ("telemetry.efficiency-recorded", &[1]),
-    ("telemetry.usage-reported", &[1]),
-    ("telemetry.session-reported", &[1]),
-    // Write guards: every PreToolUse decision of a worker's hook.
-    ("guard.write-allowed", &[1]),
-    ("guard.write-denied", &[1]),
-    // Workgroups: a coordinator's run of a plan, task by task.
-    ("workgroup.planned", &[1]),
-    ("workgroup.tasks-added", &[1]),
-    ("task.dispatched", &[1]),
-    ("worker.started", &[1]),
-    ("worker.output", &[1]),
-    ("worker.completed", &[1]),
-    ("worker.failed", &[1]),
-    ("task.completed", &[1]),
-    ("task.failed", &[1]),
-    ("task.held", &[1]),
-    ("task.write-violation", &[1]),
-    ("task.conflicted", &[1]),
-    ("workgroup.finished", &[1]),
-    // Synthetic load used by benchmarks and stress tests; carries an opaque payload.
-    ("bench.sample", &[1]),
+use crate::{ce, context, guard, kb, knowledge, promotion, telemetry, workgroup};
+
+/// `workspace.initialized`: written once by `strata init`.
+pub const WORKSPACE_INITIALIZED: &str = "workspace.initialized";
+/// `bench.sample`: synthetic load of benchmarks and stress tests, with an opaque payload.
+pub const BENCH_SAMPLE: &str = "bench.sample";
+/// The journal's own types and the workspace's.
+pub const JOURNAL: [&str; 3] = [strata_journal::CHECKPOINT_EVENT_TYPE, WORKSPACE_INITIALIZED, BENCH_SAMPLE];
+
+/// The schema version every catalogued type is at.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Each domain's name and the event types it emits.
+pub const DOMAINS: &[(&str, &[&str])] = &[
+    ("journal", &JOURNAL),
+    ("kb", &kb::artifact::event_types::ALL),
+    ("context", &context::state::EVENT_TYPES),
+    ("knowledge", &knowledge::events::ALL),
+    ("ce", &ce::ledger::ALL),
+    ("rollout", &promotion::rollout::ALL),
+    ("telemetry", &telemetry::events::ALL),
+    ("guard", &guard::ALL),
+    ("workgroup", &workgroup::events::ALL),
 ];
+
+/// Every catalogued event type, domain by domain.
+pub fn event_types() -> impl Iterator<Item = &'static str> {
+    DOMAINS.iter().flat_map(|(_, types)| types.iter().copied())
+}
 
 /// Whether `event_type` at `schema_version` is understood.
 pub fn is_known_event(event_type: &str, schema_version: u32) -> bool {
-    EVENT_TYPES.iter().any(|(t, versions)| *t == event_type && versions.contains(&schema_version))
+    schema_version == SCHEMA_VERSION && event_types().any(|t| t == event_type)
 }
 
 #[cfg(test)]
@@ -86,14 +51,15 @@ mod tests {
 
     #[test]
     fn catalogue_has_no_duplicates_and_valid_names() {
-        let mut names: Vec<&str> = EVENT_TYPES.iter().map(|(t, _)| *t).collect();
+        let mut names: Vec<&str> = event_types().collect();
+        assert!(names.len() > 50, "{names:?}");
         names.sort_unstable();
-        assert!(names.windows(2).all(|w| w[0] != w[1]));
-        for (t, versions) in EVENT_TYPES {
+        assert!(names.windows(2).all(|w| w[0] != w[1]), "a type listed twice: {names:?}");
+        for t in &names {
             assert!(strata_journal::record::validate_event_type(t).is_ok(), "{t}");
-            assert!(!versions.is_empty(), "{t}");
         }
         assert!(is_known_event("artifact.created", 1));
+        assert!(is_known_event("ce.lineage-reconciled", 1));
         assert!(!is_known_event("artifact.created", 2));
         assert!(!is_known_event("nope", 1));
     }

@@ -23,6 +23,8 @@ use crate::ports::{Clock, Ids};
 pub const ALLOWED: &str = "guard.write-allowed";
 /// `guard.write-denied`.
 pub const DENIED: &str = "guard.write-denied";
+/// Every write-guard event type.
+pub const ALL: [&str; 2] = [ALLOWED, DENIED];
 /// Claude Code tools that write a file.
 pub const CLAUDE_WRITE_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 /// Most target paths one call may name.

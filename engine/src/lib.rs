@@ -33,5 +33,5 @@ pub mod telemetry;
 pub mod tokens;
 pub mod workgroup;
 
-pub use catalogue::{EVENT_TYPES, is_known_event};
+pub use catalogue::is_known_event;
 pub use projections::standard_projections;

@@ -16,8 +16,11 @@
 //! `{"checkpoint":"<signed note>"}`, `{"consistency":{"from":m,"to":n,"proof":[…]}}`,
 //! `{"key":"<verifier key>"}` and `{"attestation":{"name":…,"value":…}}` lines before `end`.
 //!
-//! Import checks the whole file first (hashes, chain, sequences, stream versions, ids, event
-//! types, the end line) and appends only if every check passes, so bad input appends nothing.
+//! Import reads the file once, checks the whole of it (hashes, chain, sequences, stream versions,
+//! ids, event types, the end line, and the checkpoints it carries against the events) and only
+//! then builds the journal, from the checked bytes, in a temporary directory that is renamed
+//! into place when complete ([`import_new`]): bad input creates nothing, and a killed import
+//! leaves no journal or the whole one.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, Write};
@@ -124,6 +127,24 @@ pub enum ImportError {
     TargetNotEmpty {
         /// Events in the target.
         events: u64,
+    },
+    /// Something other than an empty directory is where the imported journal is to go.
+    #[error(
+        "[STRATA-E0306] {path} already exists and is not empty; import only into a new workspace (or move {path} away first)"
+    )]
+    TargetOccupied {
+        /// Where the journal was to go.
+        path: PathBuf,
+    },
+    /// The events do not match a signed checkpoint the export carries.
+    #[error(
+        "[STRATA-E0307] {path}: the events do not match the signed checkpoints the file carries ({detail}); the export was altered after it was signed: import an export of the original journal (nothing was imported)"
+    )]
+    CheckpointMismatch {
+        /// The file.
+        path: PathBuf,
+        /// Every disagreement found (at most a few).
+        detail: String,
     },
     /// Writing failed after the checks passed.
     #[error(transparent)]
@@ -320,9 +341,8 @@ pub fn export_bundle(
     Ok(s)
 }
 
-/// One event read back from an export, with its line number.
+/// One event read back from an export.
 struct ParsedEvent {
-    line: u64,
     data: EventData,
     stream: String,
     seq: u64,
@@ -378,7 +398,6 @@ fn parse_event(path: &std::path::Path, line_no: u64, l: Line<'_>) -> Result<Pars
         .and_then(Hash::from_hex)
         .ok_or_else(|| bad(path, line_no, "field \"hash\" must be 64 hex digits"))?;
     Ok(ParsedEvent {
-        line: line_no,
         data: EventData { id, event_type, schema_version, recorded_at_ns, causation, correlation, payload },
         stream,
         seq,
@@ -466,6 +485,9 @@ pub fn check_export(
     let mut versions: HashMap<String, u64> = HashMap::new();
     let mut ids: HashSet<u128> = HashSet::new();
     let mut frontier = Frontier::new();
+    // The checkpoints the export carries (in checkpoint events and bundle lines) are held to
+    // verify's rules: origin, size within the events, the Merkle root at that size.
+    let mut checkpoints: Option<Verifier> = None;
     let last_line = for_each_line(path, reader, |line_no, text| {
         if end.is_some() {
             return Err(bad(path, line_no, "text after the \"end\" line"));
@@ -488,6 +510,7 @@ pub fn check_export(
                 ));
             }
             crate::note::check_origin(&origin).map_err(|e| bad(path, line_no, e.to_string()))?;
+            checkpoints = Some(Verifier::new(&origin, Vec::new()));
             header = Some((kind, origin));
             return Ok(true);
         }
@@ -495,7 +518,11 @@ pub fn check_export(
             end = Some(e);
             return Ok(true);
         }
-        if l.checkpoint.is_some() || l.consistency.is_some() || l.key.is_some() || l.attestation.is_some() {
+        if let (Some(note), Some(v)) = (&l.checkpoint, checkpoints.as_mut()) {
+            v.add_checkpoint(&format!("line {line_no}"), note);
+            return Ok(true);
+        }
+        if l.consistency.is_some() || l.key.is_some() || l.attestation.is_some() {
             return Ok(true);
         }
         let ev = parse_event(path, line_no, l)?;
@@ -528,6 +555,9 @@ pub fn check_export(
         if !ids.insert(ev.data.id.as_u128()) {
             return Err(broken(format!("event id {} is used twice", ev.data.id)));
         }
+        if let Some(v) = checkpoints.as_mut() {
+            v.record(Some(computed), &ev.record().encode());
+        }
         frontier.push_event(&computed);
         prev = computed;
         next_seq += 1;
@@ -551,24 +581,56 @@ pub fn check_export(
             ),
         ));
     }
+    if let Some(v) = checkpoints {
+        let report = v.finish(None);
+        if !report.ok() {
+            let shown: Vec<String> = report.problems.iter().take(3).map(|p| p.detail.clone()).collect();
+            let more = report.problems.len().saturating_sub(shown.len());
+            let mut detail = shown.join("; ");
+            if more > 0 || report.problems_truncated {
+                detail.push_str("; and more");
+            }
+            return Err(ImportError::CheckpointMismatch { path: path.to_owned(), detail });
+        }
+    }
     Ok(ExportCheck { origin, kind, events, head: prev, root })
 }
 
-/// Imports a checked export into an empty journal by appending every event again through the
-/// normal write path; the writer assigns the same sequences, versions and chain, and each
-/// resulting hash is compared with the exported one. `open` yields the reader twice (check
-/// pass, then import pass).
-pub fn import_jsonl(
-    journal: &Journal,
+/// An export checked completely, with the bytes it was checked from: loading reads those same
+/// bytes, so a file that changes after it was read cannot slip anything past the checks.
+pub struct CheckedExport<'a> {
+    path: PathBuf,
+    bytes: &'a [u8],
+    check: ExportCheck,
+}
+
+impl CheckedExport<'_> {
+    /// What the export holds.
+    pub fn summary(&self) -> &ExportCheck {
+        &self.check
+    }
+}
+
+/// Checks an export held in memory (read once, whole, by the caller) completely.
+pub fn check_bytes<'a>(
     path: &std::path::Path,
-    open: &dyn Fn() -> Result<Box<dyn BufRead>, ImportError>,
+    bytes: &'a [u8],
     known: &dyn Fn(&str, u32) -> bool,
-) -> Result<ExportCheck, ImportError> {
+) -> Result<CheckedExport<'a>, ImportError> {
+    let check = check_export(path, &mut &bytes[..], known)?;
+    Ok(CheckedExport { path: path.to_owned(), bytes, check })
+}
+
+/// Loads a checked export into an empty journal of the same origin by appending every event again
+/// through the normal write path; the writer assigns the same sequences, versions and chain, and
+/// each resulting hash is compared with the exported one. The checkpoint notes the events carry
+/// are saved beside the journal again.
+pub fn load(journal: &Journal, checked: &CheckedExport<'_>) -> Result<(), ImportError> {
+    let (path, check) = (checked.path.as_path(), &checked.check);
     let head = journal.head();
     if head.seq != 0 {
         return Err(ImportError::TargetNotEmpty { events: head.seq });
     }
-    let check = check_export(path, &mut *open()?, known)?;
     if check.origin != journal.origin() {
         return Err(bad(
             path,
@@ -580,16 +642,16 @@ pub fn import_jsonl(
             ),
         ));
     }
-    let mut reader = open()?;
+    let mut reader = checked.bytes;
     let mut batch: Vec<StreamAppend> = Vec::new();
     let mut batch_events = 0usize;
     let mut expected: Vec<(u64, Hash)> = Vec::new();
-    let mut waiting = std::collections::VecDeque::new();
+    let mut waiting = Waiting::new();
     let mut header_seen = false;
     let flush = |batch: &mut Vec<StreamAppend>,
                  batch_events: &mut usize,
                  expected: &mut Vec<(u64, Hash)>,
-                 waiting: &mut std::collections::VecDeque<_>|
+                 waiting: &mut Waiting|
      -> Result<(), ImportError> {
         if batch.is_empty() {
             return Ok(());
@@ -599,7 +661,7 @@ pub fn import_jsonl(
         *batch_events = 0;
         Ok(())
     };
-    for_each_line(path, &mut *reader, |line_no, text| {
+    for_each_line(path, &mut reader, |line_no, text| {
         let l: Line<'_> = serde_json::from_str(text).map_err(|e| bad(path, line_no, e.to_string()))?;
         if !header_seen {
             header_seen = true;
@@ -633,10 +695,9 @@ pub fn import_jsonl(
         }
         batch_events += 1;
         // Keep a bounded number of requests in flight.
-        while waiting.len() > 64 {
+        while waiting.len() > IMPORT_REQUESTS_IN_FLIGHT_MAX {
             settle(journal, path, &mut waiting)?;
         }
-        let _ = ev.line;
         Ok(true)
     })?;
     flush(&mut batch, &mut batch_events, &mut expected, &mut waiting)?;
@@ -649,7 +710,6 @@ pub fn import_jsonl(
             JournalError::corrupt(path, Some(head.seq), "imported journal does not end at the exported head").into()
         );
     }
-    // Checkpoint notes carried by checkpoint events are saved beside the journal again.
     if let Some(dir) = journal.dir() {
         let cdir = crate::journal::checkpoints_dir(dir);
         let r = journal.scan(1, head.seq, |rec, _| {
@@ -663,7 +723,127 @@ pub fn import_jsonl(
         })?;
         r?;
     }
-    Ok(check)
+    Ok(())
+}
+
+/// Most append requests an import keeps in flight.
+const IMPORT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
+
+/// The name of the temporary directory an import into `target` builds its journal in. Nothing
+/// opens it as a journal (journals are opened by their own name), and the next import into the
+/// same target removes any left behind by an import that was killed.
+fn import_temp_prefix(target: &std::path::Path) -> String {
+    let name = target.file_name().map_or_else(|| "journal".into(), |n| n.to_string_lossy().into_owned());
+    format!("{name}.importing-")
+}
+
+/// Imports a checked export as a new journal at `target`, all at once or not at all: the journal
+/// is built in a temporary directory beside `target`, every file synced, then renamed into place
+/// (an atomic step of the file system), and the parent directory synced. Killed at any moment,
+/// an import leaves either no journal at `target` or the whole one; what a killed import left
+/// beside it is removed by the next import. `target` must not exist, or be an empty directory.
+pub fn import_new(
+    checked: &CheckedExport<'_>,
+    target: &std::path::Path,
+    options: &crate::OpenOptions,
+) -> Result<(), ImportError> {
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(|e| JournalError::io(&parent, e))?;
+    let prefix = import_temp_prefix(target);
+    // One import at a time per target: holding this lock is what makes every temporary directory
+    // found while holding it a leftover of a dead import.
+    let lock = take_import_lock(&parent, target)?;
+    remove_leftovers(&parent, &prefix)?;
+    refuse_occupied(target)?;
+    let temp = parent.join(format!("{prefix}{}", std::process::id()));
+    let built = build(checked, &temp, options).and_then(|()| {
+        sync_tree(&temp)?;
+        std::fs::rename(&temp, target).map_err(|e| match e.kind() {
+            std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::AlreadyExists => {
+                ImportError::TargetOccupied { path: target.to_owned() }
+            }
+            _ => ImportError::Journal(JournalError::io(target, e)),
+        })?;
+        sync_dir(&parent)
+    });
+    if built.is_err() {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    drop(lock);
+    built
+}
+
+fn build(checked: &CheckedExport<'_>, temp: &std::path::Path, options: &crate::OpenOptions) -> Result<(), ImportError> {
+    let journal = Journal::create(temp, &checked.check.origin, options)?;
+    let loaded = load(&journal, checked);
+    let closed = journal.close_blocking();
+    drop(journal);
+    loaded?;
+    Ok(closed?)
+}
+
+/// Takes the import lock of a target: an exclusive lock on its parent directory itself (so no
+/// lock file is created), one import at a time.
+fn take_import_lock(parent: &std::path::Path, target: &std::path::Path) -> Result<std::fs::File, ImportError> {
+    let f = std::fs::File::open(parent).map_err(|e| JournalError::io(parent, e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(JournalError::Locked { path: target.to_owned(), holder: "another import".to_owned() }.into())
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(JournalError::io(parent, e).into()),
+    }
+}
+
+fn refuse_occupied(target: &std::path::Path) -> Result<(), ImportError> {
+    match std::fs::read_dir(target) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ImportError::TargetOccupied { path: target.to_owned() });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(JournalError::io(target, e).into()),
+    }
+}
+
+fn remove_leftovers(parent: &std::path::Path, prefix: &str) -> Result<(), ImportError> {
+    let entries = std::fs::read_dir(parent).map_err(|e| JournalError::io(parent, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| JournalError::io(parent, e))?;
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else { continue };
+        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let p = entry.path();
+        std::fs::remove_dir_all(&p).map_err(|e| JournalError::io(&p, e))?;
+    }
+    Ok(())
+}
+
+/// Syncs every file and directory under `dir`, then `dir` itself.
+fn sync_tree(dir: &std::path::Path) -> Result<(), ImportError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| JournalError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| JournalError::io(dir, e))?;
+        let p = entry.path();
+        let t = entry.file_type().map_err(|e| JournalError::io(&p, e))?;
+        if t.is_dir() {
+            sync_tree(&p)?;
+        } else if t.is_file() {
+            std::fs::File::open(&p).and_then(|f| f.sync_all()).map_err(|e| JournalError::io(&p, e))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &std::path::Path) -> Result<(), ImportError> {
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| JournalError::io(dir, e).into())
 }
 
 type Waiting = std::collections::VecDeque<(tokio::sync::oneshot::Receiver<crate::AppendResult>, Vec<(u64, Hash)>)>;

@@ -10,7 +10,13 @@
 //! * the recorded head matches the last record;
 //! * every checkpoint (checkpoint events in the journal, notes saved beside it, notes the auditor
 //!   brings) has this journal's origin, a size not beyond the end, a root equal to the Merkle root
-//!   recomputed at that size, and, when trusted keys are given, a valid signature by one of them.
+//!   recomputed at that size, and, when trusted keys are given, a valid signature by one of them;
+//! * when trusted keys are given, each of them signed at least one good checkpoint: a history no
+//!   trusted key ever signed is not verified, however well it chains (a rewrite re-chained end to
+//!   end with its checkpoints stripped chains perfectly).
+//!
+//! The report also says how far the checkpoints reach ([`Coverage`]): the newest good checkpoint
+//! of each trusted key and how many events lie beyond it, unattested.
 //!
 //! Problems are collected (up to [`PROBLEMS_MAX`]) rather than stopping at the first, and the
 //! report names the first bad sequence.
@@ -37,7 +43,8 @@ pub struct Problem {
     pub seq: Option<u64>,
     /// Stable kind name (`altered`, `gap`, `order`, `chain`, `stream-version`, `duplicate-id`,
     /// `payload`, `undecodable`, `frame-key`, `head`, `truncated`, `checkpoint-root`,
-    /// `checkpoint-origin`, `checkpoint-signature`, `checkpoint-note`).
+    /// `checkpoint-origin`, `checkpoint-signature`, `checkpoint-note`, `unsigned-by-key`,
+    /// `unattested`, `damaged`).
     pub kind: &'static str,
     /// What exactly is wrong.
     pub detail: String,
@@ -54,6 +61,34 @@ pub struct CheckpointReport {
     pub root_matches: bool,
     /// Trusted keys with a valid signature on it (empty when none were given).
     pub signed_by: Vec<String>,
+}
+
+/// How far good checkpoints reach, by one trusted key or (without keys) by any checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reach {
+    /// The key as `name+keyid` (hex), or `None` for "any good checkpoint" without keys.
+    pub key: Option<String>,
+    /// Size of the newest good checkpoint (root and origin right, signed by the key when there
+    /// is one); `None` when there is none.
+    pub size: Option<u64>,
+    /// Events after that size that no such checkpoint covers. The checkpoint events that carry
+    /// its own notes are not counted: their content is the signed note.
+    pub unattested: u64,
+}
+
+/// What the checkpoints attest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Coverage {
+    /// Whether signatures were checked (trusted keys were given).
+    pub signatures_checked: bool,
+    /// With keys: one entry per trusted key. Without: one entry, any good checkpoint.
+    pub reach: Vec<Reach>,
+    /// The newest size attested by any trusted key (by any good checkpoint without keys).
+    pub size: Option<u64>,
+    /// Events after [`Coverage::size`], counted as in [`Reach::unattested`].
+    pub unattested: u64,
+    /// The first of those events, when there is one.
+    pub first_unattested: Option<u64>,
 }
 
 /// The outcome of a verification.
@@ -73,6 +108,8 @@ pub struct VerifyReport {
     pub checkpoints: Vec<CheckpointReport>,
     /// Whether signatures were checked against trusted keys.
     pub signatures_checked: bool,
+    /// How far the checkpoints reach and what lies beyond them.
+    pub coverage: Coverage,
     /// Problems, in the order found (at most [`PROBLEMS_MAX`]).
     pub problems: Vec<Problem>,
     /// More problems existed than were listed.
@@ -85,6 +122,51 @@ impl VerifyReport {
     /// True when nothing is wrong.
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// A report on a journal that could not be read at all (`detail` says why).
+    pub fn damaged(origin: &str, detail: String) -> VerifyReport {
+        VerifyReport {
+            origin: origin.to_owned(),
+            events: 0,
+            head_hash: Hash::ZERO,
+            root: crate::merkle::root(&[]),
+            streams: 0,
+            checkpoints: Vec::new(),
+            signatures_checked: false,
+            coverage: Coverage {
+                signatures_checked: false,
+                reach: Vec::new(),
+                size: None,
+                unattested: 0,
+                first_unattested: None,
+            },
+            problems: vec![Problem { seq: None, kind: "damaged", detail }],
+            problems_truncated: false,
+            first_bad_seq: None,
+        }
+    }
+
+    /// Makes an unattested tail a problem: every event must lie within a good checkpoint (signed
+    /// by a trusted key when keys were given), apart from the checkpoint events after it.
+    pub fn require_attested(&mut self) {
+        let c = &self.coverage;
+        if c.unattested == 0 {
+            return;
+        }
+        let from = c.first_unattested.unwrap_or(c.size.unwrap_or(0) + 1);
+        let by = if c.signatures_checked { "a checkpoint signed by a trusted key" } else { "a checkpoint" };
+        let detail = format!(
+            "{} event(s) after sequence {}, from sequence {from} on, are not covered by {by}; sign a checkpoint over them (`strata journal checkpoint --key K`), or leave out --require-attested to accept an unattested tail",
+            c.unattested,
+            c.size.unwrap_or(0),
+        );
+        if self.problems.len() < PROBLEMS_MAX {
+            self.problems.push(Problem { seq: Some(from), kind: "unattested", detail });
+        } else {
+            self.problems_truncated = true;
+        }
+        self.first_bad_seq = self.problems.iter().filter_map(|p| p.seq).min();
     }
 }
 
@@ -104,6 +186,8 @@ pub struct Verifier {
     versions: HashMap<String, u64>,
     ids: HashSet<u128>,
     checkpoints: Vec<PendingCheckpoint>,
+    /// Sequences of the checkpoint events and the notes they carry.
+    checkpoint_events: Vec<(u64, String)>,
     problems: Vec<Problem>,
     truncated: bool,
 }
@@ -121,6 +205,7 @@ impl Verifier {
             versions: HashMap::new(),
             ids: HashSet::new(),
             checkpoints: Vec::new(),
+            checkpoint_events: Vec::new(),
             problems: Vec::new(),
             truncated: false,
         }
@@ -226,7 +311,10 @@ impl Verifier {
         }
         if rec.event_type == CHECKPOINT_EVENT_TYPE {
             match checkpoint_note(&rec) {
-                Some(note) => self.add_checkpoint(&format!("event {}", rec.seq), &note),
+                Some(note) => {
+                    self.add_checkpoint(&format!("event {}", rec.seq), &note);
+                    self.checkpoint_events.push((rec.seq, note));
+                }
                 None => self.problem(
                     Some(rec.seq),
                     "checkpoint-note",
@@ -251,6 +339,53 @@ impl Verifier {
         self.leaves.len() as u64
     }
 
+    /// How far the good checkpoints reach, per trusted key (or for any checkpoint without keys).
+    fn coverage(&self, events: u64, good: &[(u64, String, Vec<String>)]) -> Coverage {
+        // A checkpoint event whose note is good and signed as `counts` accepts carries signed
+        // content: it is not an unattested event.
+        let carried = |seq: u64, counts: &dyn Fn(&[String]) -> bool| {
+            self.checkpoint_events
+                .iter()
+                .any(|(s, note)| *s == seq && good.iter().any(|(_, whole, by)| counts(by) && whole == note))
+        };
+        let tail = |size: Option<u64>, counts: &dyn Fn(&[String]) -> bool| {
+            let from = size.unwrap_or(0) + 1;
+            let carried_after =
+                self.checkpoint_events.iter().filter(|(s, _)| *s >= from && carried(*s, counts)).count() as u64;
+            let unattested = events.saturating_sub(from - 1).saturating_sub(carried_after);
+            (unattested, (from..=events).find(|s| !carried(*s, counts)))
+        };
+        let reach_of = |key: Option<String>, counts: &dyn Fn(&[String]) -> bool| {
+            let size = good.iter().filter(|(_, _, by)| counts(by)).map(|(s, _, _)| *s).max();
+            let (unattested, first) = tail(size, counts);
+            (Reach { key, size, unattested }, first)
+        };
+        let (all, first_unattested) = if self.keys.is_empty() {
+            reach_of(None, &|_| true)
+        } else {
+            reach_of(None, &|by: &[String]| !by.is_empty())
+        };
+        let reach: Vec<Reach> = if self.keys.is_empty() {
+            vec![all.clone()]
+        } else {
+            self.keys
+                .iter()
+                .map(|k| {
+                    let name = k.name().to_owned();
+                    let key = format!("{}+{:08x}", k.name(), k.id());
+                    reach_of(Some(key), &move |by: &[String]| by.contains(&name)).0
+                })
+                .collect()
+        };
+        Coverage {
+            signatures_checked: !self.keys.is_empty(),
+            reach,
+            size: all.size,
+            unattested: all.unattested,
+            first_unattested,
+        }
+    }
+
     /// Finishes: checks the recorded head (if any) and every checkpoint.
     pub fn finish(mut self, recorded_head: Option<(u64, Hash)>) -> VerifyReport {
         let events = self.leaves.len() as u64;
@@ -268,12 +403,12 @@ impl Verifier {
         let mut parsed = Vec::new();
         for cp in std::mem::take(&mut self.checkpoints) {
             match SignedNote::parse(&cp.note).and_then(|n| Checkpoint::parse_body(&n.text).map(|c| (n, c))) {
-                Ok((note, body)) => parsed.push((cp.source, note, body)),
+                Ok((note, body)) => parsed.push((cp.source, note, body, cp.note)),
                 Err(e) => self.problem(None, "checkpoint-note", format!("checkpoint from {}: {e}", cp.source)),
             }
         }
         let mut sizes: BTreeMap<u64, Hash> =
-            parsed.iter().filter(|(_, _, c)| c.size <= events).map(|(_, _, c)| (c.size, Hash::ZERO)).collect();
+            parsed.iter().filter(|(_, _, c, _)| c.size <= events).map(|(_, _, c, _)| (c.size, Hash::ZERO)).collect();
         let mut f = Frontier::new();
         if let Some(r) = sizes.get_mut(&0) {
             *r = f.root();
@@ -285,10 +420,12 @@ impl Verifier {
             }
         }
         let root = f.root();
-        parsed.sort_by_key(|(_, _, c)| c.size);
+        parsed.sort_by_key(|(_, _, c, _)| c.size);
         let mut reports = Vec::new();
         let mut last_good_size = 0u64;
-        for (source, note, cp) in parsed {
+        // Good checkpoints: (size, the whole note, trusted signers).
+        let mut good_notes: Vec<(u64, String, Vec<String>)> = Vec::new();
+        for (source, note, cp, raw) in parsed {
             if cp.origin != self.origin {
                 self.problem(
                     None,
@@ -342,7 +479,23 @@ impl Verifier {
                     false
                 }
             };
-            reports.push(CheckpointReport { source, size: cp.size, root_matches, signed_by });
+            let good = root_matches && cp.origin == self.origin;
+            reports.push(CheckpointReport { source, size: cp.size, root_matches, signed_by: signed_by.clone() });
+            if good {
+                good_notes.push((cp.size, raw, signed_by));
+            }
+        }
+        let coverage = self.coverage(events, &good_notes);
+        for r in &coverage.reach {
+            if let (Some(key), None) = (&r.key, r.size) {
+                self.problem(
+                    None,
+                    "unsigned-by-key",
+                    format!(
+                        "no checkpoint here is signed by trusted key {key}: nothing in this history is attested by it (a history rewritten and re-chained with its checkpoints removed looks like this); check the key, or sign a checkpoint with it (`strata journal checkpoint --key`)"
+                    ),
+                );
+            }
         }
         let first_bad_seq = self.problems.iter().filter_map(|p| p.seq).min();
         VerifyReport {
@@ -353,6 +506,7 @@ impl Verifier {
             streams: self.versions.len(),
             checkpoints: reports,
             signatures_checked: !self.keys.is_empty(),
+            coverage,
             problems: self.problems,
             problems_truncated: self.truncated,
             first_bad_seq,
@@ -414,7 +568,13 @@ pub fn verify_store(
         v.add_checkpoint(source, note);
     }
     let head = match store.meta(META_HEAD)? {
-        Some(h) => Some(decode_head(&h).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?),
+        Some(h) => match decode_head(&h) {
+            Some(head) => Some(head),
+            None => {
+                v.problem(None, "head", format!("the head record in {} is malformed", loc.display()));
+                None
+            }
+        },
         None => None,
     };
     Ok(v.finish(head))
@@ -453,13 +613,27 @@ pub fn read_notes(dir: &Path) -> Result<Vec<(String, String)>, JournalError> {
 }
 
 /// Verifies the journal in `dir` without building its index (so it also works on a journal too
-/// damaged to open).
+/// damaged to open). Stored data too damaged for even that is a finding of the report (kind
+/// `damaged`), not an error: the report is what the damage error tells the user to look at.
 pub fn verify_dir(
     dir: &Path,
     options: &crate::OpenOptions,
     keys: Vec<VerifierKey>,
     extra: &[(String, String)],
 ) -> Result<VerifyReport, JournalError> {
-    let (store, _lock) = crate::journal::open_store_locked(dir, options)?;
+    let (store, _lock) = match crate::journal::open_store_locked(dir, options) {
+        Ok(opened) => opened,
+        Err(JournalError::Corrupt { path, seq, detail }) => {
+            let at = seq.map(|s| format!(" at sequence {s}")).unwrap_or_default();
+            return Ok(VerifyReport::damaged(
+                "",
+                format!(
+                    "the journal at {} cannot be read{at}: {detail}; nothing in it can be verified: restore it from an export (`strata journal import` into a new workspace)",
+                    path.display()
+                ),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
     verify_store(&store, Some(&checkpoints_dir(dir)), keys, extra)
 }

@@ -195,6 +195,11 @@ struct Run {
 /// Runs scenario `name` (one of [`NAMES`]): `cfg.steps` is the pairs each evaluation window
 /// aims at (shadow pairs every unit; a canary stage routes `steps` ÷ its share units).
 pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
+    run_keeping_journal(name, cfg).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the run's journal (closed, still readable), for tests that export it.
+pub fn run_keeping_journal(name: &str, cfg: Config) -> Result<(Report, Journal), Failure> {
     let name: &'static str = NAMES.into_iter().find(|n| *n == name).unwrap_or(NAMES[0]);
     let fail0 = |invariant: &str, detail: String| Failure::new(name, &cfg, 0, invariant, detail);
     let (_disk, journal): (CrashStore, Journal) =
@@ -293,7 +298,7 @@ pub fn run(name: &str, cfg: Config) -> Result<Report, Failure> {
     }
     r.report.checks += 1;
     (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
-    Ok(r.report)
+    Ok((r.report, r.journal))
 }
 
 /// A uniform draw in (0, 1).

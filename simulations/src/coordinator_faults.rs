@@ -179,6 +179,11 @@ struct Run {
 
 /// Runs the scenario; the first broken invariant is a [`Failure`].
 pub fn run(cfg: Config) -> Result<Report, Failure> {
+    run_keeping_journal(cfg).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the run's journal (closed, still readable), for tests that export it.
+pub fn run_keeping_journal(cfg: Config) -> Result<(Report, Journal), Failure> {
     let fail0 = |invariant: &str, detail: String| Failure::new(NAME, &cfg, 0, invariant, detail);
     let (disk, journal) = CrashStore::open(cfg.defects).map_err(|e| fail0("open", e.to_string()))?;
     let mut r = Run {
@@ -227,7 +232,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
         r.report.finished = g.finished;
     }
     (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
-    Ok(r.report)
+    Ok((r.report, r.journal))
 }
 
 impl Run {

@@ -84,6 +84,11 @@ struct Run {
 
 /// Runs the scenario; the first broken invariant is a [`Failure`].
 pub fn run(cfg: Config) -> Result<Report, Failure> {
+    run_keeping_journal(cfg).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the run's journal (closed, still readable), for tests that export it.
+pub fn run_keeping_journal(cfg: Config) -> Result<(Report, Journal), Failure> {
     let (disk, journal) = CrashStore::open(cfg.defects).map_err(|e| fail(&cfg, 0, "open", e.to_string()))?;
     let mut r = Run {
         cfg,
@@ -124,7 +129,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
     r.report.steps = cfg.steps;
     r.report.torn = r.disk.torn_discarded();
     (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
-    Ok(r.report)
+    Ok((r.report, r.journal))
 }
 
 fn fail(cfg: &Config, step: u64, invariant: &str, detail: String) -> Failure {

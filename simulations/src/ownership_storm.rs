@@ -93,6 +93,11 @@ fn fail(cfg: &Config, step: u64, invariant: &str, detail: String) -> Failure {
 
 /// Runs the scenario; the first broken invariant is a [`Failure`].
 pub fn run(cfg: Config) -> Result<Report, Failure> {
+    run_keeping_journal(cfg).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the run's journal (closed, still readable), for tests that export it.
+pub fn run_keeping_journal(cfg: Config) -> Result<(Report, Journal), Failure> {
     let (disk, journal) = CrashStore::open(cfg.defects).map_err(|e| fail(&cfg, 0, "open", e.to_string()))?;
     let mut r = Run {
         cfg,
@@ -129,7 +134,7 @@ pub fn run(cfg: Config) -> Result<Report, Failure> {
     r.restart()?;
     r.report.steps = cfg.steps;
     (r.report.head_seq, r.report.head_hash) = crate::invariants::finish(&r.journal);
-    Ok(r.report)
+    Ok((r.report, r.journal))
 }
 
 impl Run {

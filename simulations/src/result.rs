@@ -54,6 +54,17 @@ fn document(scenario: &str, cfg: &Config, head: (u64, &str), faults: Value, inva
     })
 }
 
+/// Runs `scenario` (one of [`SCENARIOS`]) and returns its journal (closed, still readable), so a
+/// test can export it and import it again.
+pub fn journal(scenario: &str, cfg: Config) -> Result<strata_journal::Journal, Failure> {
+    Ok(match scenario {
+        journal_crash::NAME => journal_crash::run_keeping_journal(cfg)?.1,
+        ownership_storm::NAME => ownership_storm::run_keeping_journal(cfg)?.1,
+        coordinator_faults::NAME => coordinator_faults::run_keeping_journal(cfg)?.1,
+        name => canary::run_keeping_journal(name, cfg)?.1,
+    })
+}
+
 /// Runs `scenario` (one of [`SCENARIOS`]); a broken invariant is the [`Failure`].
 pub fn run(scenario: &str, cfg: Config) -> Result<Outcome, Failure> {
     match scenario {

@@ -146,3 +146,37 @@ pub fn init_repo(dir: &Path, files: &[(&str, &str)]) {
     git(dir, &["add", "-A"]);
     git(dir, &["-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q", "-m", "first"]);
 }
+
+/// Imports `export` (a `journal export --jsonl` file's bytes) into a new workspace with the real
+/// binary, exports that again and requires the two exports to be byte-identical and the copy to
+/// verify. Returns the number of events.
+pub fn assert_export_round_trips(bin: &str, export: &[u8], what: &str) -> u64 {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let first = tmp.path().join("first.jsonl");
+    std::fs::write(&first, export).expect("write export");
+    let copy = tmp.path().join("copy");
+    let out = strata(bin, &copy, &["journal", "import", first.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{what}: its export does not import: {}", String::from_utf8_lossy(&out.stderr));
+    let second = tmp.path().join("second.jsonl");
+    strata_ok(bin, &copy, &["journal", "export", "--jsonl", "--out", second.to_str().expect("utf-8")]);
+    let again = std::fs::read(&second).expect("read export");
+    if again != export {
+        let (a, b) = (String::from_utf8_lossy(export), String::from_utf8_lossy(&again));
+        let at = a.lines().zip(b.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{what}: export → import → export differs (at line {at:?}):\n{}\n{}",
+            at.and_then(|i| a.lines().nth(i)).unwrap_or(""),
+            at.and_then(|i| b.lines().nth(i)).unwrap_or("")
+        );
+    }
+    strata_ok(bin, &copy, &["journal", "verify"]);
+    let events = export.iter().filter(|b| **b == b'\n').count().saturating_sub(2) as u64;
+    assert!(events > 0, "{what}: the export holds no events");
+    events
+}
+
+/// [`assert_export_round_trips`] for the journal of the workspace at `ws`.
+pub fn assert_round_trips(bin: &str, ws: &Path, what: &str) -> u64 {
+    let export = strata_ok(bin, ws, &["journal", "export", "--jsonl"]);
+    assert_export_round_trips(bin, export.as_bytes(), what)
+}

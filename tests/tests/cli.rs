@@ -337,6 +337,120 @@ fn demo_runs_and_every_check_passes() {
     std::fs::create_dir_all(&other).unwrap();
     let refused = strata(BIN, tmp.path(), &["demo", "--at", other.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("STRATA-E0602"));
+    // Its journal round-trips through export and import byte for byte.
+    assert!(strata_tests::assert_round_trips(BIN, &at, "strata demo") > 288);
+}
+
+fn head(ws: &Path) -> serde_json::Value {
+    let log: serde_json::Value =
+        serde_json::from_str(&strata_ok(BIN, ws, &["--json", "journal", "log", "--limit", "1"])).unwrap();
+    log[0]["hash"].clone()
+}
+
+/// Verification attests or fails: with `--pubkey`, a journal or bundle no trusted key signed
+/// fails (exit 3), whatever its chain; every report says how far the checkpoints reach and how
+/// many events lie beyond them; `--require-attested` makes that tail a failure.
+#[test]
+fn verify_says_how_far_signed_checkpoints_reach_and_fails_what_no_trusted_key_signed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    strata_ok(BIN, &ws, &["init", "--durability", "process"]);
+    let key = tmp.path().join("k");
+    strata_ok(BIN, &ws, &["keygen", "--name", "ops", "--out", key.to_str().unwrap()]);
+    let pubkey = format!("{}.pub", key.display());
+    let bundle = tmp.path().join("f.jsonl");
+    let verify = |args: &[&str]| {
+        let out = strata(BIN, &ws, &[&["--json", "journal", "verify"][..], args].concat());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {} {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
+        (out.status.code(), v)
+    };
+    // No checkpoint at all: the reproduction, live and as a bundle.
+    strata_ok(BIN, &ws, &["journal", "export", "--bundle", bundle.to_str().unwrap()]);
+    let before = head(&ws);
+    for args in [vec!["--pubkey", &pubkey], vec!["--bundle", bundle.to_str().unwrap(), "--pubkey", &pubkey]] {
+        let (code, v) = verify(&args);
+        assert_eq!(code, Some(3), "{args:?}: {v}");
+        assert_eq!(v["ok"], false);
+        assert!(v["problems"].as_array().unwrap().iter().any(|p| p["kind"] == "unsigned-by-key"), "{v}");
+        assert_eq!(v["coverage"]["keys"][0]["attested_to"], serde_json::Value::Null, "{v}");
+        assert_eq!(v["coverage"]["keys"][0]["unattested"], 1, "{v}");
+        let human = strata(BIN, &ws, &[&["journal", "verify"][..], &args].concat());
+        let text = String::from_utf8_lossy(&human.stdout);
+        assert!(text.contains("NO CHECKPOINT signed by this key: all 1 event(s) unattested"), "{text}");
+        assert!(text.contains("[unsigned-by-key]") && text.contains("FAILED"), "{text}");
+    }
+    // Without keys nothing is claimed, and the report says so.
+    let (code, v) = verify(&[]);
+    assert_eq!(
+        (code, &v["coverage"]["unattested"], &v["coverage"]["signatures_checked"]),
+        (Some(0), &1.into(), &false.into())
+    );
+    assert_eq!(head(&ws), before, "verify appends nothing");
+
+    // Signed: the checkpoint covers event 1; its own event (2) carries the note and is not a tail.
+    strata_ok(BIN, &ws, &["journal", "checkpoint", "--key", key.to_str().unwrap()]);
+    let (code, v) = verify(&["--pubkey", &pubkey, "--require-attested"]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["coverage"]["keys"][0]["key"].as_str().map(|k| k.starts_with("ops+")), Some(true), "{v}");
+    assert_eq!((&v["coverage"]["attested_to"], &v["coverage"]["unattested"]), (&1.into(), &0.into()), "{v}");
+    // Three events after it: reported; a failure only under --require-attested, naming the first.
+    let j = Journal::open(&journal_dir(&ws), &options(Durability::Process)).unwrap();
+    let more =
+        (0..3).map(|i| event(Uuid::from_u128(70 + i), "bench.sample", &serde_json::json!({"i": i as u64}))).collect();
+    j.append_blocking("bench/tail", ExpectedVersion::EMPTY, more).unwrap().unwrap();
+    j.close_blocking().unwrap();
+    drop(j);
+    strata_ok(BIN, &ws, &["journal", "export", "--bundle", bundle.to_str().unwrap()]);
+    for extra in [vec![], vec!["--bundle", bundle.to_str().unwrap()]] {
+        let (code, v) = verify(&[&["--pubkey", pubkey.as_str()][..], &extra].concat());
+        assert_eq!(code, Some(0), "{v}");
+        assert_eq!((&v["coverage"]["attested_to"], &v["coverage"]["unattested"]), (&1.into(), &3.into()), "{v}");
+        let (code, v) = verify(&[&["--pubkey", pubkey.as_str(), "--require-attested"][..], &extra].concat());
+        assert_eq!(code, Some(3), "{v}");
+        assert_eq!(v["first_bad_seq"], 3, "{v}");
+        assert!(v["problems"].as_array().unwrap().iter().any(|p| p["kind"] == "unattested"), "{v}");
+        let text = String::from_utf8_lossy(
+            &strata(BIN, &ws, &[&["journal", "verify", "--pubkey", pubkey.as_str()][..], &extra].concat()).stdout,
+        )
+        .into_owned();
+        assert!(text.contains("events 1..=1; 3 event(s) after it unattested"), "{text}");
+    }
+    // A second trusted key that never signed anything fails, the first still reported.
+    let other = tmp.path().join("other");
+    strata_ok(BIN, &ws, &["keygen", "--name", "other", "--out", other.to_str().unwrap()]);
+    let other_pub = format!("{}.pub", other.display());
+    let (code, v) = verify(&["--pubkey", &pubkey, "--pubkey", &other_pub]);
+    assert_eq!(code, Some(3), "{v}");
+    let keys = v["coverage"]["keys"].as_array().unwrap();
+    assert_eq!((&keys[0]["attested_to"], &keys[1]["attested_to"]), (&1.into(), &serde_json::Value::Null), "{v}");
+    // --require-attested needs a key to attest with: a usage error.
+    assert_eq!(strata(BIN, &ws, &["journal", "verify", "--require-attested"]).status.code(), Some(2));
+}
+
+/// E0202 says to run `journal verify` for a full report: on a journal too damaged to open,
+/// verify reports the damage as its finding (exit 3), instead of failing with E0202 again.
+#[test]
+fn verify_reports_a_journal_too_damaged_to_open_as_a_finding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    strata_ok(BIN, ws, &["init", "--durability", "process"]);
+    let db = journal_dir(ws).join("sled").join("db");
+    let len = std::fs::metadata(&db).unwrap().len() as usize;
+    std::fs::write(&db, vec![0u8; len]).unwrap();
+    let log = strata(BIN, ws, &["journal", "log"]);
+    let stderr = String::from_utf8_lossy(&log.stderr);
+    assert_eq!(log.status.code(), Some(1));
+    assert!(stderr.contains("STRATA-E0202") && stderr.contains("strata journal verify"), "{stderr}");
+    let out = strata(BIN, ws, &["journal", "verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("PROBLEM [damaged]") && text.contains("restore it from an export"), "{text}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("STRATA-E0202"));
+    let json = strata(BIN, ws, &["--json", "journal", "verify"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!((json.status.code(), &v["ok"], &v["problems"][0]["kind"]), (Some(3), &false.into(), &"damaged".into()));
 }
 
 /// Twelve direct CLI writers (no daemon), ten calls each, at once: every call waits its turn for

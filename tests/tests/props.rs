@@ -6,10 +6,8 @@
 //! and the snapshot rules: a snapshot of another version, or a damaged one, is discarded and
 //! rebuilt, never trusted.
 
-use std::io::{BufRead, Cursor};
-
 use proptest::prelude::*;
-use strata_journal::export::{export_jsonl, import_jsonl};
+use strata_journal::export::{check_bytes, export_jsonl, load};
 use strata_journal::projection::{Projection, Projections};
 use strata_journal::snapshot::Discarded;
 use strata_journal::{EventData, ExpectedVersion, Hash, Journal, Record, StreamAppend};
@@ -112,10 +110,10 @@ proptest! {
         let mut buf = Vec::new();
         let summary = export_jsonl(&j, &mut buf).unwrap();
         let copy = Journal::in_memory("strata.test/prop").unwrap();
-        let open = || -> Result<Box<dyn BufRead>, strata_journal::export::ImportError> { Ok(Box::new(Cursor::new(buf.clone()))) };
         let known = |_: &str, _: u32| true;
-        let check = import_jsonl(&copy, std::path::Path::new("<memory>"), &open, &known).unwrap();
-        prop_assert_eq!(check.events, summary.events);
+        let checked = check_bytes(std::path::Path::new("<memory>"), &buf, &known).unwrap();
+        load(&copy, &checked).unwrap();
+        prop_assert_eq!(checked.summary().events, summary.events);
         prop_assert_eq!(copy.head(), j.head());
         prop_assert_eq!(copy.event_hashes().unwrap(), j.event_hashes().unwrap());
         let mut again = Vec::new();

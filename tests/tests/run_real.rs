@@ -1,7 +1,8 @@
 //! A whole `strata run` with real workers: two Claude Code workers and one Codex worker, the
 //! real CLIs from npm pointed at the fake model server on 127.0.0.1. Their write-guard hooks and
 //! their `strata mcp` reach the journal the run holds through the socket it serves; every file
-//! they wrote is answered for by `strata audit file`.
+//! they wrote is answered for by `strata audit file`. Each run's journal round-trips through
+//! export and import.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -98,6 +99,7 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
         assert!(audit["writes"].as_array().expect("writes").iter().any(|w| w["source"] == "guard"), "{file}: {audit}");
     }
     strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
+    strata_tests::assert_round_trips(strata_bin!(), &ws, "a run with real workers");
 }
 
 const STALL_PLAN: &str = r#"
@@ -172,6 +174,7 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     let t = load().get("orphan").and_then(|g| g.tasks.get("slow")).expect("task").clone();
     assert_eq!((t.status, t.attempts), (Status::Completed, 2));
+    strata_tests::assert_round_trips(strata_bin!(), &ws, "a resumed run with a real worker");
 }
 
 const PLAN_WITHOUT_PROVIDER: &str = r#"

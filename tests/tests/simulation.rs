@@ -1,6 +1,7 @@
 //! The simulator's front ends and report: every scenario's result document validates against
-//! `schemas/simulation-result.schema.json`; `strata simulate` repeats a seed exactly and names
-//! the scenarios it has; the HTML report carries every chart, and headless Chromium (the
+//! `schemas/simulation-result.schema.json`; every scenario's journal round-trips through
+//! `journal export` and `journal import` byte for byte; `strata simulate` repeats a seed exactly
+//! and names the scenarios it has; the HTML report carries every chart, and headless Chromium (the
 //! Debian package, installed by `.ci/run`) renders it with them.
 
 use std::path::{Path, PathBuf};
@@ -47,6 +48,19 @@ fn every_scenario_s_result_matches_its_schema_and_its_report_carries_the_charts(
     }
     // A wrong document does not validate.
     assert!(!v.is_valid(&serde_json::json!({"schema": "strata.simulation-result/v1"})));
+}
+
+#[test]
+fn every_scenario_s_journal_round_trips_through_export_and_import() {
+    for scenario in result::SCENARIOS {
+        let steps = if scenario.starts_with("canary") { 100 } else { 200 };
+        let journal = result::journal(scenario, Config { seed: 3, steps, defects: Defects::default() })
+            .unwrap_or_else(|f| panic!("{f}"));
+        let mut export = Vec::new();
+        strata_journal::export::export_jsonl(&journal, &mut export).expect("export");
+        let events = strata_tests::assert_export_round_trips(strata_bin!(), &export, scenario);
+        assert_eq!(events, journal.head().seq, "{scenario}");
+    }
 }
 
 #[test]

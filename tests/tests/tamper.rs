@@ -190,22 +190,29 @@ fn a_truncated_tail_behind_a_signed_checkpoint_is_found() {
     // 30-event journal. A checkpoint kept elsewhere still does.
     std::fs::remove_dir_all(journal_dir(&f.ws).join("checkpoints")).unwrap();
     let (code, out) = verify(&f, &[]);
-    assert_eq!(code, 0, "without any checkpoint a consistent prefix verifies:\n{out}");
+    assert_eq!(code, 3, "under --pubkey a history no trusted key signed does not verify:\n{out}");
+    assert!(out.contains("[unsigned-by-key]") && out.contains("all 30 event(s) unattested"), "{out}");
+    let plain = strata(BIN, &f.ws, &["journal", "verify"]);
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert_eq!(plain.status.code(), Some(0), "without keys a consistent prefix verifies, unattested:\n{text}");
+    assert!(text.contains("no checkpoint: all 30 event(s) unattested"), "{text}");
     assert_detected(&f, 31, "truncated", &["--checkpoint", f.external_note.to_str().unwrap()]);
 }
 
-#[test]
-fn a_rewritten_and_rechained_history_is_caught_by_the_signed_root() {
-    let f = fixture();
+/// Changes event 10's payload, drops the checkpoint events if `strip`, and renumbers and
+/// re-chains everything after, so sequences, the chain and the stored hashes are consistent
+/// again, as a careful attacker would leave them. Returns the new head.
+fn rewrite(f: &Fixture, strip: bool) -> u64 {
     let (db, tree, e) = load(&f.ws);
-    // Change event 10's payload, then recompute every later prev and hash so the chain and the
-    // stored hashes are all consistent again.
     let mut out: Entries = Vec::new();
     let mut prev = Hash::ZERO;
     for (_, raw) in &e {
         let rec = record::decode(raw).unwrap();
+        if strip && rec.event_type == strata_journal::CHECKPOINT_EVENT_TYPE {
+            continue;
+        }
         let payload = if rec.seq == 10 { br#"{"k":0,"text":"forged"}"#.to_vec() } else { rec.payload.to_vec() };
-        let fixed = record::Record { prev, payload: &payload, ..rec };
+        let fixed = record::Record { seq: out.len() as u64 + 1, prev, payload: &payload, ..rec };
         let bytes = fixed.encode();
         let h = event_hash(&bytes);
         out.push((h, bytes));
@@ -214,6 +221,13 @@ fn a_rewritten_and_rechained_history_is_caught_by_the_signed_root() {
     store(&db, &tree, &out);
     set_head(&db, &tree, out.len() as u64, &prev);
     drop((tree, db));
+    out.len() as u64
+}
+
+#[test]
+fn a_rewritten_and_rechained_history_is_caught_by_the_signed_root() {
+    let f = fixture();
+    rewrite(&f, false);
     assert_detected(&f, 1, "checkpoint-root", &[]);
     let (_, text) = verify(&f, &[]);
     assert!(text.contains("1..=40"), "the root mismatch names the range it covers:\n{text}");
@@ -228,4 +242,46 @@ fn a_checkpoint_signed_by_an_untrusted_key_fails_verification() {
     let out = strata(BIN, &f.ws, &["journal", "verify", "--pubkey", &other_pub]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("[checkpoint-signature]"));
+}
+
+/// The same rewrite with its checkpoints stripped (events and saved notes) chains perfectly; it
+/// still never verifies under `--pubkey`, live or as a bundle, because no trusted key signed it.
+#[test]
+fn a_rechained_rewrite_with_its_checkpoints_stripped_never_verifies_under_pubkey() {
+    let f = fixture();
+    let head = rewrite(&f, true);
+    assert_eq!(head, 60);
+    std::fs::remove_dir_all(journal_dir(&f.ws).join("checkpoints")).unwrap();
+    let (code, out) = verify(&f, &[]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("[unsigned-by-key]") && out.contains("all 60 event(s) unattested"), "{out}");
+    let bundle = f.ws.join("rewritten.jsonl");
+    strata_ok(BIN, &f.ws, &["journal", "export", "--bundle", bundle.to_str().unwrap()]);
+    let (code, out) = verify(&f, &["--bundle", bundle.to_str().unwrap()]);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("[unsigned-by-key]"), "{out}");
+}
+
+/// An export whose events contradict the signed checkpoints it carries is refused by import
+/// (before, import took it and only a later verify found it): nothing is created.
+#[test]
+fn an_export_that_contradicts_its_signed_checkpoints_is_not_imported() {
+    let f = fixture();
+    rewrite(&f, false);
+    for kind in ["--jsonl", "--bundle"] {
+        let file = f.ws.join(format!("export{kind}.jsonl"));
+        let args = if kind == "--jsonl" {
+            vec!["journal", "export", "--jsonl", "--out", file.to_str().unwrap()]
+        } else {
+            vec!["journal", "export", "--bundle", file.to_str().unwrap()]
+        };
+        strata_ok(BIN, &f.ws, &args);
+        let target = f.ws.join(format!("target{kind}"));
+        let out = strata(BIN, &target, &["journal", "import", file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{kind}: {stderr}");
+        assert!(stderr.contains("STRATA-E0307") && stderr.contains(file.to_str().unwrap()), "{kind}: {stderr}");
+        assert!(stderr.contains("signed a different Merkle root"), "{kind}: {stderr}");
+        assert!(!target.join(".strata").exists(), "{kind}: a refused import created {}", target.display());
+    }
 }

@@ -4,7 +4,8 @@
 //!   ports and are recorded in events; the same journal must replay to the same state);
 //! * dependencies point one way: journal ← engine ← {adapters, simulations} ← {tests, benches};
 //! * every Rust file starts with a `//!` comment saying why it exists;
-//! * no test is ignored without a reason.
+//! * no test is ignored without a reason;
+//! * every event type the code can emit is in the engine's catalogue (so every journal imports).
 
 use std::path::{Path, PathBuf};
 
@@ -152,4 +153,96 @@ fn no_test_is_ignored_without_a_reason() {
         "bare ignore attributes (give a reason: `ignore = \"needs …; CI runs them\"`):\n{}",
         bad.join("\n")
     );
+}
+
+/// Event-type strings the non-test code of `text` can emit: a `const NAME: &str = "ns.name"`
+/// (each domain declares its types so), or a literal where an event is built (`event_type: "…"`,
+/// `new_event("…"`). Comments and `#[cfg(test)]` modules (which end a file) are skipped, and file names
+/// (`config.toml`) are not event types.
+fn emitted_event_types(text: &str) -> Vec<(usize, String)> {
+    let shapes = [
+        r#"const\s+[A-Z_0-9]+\s*:\s*&(?:'static\s+)?str\s*=\s*"([^"]*)""#,
+        r#"event_type\s*:\s*"([^"]*)""#,
+        r#"new_event\(\s*"([^"]*)""#,
+    ];
+    let shapes: Vec<regex::Regex> = shapes.iter().map(|s| regex::Regex::new(s).expect("regex")).collect();
+    let event_shaped = regex::Regex::new(r"^[a-z][a-z0-9]*\.[a-z][a-z0-9-]*$").expect("regex");
+    let file_suffixes =
+        ["json", "jsonl", "toml", "sock", "md", "rs", "pub", "key", "tmp", "txt", "html", "note", "lock"];
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let next = lines.get(i + 1).map_or("", |l| l.trim_start());
+        if line.trim_start().starts_with("#[cfg(test)]") && next.starts_with("mod ") {
+            break;
+        }
+        let code = line.split(" //").next().unwrap_or("");
+        if code.trim_start().starts_with("//") {
+            continue;
+        }
+        for shape in &shapes {
+            for c in shape.captures_iter(code) {
+                let t = &c[1];
+                let suffix = t.rsplit('.').next().unwrap_or("");
+                if event_shaped.is_match(t) && !file_suffixes.contains(&suffix) {
+                    out.push((i + 1, t.to_owned()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The emitted types of `text` the catalogue lacks.
+fn uncatalogued(text: &str) -> Vec<String> {
+    emitted_event_types(text)
+        .into_iter()
+        .map(|(_, t)| t)
+        .filter(|t| !strata_engine::is_known_event(t, strata_engine::catalogue::SCHEMA_VERSION))
+        .collect()
+}
+
+#[test]
+fn the_event_type_rule_catches_an_uncatalogued_type() {
+    let text = concat!(
+        "pub const NEW: &str = \"ce.brand-new\";\n",
+        "    let e = new_event(\"workspace.renamed\", &p)?;\n",
+        "    EventData { event_type: \"bench.sample\".to_owned(), .. }\n",
+        "pub const KNOWN: &'static str = \"ce.lineage-reconciled\"; // catalogued\n",
+        "// pub const OLD: &str = \"ce.commented-out\";\n",
+        "const CONFIG: &str = \"config.toml\";\n",
+        "#[cfg(test)]\n",
+        "mod tests {\n",
+        "const T: &str = \"test.alpha\";\n",
+    );
+    assert_eq!(uncatalogued(text), ["ce.brand-new", "workspace.renamed"]);
+    assert_eq!(emitted_event_types(text).len(), 4);
+}
+
+#[test]
+fn every_event_type_the_code_can_emit_is_catalogued() {
+    let mut files = Vec::new();
+    for dir in ["journal/src", "engine/src", "adapters/src", "simulations/src", "benches/src"] {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let mut found = std::collections::BTreeSet::new();
+    let mut missing = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        for (line, t) in emitted_event_types(&text) {
+            if !strata_engine::is_known_event(&t, strata_engine::catalogue::SCHEMA_VERSION) {
+                missing.push(format!("{}:{line}: {t}", f.display()));
+            }
+            found.insert(t);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "event types the code can emit but the catalogue lacks (add each to its domain's list, which \
+         engine/src/catalogue.rs puts together):\n{}",
+        missing.join("\n")
+    );
+    // The scan sees how the code writes its types: it finds every catalogued one.
+    let unseen: Vec<&str> = strata_engine::catalogue::event_types().filter(|t| !found.contains(*t)).collect();
+    assert!(unseen.is_empty(), "catalogued types the scan did not find in the code: {unseen:?}");
 }

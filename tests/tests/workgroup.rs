@@ -2,7 +2,8 @@
 //! `strata audit file` answers for every file its workers wrote; the same seed gives the same run;
 //! the post-turn diff check catches a write outside ownership under both policies; a coordinator
 //! SIGKILLed mid-run continues with `--resume` without rerunning a completed task or leaving a
-//! file owned twice; and the plan checks report every problem at once.
+//! file owned twice; and the plan checks report every problem at once. The example's journal
+//! round-trips through export and import.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
@@ -102,9 +103,10 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     let names: Vec<&str> =
         by_session["tasks"].as_array().expect("tasks").iter().filter_map(|t| t["task"].as_str()).collect();
     assert_eq!(names, ["billing-api", "billing-tests"], "the resumed task ran in the same session");
-    // The journal verifies and replays.
+    // The journal verifies, replays, and round-trips through export and import byte for byte.
     strata_ok(strata_bin!(), &at, &["journal", "verify"]);
     strata_ok(strata_bin!(), &at, &["replay", "--check"]);
+    strata_tests::assert_round_trips(strata_bin!(), &at, "strata run --example");
     let (groups, ledger) = load(&at);
     assert!(ledger.owners().is_empty(), "every claim was released: {:?}", ledger.owners());
     let g = groups.get("cr-1-rollout").expect("workgroup");

@@ -1,6 +1,6 @@
 //! `strata journal …`: read, verify, export, import and checkpoint the journal.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use strata_engine::ports::{Clock, Ids};
 use strata_journal::export::{self, Attestation, ImportError, format_time};
 use strata_journal::note::{SignerKey, VerifierKey};
 use strata_journal::projection::Projections;
-use strata_journal::verify::{VerifyReport, verify_dir};
+use strata_journal::verify::{Coverage, VerifyReport, verify_dir};
 use strata_journal::{Envelope, Journal, OpenOptions};
 
 use super::{EXIT_PROBLEMS, read_key_arg, read_key_file};
@@ -21,8 +21,9 @@ use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
 use crate::workspace::{Workspace, holder};
 
-/// Largest export file `journal import` reads.
-pub const IMPORT_FILE_BYTES_MAX: u64 = 16 * 1024 * 1024 * 1024;
+/// Largest export or bundle file `journal import` and `journal verify --bundle` read (each is
+/// read once, whole, and checked from memory).
+pub const EXPORT_FILE_BYTES_MAX: u64 = 2 * 1024 * 1024 * 1024;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum JournalCommand {
@@ -39,12 +40,17 @@ pub(crate) enum JournalCommand {
         stream: Option<String>,
     },
     /// Recompute every hash, the chain, the Merkle root and every checkpoint; exit 3 on any
-    /// problem, naming the first bad sequence.
+    /// problem, naming the first bad sequence. Says how far the checkpoints reach and how many
+    /// events lie beyond them, unattested.
     Verify {
         /// Trusted public key (file or `<name>+<id>+<key>` text); checkpoints must carry a valid
-        /// signature by one of them. Repeatable.
+        /// signature by one of them, and each key must have signed at least one. Repeatable.
         #[arg(long)]
         pubkey: Vec<String>,
+        /// Every event must lie within a checkpoint signed by a trusted key: an unattested tail
+        /// is a problem (exit 3).
+        #[arg(long, requires = "pubkey")]
+        require_attested: bool,
         /// A signed checkpoint kept elsewhere, to check this journal against. Repeatable.
         #[arg(value_parser = crate::cli::path_arg, long)]
         checkpoint: Vec<PathBuf>,
@@ -85,13 +91,13 @@ pub(crate) enum JournalCommand {
 pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
         JournalCommand::Log { from, limit, stream } => log(ws, from, limit, stream.as_deref(), json),
-        JournalCommand::Verify { pubkey, checkpoint, bundle } => {
+        JournalCommand::Verify { pubkey, require_attested, checkpoint, bundle } => {
             let keys = parse_pubkeys(&pubkey)?;
             let extra = read_checkpoint_files(&checkpoint)?;
             match bundle {
-                Some(b) => verify_bundle(&b, keys, &extra, json),
+                Some(b) => verify_bundle(&b, keys, &extra, require_attested, json),
                 None => {
-                    let report = match crate::workspace::served_journal() {
+                    let mut report = match crate::workspace::served_journal() {
                         // The daemon holds the journal: verify through its handle.
                         Some(j) => strata_journal::verify::verify_store(
                             j.store().as_ref(),
@@ -110,6 +116,9 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
                         }
                         e => e.into(),
                     })?;
+                    if require_attested {
+                        report.require_attested();
+                    }
                     Ok(print_report(&report, &[], json))
                 }
             }
@@ -196,6 +205,7 @@ fn report_json(r: &VerifyReport, attestations: &[(String, bool)]) -> serde_json:
         "head_hash": r.head_hash.to_hex(),
         "root": r.root.to_hex(),
         "signatures_checked": r.signatures_checked,
+        "coverage": coverage_json(&r.coverage),
         "first_bad_seq": r.first_bad_seq,
         "checkpoints": r.checkpoints.iter().map(|c| serde_json::json!({
             "source": c.source, "size": c.size, "root_matches": c.root_matches, "signed_by": c.signed_by,
@@ -206,12 +216,45 @@ fn report_json(r: &VerifyReport, attestations: &[(String, bool)]) -> serde_json:
     })
 }
 
+fn coverage_json(c: &Coverage) -> serde_json::Value {
+    serde_json::json!({
+        "signatures_checked": c.signatures_checked,
+        "attested_to": c.size,
+        "unattested": c.unattested,
+        "first_unattested": c.first_unattested,
+        "keys": c.reach.iter().filter(|r| r.key.is_some()).map(|r| serde_json::json!({
+            "key": r.key, "attested_to": r.size, "unattested": r.unattested,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// How far `size` reaches and what lies beyond; `none` says what having no checkpoint means.
+fn reach_line(size: Option<u64>, unattested: u64, none: &str) -> String {
+    match size {
+        None if unattested == 0 => "nothing to attest (no events)".to_owned(),
+        None => format!("{none}: all {unattested} event(s) unattested"),
+        Some(n) => format!("events 1..={n}; {unattested} event(s) after it unattested"),
+    }
+}
+
+fn print_coverage(c: &Coverage) {
+    if !c.signatures_checked {
+        let line = reach_line(c.size, c.unattested, "no checkpoint");
+        outln!("attested    {line} (signatures not checked: pass --pubkey)");
+        return;
+    }
+    for r in &c.reach {
+        let key = r.key.as_deref().unwrap_or("?");
+        outln!("attested    by {key}: {}", reach_line(r.size, r.unattested, "NO CHECKPOINT signed by this key"));
+    }
+}
+
 fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -> ExitCode {
     let ok = r.ok() && attestations.iter().all(|(_, ok)| *ok);
     if json {
         outln!("{}", report_json(r, attestations));
     } else {
-        outln!("origin      {}", r.origin);
+        outln!("origin      {}", if r.origin.is_empty() { "(unreadable)" } else { r.origin.as_str() });
         outln!("events      {} in {} streams", r.events, r.streams);
         outln!("head        {}", r.head_hash);
         outln!("merkle root {}", r.root);
@@ -236,6 +279,7 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
             }
             out!("{}", t.render());
         }
+        print_coverage(&r.coverage);
         for (name, matches) in attestations {
             outln!("attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
         }
@@ -257,23 +301,20 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
     if ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) }
 }
 
-fn open_file(path: &Path) -> Result<Box<dyn BufRead>, ImportError> {
-    let f = std::fs::File::open(path).map_err(|e| ImportError::Io { path: path.to_owned(), source: e })?;
-    Ok(Box::new(BufReader::with_capacity(1 << 20, f)))
-}
-
 fn verify_bundle(
     path: &Path,
     keys: Vec<VerifierKey>,
     extra: &[(String, String)],
+    require_attested: bool,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     if !extra.is_empty() {
         anyhow::bail!("[STRATA-E0303] --checkpoint is for a journal; a bundle carries its own checkpoints");
     }
+    let bytes = crate::files::read_bounded(path, EXPORT_FILE_BYTES_MAX, "--bundle")?;
     let mut projections = Projections::new(strata_engine::standard_projections());
     let mut apply_err: Option<String> = None;
-    let report = export::verify_bundle(path, &mut *open_file(path)?, keys, &mut |rec, _| {
+    let report = export::verify_bundle(path, &mut &bytes[..], keys, &mut |rec, _| {
         if apply_err.is_none()
             && let Err(e) = projections.apply(rec)
         {
@@ -291,6 +332,9 @@ fn verify_bundle(
             report.consistency.len(),
             report.consistency.iter().filter(|c| !c.2).count()
         );
+    }
+    if require_attested {
+        verify.require_attested();
     }
     verify.problems.sort_by_key(|p| p.seq.unwrap_or(u64::MAX));
     Ok(print_report(&verify, &checks, json))
@@ -346,25 +390,41 @@ fn export_cmd(
 }
 
 fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let meta = std::fs::metadata(file).with_context(|| format!("cannot read {}", file.display()))?;
-    if meta.len() > IMPORT_FILE_BYTES_MAX {
-        anyhow::bail!(
-            "[STRATA-E0303] {} is {} bytes; import reads at most {IMPORT_FILE_BYTES_MAX}",
-            file.display(),
-            meta.len()
-        );
-    }
     if ws.journal_dir().join("sled").exists() {
         let j = ws.open_journal("journal import")?;
         return Err(ImportError::TargetNotEmpty { events: j.head().seq }.into());
     }
-    // Check the whole file before creating anything, so bad input leaves no trace.
-    let check = export::check_export(file, &mut *open_file(file)?, &is_known_event)?;
+    // Read once and check the whole file before creating anything, so bad input leaves no trace
+    // and a file changed while it is imported cannot bring in anything unchecked.
+    let bytes = crate::files::read_bounded(file, EXPORT_FILE_BYTES_MAX, "journal import file")?;
+    let checked = export::check_bytes(file, &bytes, &is_known_event)?;
     let config = ws.config().unwrap_or_else(|_| Config::default());
-    let journal = ws.create(&check.origin, &config)?;
-    let result = export::import_jsonl(&journal, file, &|| open_file(file), &is_known_event);
-    journal.close_blocking()?;
-    let check = result?;
+    let strata_existed = ws.strata_dir().exists();
+    std::fs::create_dir_all(ws.strata_dir()).with_context(|| format!("cannot create {}", ws.strata_dir().display()))?;
+    let wrote_config = !ws.config_path().exists();
+    let options = OpenOptions {
+        durability: config.durability,
+        cache_bytes: config.cache_mib * 1024 * 1024,
+        holder: holder("journal import"),
+        // A fresh directory nobody else holds.
+        lock_wait: std::time::Duration::from_secs(1),
+    };
+    let written = if wrote_config {
+        std::fs::write(ws.config_path(), config.render())
+            .with_context(|| format!("cannot write {}", ws.config_path().display()))
+    } else {
+        Ok(())
+    };
+    if let Err(e) = written.and_then(|()| Ok(export::import_new(&checked, &ws.journal_dir(), &options)?)) {
+        // Take back what this import created; the journal itself was never put in place.
+        if !strata_existed {
+            let _ = std::fs::remove_dir_all(ws.strata_dir());
+        } else if wrote_config {
+            let _ = std::fs::remove_file(ws.config_path());
+        }
+        return Err(e);
+    }
+    let check = checked.summary();
     if json {
         outln!(
             "{}",

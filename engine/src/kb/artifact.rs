@@ -172,6 +172,8 @@ pub mod event_types {
     pub const DELETED: &str = "artifact.deleted";
     /// See [`super::TierPromoted`].
     pub const TIER_PROMOTED: &str = "entity.tier-promoted";
+    /// Every knowledge-base event type.
+    pub const ALL: [&str; 6] = [CREATED, UPDATED, TRANSITIONED, REVIEWED, DELETED, TIER_PROMOTED];
 }
 
 /// Parses a kind name from an event, with a message naming the event.
