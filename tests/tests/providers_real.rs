@@ -42,6 +42,9 @@ fn codex_bin() -> PathBuf {
 /// children and measure nothing.
 const BOUND_MS: u64 = RUN_S_MAX * 1000;
 
+/// The write guard's deadline in these tests: short, so a stopped daemon costs seconds.
+const HOOK_DEADLINE_MS: u64 = 3_000;
+
 fn claude(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> ClaudeProvider {
     let mut c = ClaudeConfig::new(claude_bin(), s.root().join("state"));
     c.strata_program = Some(PathBuf::from(BIN));
@@ -51,6 +54,7 @@ fn claude(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> ClaudeProvider
     c.env = real_cli::base_env_vars(s);
     c.env.extend(real_cli::claude_env_vars(fake));
     (c.start_ms_max, c.turn_ms_max) = (BOUND_MS, BOUND_MS);
+    c.hook_deadline_ms = HOOK_DEADLINE_MS;
     ClaudeProvider::new(c)
 }
 
@@ -72,6 +76,7 @@ fn codex(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> CodexProvider {
     c.inherit_env = false;
     c.env = real_cli::base_env_vars(s);
     (c.start_ms_max, c.turn_ms_max) = (BOUND_MS, BOUND_MS);
+    c.hook_deadline_ms = HOOK_DEADLINE_MS;
     CodexProvider::new(c)
 }
 
@@ -576,4 +581,89 @@ async fn codex_worker_gets_knowledge_over_mcp_and_the_serve_is_recorded() {
     let serves = events(&journal, "knowledge.served");
     assert_eq!(serves.len(), 1, "one serve recorded: {serves:?}");
     assert!(serves[0].1.to_string().contains("providers_real codex"), "{serves:?}");
+}
+
+/// A workspace (journal under `.strata/`) in the scratch root where lineage `L1` owns `src/api`.
+fn workspace_with_owner(s: &Scratch) -> PathBuf {
+    let ws = s.root().join("ws");
+    std::fs::create_dir_all(&ws).expect("workspace");
+    strata_ok(BIN, &ws, &["init", "--durability", "process"]);
+    journal_with_owner(&ws);
+    std::fs::create_dir_all(s.work.join("src/api")).expect("src/api");
+    ws
+}
+
+fn denied_in_audit(ws: &Path, path: &str) -> Vec<Value> {
+    let shown: Value =
+        serde_json::from_str(&strata_ok(BIN, ws, &["--json", "audit", "file", path])).expect("audit file JSON");
+    shown["denied"].as_array().cloned().unwrap_or_default()
+}
+
+/// The faults with the real CLIs: (a) `strata serve` stopped with SIGSTOP while the
+/// workers run, and (d) a write through a symbolic link inside the worktree that points out of
+/// it. In both, the write outside ownership is denied by strata's hook within its own deadline
+/// (the runtime's timeout never fires), the outside file is absent, and the denial is in the
+/// journal after recovery and in `audit file`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the claude and codex CLIs from npm; CI runs them"]
+async fn real_workers_are_denied_with_the_daemon_stopped_and_through_links_out_of_the_worktree() {
+    let s = Scratch::new().expect("scratch");
+    let ws = workspace_with_owner(&s);
+    let outside = s.root().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    std::os::unix::fs::symlink(&outside, s.work.join("src/api/link")).expect("link");
+
+    // (d) through a link, no daemon: the hook opens the journal itself.
+    let through = s.work.join("src/api/link/escape.rs");
+    let fake = FakeModel::start(vec![
+        Turn::claude_write(&through.display().to_string(), "must not land\n"),
+        Turn::text("refused"),
+        Turn::codex_apply_patch("*** Begin Patch\n*** Add File: src/api/link/patched.rs\n+no\n*** End Patch\n"),
+        Turn::text("refused"),
+    ])
+    .expect("fake server");
+    let p = claude(&fake, &s, Knowledge::Off);
+    let (_, o) =
+        turn(&p, p.spawn(&brief(&s, &ws, "L1", Mode::FreshCapsule, None, "write through the link")).await).await;
+    assert!(o.succeeded, "{o:?}");
+    assert!(!outside.join("escape.rs").exists(), "the link did not let the write out");
+    let x = codex(&fake, &s, Knowledge::Off);
+    let (_, o) =
+        turn(&x, x.spawn(&brief(&s, &ws, "L1", Mode::FreshCapsule, None, "patch through the link")).await).await;
+    assert!(o.succeeded, "{o:?}");
+    assert!(!outside.join("patched.rs").exists(), "the link did not let the patch out");
+    let through_raw = through.display().to_string();
+    let shown = tokio::task::block_in_place(|| denied_in_audit(&ws, &through_raw));
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0]["reason"].as_str().unwrap_or_default().contains("as the file system resolves it"));
+
+    // (a) the daemon stopped: every write is denied within the hook's deadline.
+    let d = tokio::task::block_in_place(|| strata_tests::daemon::Daemon::start(BIN, &ws, &[]));
+    d.signal("STOP");
+    let inside = s.work.join("src/api/stopped.rs");
+    fake.clear_turns();
+    fake.push(Turn::claude_write(&inside.display().to_string(), "must not land\n"));
+    fake.push(Turn::text("refused"));
+    fake.push(Turn::codex_apply_patch("*** Begin Patch\n*** Add File: src/api/stopped2.rs\n+no\n*** End Patch\n"));
+    fake.push(Turn::text("refused"));
+    let (_, o) = turn(&p, p.spawn(&brief(&s, &ws, "L1", Mode::FreshCapsule, None, "write while stopped")).await).await;
+    assert!(o.succeeded, "{o:?}");
+    assert!(!inside.exists(), "a stopped daemon lets nothing through");
+    let x = codex(&fake, &s, Knowledge::Off);
+    let (_, o) = turn(&x, x.spawn(&brief(&s, &ws, "L1", Mode::FreshCapsule, None, "patch while stopped")).await).await;
+    assert!(o.succeeded, "{o:?}");
+    assert!(!s.work.join("src/api/stopped2.rs").exists(), "a stopped daemon lets no patch through");
+    let refused = fake.model_requests();
+    assert!(
+        refused.iter().any(|r| r.tool_results().iter().any(|t| t.text.contains("STRATA-E2001"))),
+        "the model was told why"
+    );
+    d.signal("KILL");
+    drop(d);
+    // Recovery: the next opener folds the deferred denials in, and the audit shows them.
+    for path in ["src/api/stopped.rs", "src/api/stopped2.rs"] {
+        let shown = tokio::task::block_in_place(|| denied_in_audit(&ws, path));
+        assert_eq!(shown.len(), 1, "{path}: {shown:?}");
+        assert!(shown[0]["reason"].as_str().unwrap_or_default().contains("STRATA-E2001"), "{shown:?}");
+    }
 }
