@@ -501,3 +501,30 @@ fn concurrent_direct_writers_all_wait_their_turn() {
         String::from_utf8_lossy(&verify.stderr)
     );
 }
+
+/// A plan with problems is refused before anything is recorded: not even the built-in profiles
+/// a run registers (E1701 says nothing was appended, and the head proves it).
+#[test]
+fn an_invalid_plan_appends_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    strata_ok(BIN, ws, &["init", "--durability", "process"]);
+    let head = || {
+        let j = Journal::open(&journal_dir(ws), &options(Durability::Process)).unwrap();
+        let h = j.head();
+        j.close_blocking().unwrap();
+        h
+    };
+    let before = head();
+    let plan = ws.join("plan.toml");
+    std::fs::write(
+        &plan,
+        "workgroup = \"w\"\n[[task]]\nid = \"a\"\nrole = \"backend-builder\"\nobjective = \"x\"\nafter = [\"nope\"]\n",
+    )
+    .unwrap();
+    let out = strata(BIN, ws, &["run", plan.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("STRATA-E1701"), "{stderr}");
+    assert_eq!(head(), before, "the refused plan moved the head");
+}

@@ -66,6 +66,16 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         };
         (Workspace::at(dir), text, args.repo.clone().or_else(|| Some(dir.to_path_buf())))
     };
+    // The plan is checked before the journal is touched: a plan with problems appends nothing
+    // (not even the built-in profiles a run registers).
+    let checked = match &plan_text {
+        Some(text) => {
+            let plan: Plan = toml::from_str(text)
+                .map_err(|e| anyhow::anyhow!("[STRATA-E1701] the plan is not valid TOML of the plan's shape: {e}"))?;
+            Some(plan::check(&plan).map_err(strata_engine::workgroup::WorkgroupError::Plan)?)
+        }
+        None => None,
+    };
     let config = ws.config()?;
     let journal = ws.open_journal("run")?;
     let options = Options {
@@ -81,11 +91,8 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
             .with_context(|| format!("cannot resolve {}", ws.root().display()))?,
     };
     let mut c = Coordinator::open(&journal, config, options)?;
-    let wg = match (&plan_text, &args.resume) {
-        (Some(text), _) => {
-            let plan: Plan = toml::from_str(text)
-                .map_err(|e| anyhow::anyhow!("[STRATA-E1701] the plan is not valid TOML of the plan's shape: {e}"))?;
-            let checked = plan::check(&plan).map_err(strata_engine::workgroup::WorkgroupError::Plan)?;
+    let wg = match (checked, &args.resume) {
+        (Some(checked), _) => {
             if !json {
                 errln!(
                     "running workgroup {} ({} tasks, {} at once)",
@@ -121,6 +128,17 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
 
 fn read_plan(path: &Path) -> anyhow::Result<String> {
     Ok(crate::files::read_text_bounded(path, PLAN_BYTES_MAX, "the plan")?)
+}
+
+/// The summary's cost: unknown is never shown as zero, and a sum of known costs says how many
+/// tasks it leaves out.
+fn cost_text(s: &Summary) -> String {
+    let known = s.tasks.iter().filter(|t| t.cost_micros.is_some()).count();
+    match (known, s.cost_unknown_tasks) {
+        (0, n) if n > 0 => "cost unknown (the provider reports none)".to_owned(),
+        (_, 0) => format!("cost ${:.4}", s.cost_micros as f64 / 1e6),
+        (_, n) => format!("cost ${:.4} for the tasks that report one ({n} more unknown)", s.cost_micros as f64 / 1e6),
+    }
 }
 
 /// Prints a workgroup's summary (with what the run measured, when it just ran).
@@ -165,11 +183,11 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         s.held,
         s.violations
     );
+    let cost = cost_text(s);
     outln!(
-        "prompt tokens {} vs {} to load every specification in full ({ratio:.1}%); cost ${:.4}{}",
+        "prompt tokens {} vs {} to load every specification in full ({ratio:.1}%); {cost}{}",
         s.prompt_tokens,
         s.baseline_tokens,
-        s.cost_micros as f64 / 1e6,
         if s.synthetic { " (simulated: estimated, never billed)" } else { "" }
     );
     if let Some(m) = measured {
@@ -180,4 +198,57 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::TaskLine;
+    use strata_engine::workgroup::state::Status;
+
+    fn line(cost_micros: Option<u64>) -> TaskLine {
+        TaskLine {
+            task: "t".into(),
+            phase: "build".into(),
+            status: Status::Completed,
+            attempts: 1,
+            provider: Some("codex".into()),
+            mode: None,
+            reasons: vec![],
+            prompt_tokens: None,
+            baseline_tokens: None,
+            cost_micros,
+            wall_ms: None,
+            files: vec![],
+            violations: 0,
+            problem: None,
+        }
+    }
+
+    fn summary(tasks: Vec<TaskLine>, unknown: usize) -> Summary {
+        Summary {
+            workgroup: "wg".into(),
+            cost_micros: tasks.iter().filter_map(|t| t.cost_micros).sum(),
+            tasks,
+            completed: 1,
+            failed: 0,
+            held: 0,
+            prompt_tokens: 0,
+            baseline_tokens: 0,
+            cost_unknown_tasks: unknown,
+            synthetic: false,
+            violations: 0,
+            finished: true,
+        }
+    }
+
+    #[test]
+    fn an_unknown_cost_is_never_shown_as_zero() {
+        assert_eq!(cost_text(&summary(vec![line(None), line(None)], 2)), "cost unknown (the provider reports none)");
+        assert_eq!(cost_text(&summary(vec![line(Some(1_500_000))], 0)), "cost $1.5000");
+        assert_eq!(
+            cost_text(&summary(vec![line(Some(1_500_000)), line(None)], 1)),
+            "cost $1.5000 for the tasks that report one (1 more unknown)"
+        );
+    }
 }

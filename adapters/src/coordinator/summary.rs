@@ -56,6 +56,9 @@ pub struct Summary {
     pub baseline_tokens: u64,
     /// Sum of known costs, micro-USD.
     pub cost_micros: u64,
+    /// Tasks that ran (completed or failed) whose cost is unknown (Codex reports none): the sum
+    /// above leaves them out, and it is not the workgroup's cost unless this is 0.
+    pub cost_unknown_tasks: usize,
     /// Whether any figure is simulated.
     pub synthetic: bool,
     /// Violations.
@@ -105,6 +108,12 @@ pub fn summary(g: &Workgroup) -> Summary {
         prompt_tokens: tasks.iter().filter_map(|t| t.prompt_tokens).sum(),
         baseline_tokens: tasks.iter().filter_map(|t| t.baseline_tokens).sum(),
         cost_micros: tasks.iter().filter_map(|t| t.cost_micros).sum(),
+        cost_unknown_tasks: tasks
+            .iter()
+            .filter(|t| {
+                t.cost_micros.is_none() && t.attempts > 0 && matches!(t.status, Status::Completed | Status::Failed)
+            })
+            .count(),
         violations: tasks.iter().map(|t| t.violations).sum(),
         tasks,
         synthetic,
