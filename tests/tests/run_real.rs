@@ -4,7 +4,7 @@
 //! they wrote is answered for by `strata audit file`. Each run's journal round-trips through
 //! export and import.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -263,4 +263,102 @@ fn resume_after_sigkill_keeps_the_provider_and_repository_the_run_started_with()
     assert_eq!(shown, "pub fn slow() {}\n");
     let log = git(&repo, &["log", "-p", "strata/kept"]);
     assert!(!log.contains("[simulated]"), "nothing simulated on the branch: {log}");
+}
+
+const WRITER_PLAN: &str = r#"
+workgroup = "stopped"
+pipeline = "light"
+retries = 0
+
+[[task]]
+id = "api"
+role = "backend-builder"
+objective = "Write the api."
+owns = ["src/api.rs"]
+"#;
+
+/// Whether a process whose first argument is `program` runs (a worker the coordinator started).
+fn running(program: &Path) -> Option<u32> {
+    let want = program.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        (cmdline.split(|b| *b == 0).next() == Some(want)).then_some(pid)
+    })
+}
+
+/// Must-hold (c): `strata run` (the coordinator serving its workers' hooks) SIGSTOPped for
+/// longer than the hook's deadline while a real Claude worker writes outside the repository.
+/// The hook denies on its own within its deadline, the outside file never appears, and after
+/// SIGCONT the run finishes with the denial in the journal and in `audit file`, and no
+/// violation (nothing escaped).
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_stopped_coordinator_lets_no_write_escape() {
+    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new().expect("scratch");
+    let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], WRITER_PLAN);
+    let outside = scratch.root().join("outside").join("escape.txt");
+    std::fs::create_dir_all(outside.parent().expect("parent")).expect("outside");
+    let fake = FakeModel::start(vec![
+        Turn::claude_write(&outside.display().to_string(), "must not land\n"),
+        Turn::text("Refused, so done."),
+    ])
+    .expect("fake model");
+    let mut cmd = Command::new(strata_bin!());
+    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--provider", "claude", "--json", "--repo"]);
+    cmd.arg(&repo).env_clear();
+    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
+        cmd.env(k, v);
+    }
+    cmd.env("STRATA_CLAUDE", &claude)
+        .env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL)
+        .env("STRATA_HOOK_DEADLINE_MS", "2000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let run = cmd.spawn().expect("strata run starts");
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").arg(format!("-{sig}")).arg(run.id().to_string()).status().expect("kill");
+        assert!(ok.success(), "kill -{sig}");
+    };
+    // Stop the coordinator as soon as its worker runs: the worker's hook then finds nobody to
+    // answer it.
+    let mut seen = false;
+    for _ in 0..12_000 {
+        if running(&claude).is_some() {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(seen, "the coordinator started its Claude worker");
+    signal("STOP");
+    let mut answered = false;
+    for _ in 0..12_000 {
+        if fake.model_requests().len() >= 2 {
+            answered = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    signal("CONT");
+    assert!(answered, "the worker got the hook's answer while the coordinator was stopped");
+    let told = fake.model_requests()[1].tool_results();
+    assert!(told.iter().any(|t| t.text.contains("STRATA-E2001")), "{told:?}");
+    assert!(!outside.exists(), "the write outside the repository did not land");
+    let out = run.wait_with_output().expect("the run ends");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("summary JSON");
+    assert_eq!(summary["violations"], 0, "nothing escaped: {summary}");
+    let audit: Value = serde_json::from_str(&strata_ok(
+        strata_bin!(),
+        &ws,
+        &["audit", "file", &outside.display().to_string(), "--json"],
+    ))
+    .expect("json");
+    let denied = audit["denied"].as_array().expect("denied");
+    assert_eq!(denied.len(), 1, "{audit}");
+    assert_eq!(denied[0]["task"], "api", "{audit}");
+    assert!(!outside.exists());
 }
