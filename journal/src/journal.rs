@@ -136,10 +136,13 @@ pub struct OpenOptions {
     pub cache_bytes: u64,
     /// Who is opening it, written to the lock file so a second opener is told who holds it.
     pub holder: String,
-    /// How long to wait for another holder of the journal to let go before the open fails
-    /// with [`JournalError::Locked`] (retrying until then).
+    /// How long to wait for each other holder of the journal to let go before the open fails
+    /// with [`JournalError::Locked`] (trying again each time one lets go).
     pub lock_wait: std::time::Duration,
 }
+
+/// Most times an open tries a busy lock again after its holder let go.
+const LOCK_TRIES_MAX: usize = 1_000;
 
 /// The default of [`OpenOptions::lock_wait`].
 pub const LOCK_WAIT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -290,22 +293,19 @@ fn take_lock(dir: &Path, holder: &str, wait: std::time::Duration) -> Result<File
         .truncate(false)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
-    // A busy lock is waited for, up to `wait`, and tried again each time its holder lets go:
-    // several processes may be waiting, and only one gets it each time. (A lock can also be
-    // held for a moment by a process that no longer wants it: a child forked by the holder
-    // shares the lock's file until it executes its program.)
-    let deadline = std::time::Instant::now() + wait;
-    let locked = loop {
-        match f.try_lock() {
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() || !wait_for_unlock(&path, left) {
-                    break Err(std::fs::TryLockError::WouldBlock);
-                }
-            }
-            r => break r,
+    // A busy lock is waited for, up to `wait` for each holder, and tried again each time its
+    // holder lets go (several processes may be waiting, and only one gets it each time), at
+    // most LOCK_TRIES_MAX times. No clock is read: the waiting is the kernel's. (A lock can
+    // also be held for a moment by a process that no longer wants it: a child forked by the
+    // holder shares the lock's file until it executes its program.)
+    let mut locked = Err(std::fs::TryLockError::WouldBlock);
+    for _ in 0..LOCK_TRIES_MAX {
+        locked = f.try_lock();
+        match locked {
+            Err(std::fs::TryLockError::WouldBlock) if !wait.is_zero() && wait_for_unlock(&path, wait) => {}
+            _ => break,
         }
-    };
+    }
     match locked {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
