@@ -102,6 +102,21 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     strata_tests::assert_round_trips(strata_bin!(), &ws, "a run with real workers");
 }
 
+/// The journal head of the workspace `ws` (free: its run has ended or been killed) and its
+/// workgroups, folded.
+fn workgroups_at(ws: &Path) -> (u64, strata_engine::workgroup::state::Workgroups) {
+    let j = strata_journal::Journal::open(
+        &ws.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal opens");
+    let mut g = strata_engine::workgroup::state::Workgroups::default();
+    strata_journal::projection::catch_up_one(&mut g, &j).expect("fold");
+    let h = j.head().seq;
+    j.close_blocking().expect("close");
+    (h, g)
+}
+
 const STALL_PLAN: &str = r#"
 workgroup = "orphan"
 pipeline = "light"
@@ -119,7 +134,7 @@ owns = ["src/slow.rs"]
 #[ignore = "needs the claude CLI from npm; CI runs it"]
 fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the_task_runs_again() {
     use strata_adapters::providers::worker_process::group_alive;
-    use strata_engine::workgroup::state::{Status, Workgroups};
+    use strata_engine::workgroup::state::Status;
     let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
     let scratch = Scratch::new().expect("scratch");
     let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], STALL_PLAN);
@@ -143,17 +158,7 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     run.kill().expect("SIGKILL the coordinator");
     let _ = run.wait();
 
-    let load = || {
-        let j = strata_journal::Journal::open(
-            &ws.join(".strata/journal"),
-            &strata_tests::options(strata_journal::Durability::Process),
-        )
-        .expect("journal opens");
-        let mut g = Workgroups::default();
-        strata_journal::projection::catch_up_one(&mut g, &j).expect("fold");
-        j.close_blocking().expect("close");
-        g
-    };
+    let load = || workgroups_at(&ws).1;
     let groups = load();
     let task = groups.get("orphan").and_then(|g| g.tasks.get("slow")).expect("task").clone();
     assert_eq!(task.status, Status::Running);
@@ -196,7 +201,7 @@ owns = ["src/slow.rs"]
 #[test]
 #[ignore = "needs the claude CLI from npm; CI runs it"]
 fn resume_after_sigkill_keeps_the_provider_and_repository_the_run_started_with() {
-    use strata_engine::workgroup::state::{Status, Workgroups};
+    use strata_engine::workgroup::state::Status;
     let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
     let scratch = Scratch::new().expect("scratch");
     let (ws, repo, plan) =
@@ -222,18 +227,7 @@ fn resume_after_sigkill_keeps_the_provider_and_repository_the_run_started_with()
     assert!(fake.wait_for_stall(std::time::Duration::from_secs(120)), "the worker reached the model");
     run.kill().expect("SIGKILL the coordinator");
     let _ = run.wait();
-    let head = || {
-        let j = strata_journal::Journal::open(
-            &ws.join(".strata/journal"),
-            &strata_tests::options(strata_journal::Durability::Process),
-        )
-        .expect("journal opens");
-        let mut g = Workgroups::default();
-        strata_journal::projection::catch_up_one(&mut g, &j).expect("fold");
-        let h = j.head().seq;
-        j.close_blocking().expect("close");
-        (h, g)
-    };
+    let head = || workgroups_at(&ws);
     let (before, groups) = head();
     let g = groups.get("kept").expect("workgroup");
     assert_eq!(g.started.provider.as_deref(), Some("claude"));
