@@ -26,12 +26,18 @@ impl Daemon {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // Ready when serve.json names this process: one a killed daemon left behind does not
+        // count.
         let started = Instant::now();
-        while !info_path.exists() {
+        let info = loop {
+            let info: Option<serde_json::Value> =
+                std::fs::read_to_string(&info_path).ok().and_then(|t| serde_json::from_str(&t).ok());
+            if let Some(info) = info.filter(|i| i["pid"].as_u64() == Some(u64::from(child.id()))) {
+                break info;
+            }
             assert!(started.elapsed() < Duration::from_secs(60), "strata serve did not become ready");
             std::thread::sleep(Duration::from_millis(20));
-        }
-        let info = serde_json::from_str(&std::fs::read_to_string(&info_path).unwrap()).unwrap();
+        };
         Daemon { child, info }
     }
 
@@ -59,6 +65,8 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
+            // A daemon a failed test left stopped would never see the SIGTERM.
+            let _ = Command::new("kill").arg("-CONT").arg(self.child.id().to_string()).status();
             let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
             let _ = self.child.wait();
         }

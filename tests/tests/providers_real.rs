@@ -46,6 +46,10 @@ const BOUND_MS: u64 = RUN_S_MAX * 1000;
 const HOOK_DEADLINE_MS: u64 = 3_000;
 
 fn claude(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> ClaudeProvider {
+    ClaudeProvider::new(claude_config(fake, s, knowledge))
+}
+
+fn claude_config(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> ClaudeConfig {
     let mut c = ClaudeConfig::new(claude_bin(), s.root().join("state"));
     c.strata_program = Some(PathBuf::from(BIN));
     c.model = Some(real_cli::CLAUDE_MODEL.to_owned());
@@ -55,10 +59,14 @@ fn claude(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> ClaudeProvider
     c.env.extend(real_cli::claude_env_vars(fake));
     (c.start_ms_max, c.turn_ms_max) = (BOUND_MS, BOUND_MS);
     c.hook_deadline_ms = HOOK_DEADLINE_MS;
-    ClaudeProvider::new(c)
+    c
 }
 
 fn codex(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> CodexProvider {
+    CodexProvider::new(codex_config(fake, s, knowledge))
+}
+
+fn codex_config(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> CodexConfig {
     let mut c = CodexConfig::new(codex_bin(), s.root().join("state"));
     c.strata_program = Some(PathBuf::from(BIN));
     c.model = Some(real_cli::CODEX_MODEL.to_owned());
@@ -77,7 +85,7 @@ fn codex(fake: &FakeModel, s: &Scratch, knowledge: Knowledge) -> CodexProvider {
     c.env = real_cli::base_env_vars(s);
     (c.start_ms_max, c.turn_ms_max) = (BOUND_MS, BOUND_MS);
     c.hook_deadline_ms = HOOK_DEADLINE_MS;
-    CodexProvider::new(c)
+    c
 }
 
 fn brief(s: &Scratch, journal: &Path, lineage: &str, mode: Mode, from: Option<&str>, prompt: &str) -> Brief {
@@ -665,5 +673,87 @@ async fn real_workers_are_denied_with_the_daemon_stopped_and_through_links_out_o
         let shown = tokio::task::block_in_place(|| denied_in_audit(&ws, path));
         assert_eq!(shown.len(), 1, "{path}: {shown:?}");
         assert!(shown[0]["reason"].as_str().unwrap_or_default().contains("STRATA-E2001"), "{shown:?}");
+    }
+}
+
+/// A `strata hook … pre-tool-use` process deciding for the journal of `ws` and connected to its
+/// daemon, if one runs.
+fn hook_waiting(ws: &Path) -> Option<u32> {
+    let journal = ws.display().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let hook = args.iter().any(|a| a == "pre-tool-use") && args.iter().any(|a| a.starts_with(&journal));
+        // Waiting: connected to the daemon's socket.
+        let connected = || {
+            std::fs::read_dir(e.path().join("fd")).is_ok_and(|fds| {
+                fds.flatten()
+                    .any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+            })
+        };
+        (hook && connected()).then_some(pid)
+    })
+}
+
+/// The fault (b) with the real CLIs: `strata serve` is SIGKILLed while a worker's hook
+/// waits for its answer (the daemon was stopped first, so the hook is connected and waiting,
+/// and its deadline is long, so the deadline does not decide). The hook sees the connection
+/// drop, denies with exit 2, the outside file is absent, and the denial, deferred to
+/// `pending/`, is in `audit file` once the journal is opened again.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the claude and codex CLIs from npm; CI runs them"]
+async fn real_workers_are_denied_when_the_daemon_is_killed_while_their_hook_waits() {
+    let s = Scratch::new().expect("scratch");
+    let ws = workspace_with_owner(&s);
+    let fake = FakeModel::start(vec![]).expect("fake server");
+    // Long deadlines: the kill, not the deadline, ends each hook's wait.
+    let mut c = claude_config(&fake, &s, Knowledge::Off);
+    c.hook_deadline_ms = strata_adapters::cli::HOOK_DEADLINE_MS_MAX;
+    let claude = ClaudeProvider::new(c);
+    let mut x = codex_config(&fake, &s, Knowledge::Off);
+    x.hook_deadline_ms = strata_adapters::cli::HOOK_DEADLINE_MS_MAX;
+    let codex = CodexProvider::new(x);
+
+    let cases: [(&dyn Provider, Turn, &str); 2] = [
+        (&claude, Turn::claude_write(&s.work.join("src/killed.rs").display().to_string(), "no\n"), "src/killed.rs"),
+        (
+            &codex,
+            Turn::codex_apply_patch("*** Begin Patch\n*** Add File: src/killed2.rs\n+no\n*** End Patch\n"),
+            "src/killed2.rs",
+        ),
+    ];
+    for (p, write, path) in cases {
+        let d = tokio::task::block_in_place(|| strata_tests::daemon::Daemon::start(BIN, &ws, &[]));
+        d.signal("STOP");
+        fake.clear_turns();
+        fake.push(write);
+        fake.push(Turn::text("refused"));
+        let started = p.spawn(&brief(&s, &ws, "L1", Mode::FreshCapsule, None, "write while the daemon dies")).await;
+        let waiting = {
+            let ws = ws.clone();
+            tokio::task::spawn_blocking(move || {
+                (0..12_000).find_map(|_| {
+                    hook_waiting(&ws).or_else(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        None
+                    })
+                })
+            })
+            .await
+            .expect("poll")
+        };
+        d.signal("KILL");
+        assert!(waiting.is_some(), "{}: its hook ran and waited on the stopped daemon", p.name());
+        drop(d);
+        let (_, o) = turn(p, started).await;
+        assert!(o.succeeded, "{o:?}");
+        assert!(!s.work.join(path).exists(), "{}: a daemon killed mid-answer lets nothing through", p.name());
+        let told: Vec<String> =
+            fake.model_requests().iter().flat_map(|r| r.tool_results()).map(|t| t.text.clone()).collect();
+        assert!(told.last().is_some_and(|t| t.contains("STRATA-E2003")), "{}: told why: {told:?}", p.name());
+        let shown = tokio::task::block_in_place(|| denied_in_audit(&ws, path));
+        assert_eq!(shown.len(), 1, "{path}: {shown:?}");
+        assert!(shown[0]["reason"].as_str().unwrap_or_default().contains("STRATA-E2003"), "{shown:?}");
     }
 }

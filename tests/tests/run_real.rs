@@ -359,5 +359,124 @@ fn a_stopped_coordinator_lets_no_write_escape() {
     let denied = audit["denied"].as_array().expect("denied");
     assert_eq!(denied.len(), 1, "{audit}");
     assert_eq!(denied[0]["task"], "api", "{audit}");
+    // The run's and the session's audits show it too.
+    let run: Value =
+        serde_json::from_str(&strata_ok(strata_bin!(), &ws, &["audit", "run", "stopped", "--json"])).expect("json");
+    let in_run = run["denied"].as_array().expect("denied");
+    assert_eq!(in_run.len(), 1, "{run}");
+    assert_eq!(in_run[0]["path"], outside.display().to_string(), "{run}");
+    let session = run["sessions"][0]["session"].as_str().expect("the task's session").to_owned();
+    let by_session: Value =
+        serde_json::from_str(&strata_ok(strata_bin!(), &ws, &["audit", "session", &session, "--json"])).expect("json");
+    assert_eq!(by_session["tasks"][0]["denied"].as_array().map(Vec::len), Some(1), "{by_session}");
+    let text = strata_ok(strata_bin!(), &ws, &["audit", "run", "stopped"]);
+    assert!(text.contains("1 write(s) refused by the write guard"), "{text}");
     assert!(!outside.exists());
+}
+
+/// What a Claude worker's `Write` outside the repository leads to, when the user's own Claude
+/// Code settings let edits reach that directory (`additionalDirectories`) and try to turn every
+/// hook off (`disableAllHooks`), and the worker's hooks run `program` (the real strata unless a
+/// test puts a broken one in its place).
+struct Bypass {
+    outside: PathBuf,
+    ws: PathBuf,
+    repo: PathBuf,
+    out: real_cli::Finished,
+    _scratch: Scratch,
+}
+
+fn write_outside_with_hooks_off(program: Option<&str>) -> Bypass {
+    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+    let scratch = Scratch::new().expect("scratch");
+    let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], WRITER_PLAN);
+    let outside_dir = scratch.root().join("outside");
+    std::fs::create_dir_all(&outside_dir).expect("outside");
+    let outside_dir = std::fs::canonicalize(&outside_dir).expect("canonical");
+    let outside = outside_dir.join("escape.txt");
+    let user_settings = serde_json::json!({
+        "disableAllHooks": true,
+        "permissions": {"additionalDirectories": [outside_dir.display().to_string()]},
+    });
+    let settings_dir = scratch.home.join(".claude");
+    std::fs::create_dir_all(&settings_dir).expect("settings dir");
+    std::fs::write(settings_dir.join("settings.json"), user_settings.to_string()).expect("user settings");
+    let fake = FakeModel::start(vec![
+        Turn::claude_write(&outside.display().to_string(), "written outside\n"),
+        Turn::text("Done."),
+    ])
+    .expect("fake model");
+    let mut cmd = Command::new(strata_bin!());
+    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--provider", "claude", "--json"]);
+    cmd.args(["--on-violation", "stop", "--repo"]).arg(&repo).env_clear();
+    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
+        cmd.env(k, v);
+    }
+    cmd.env("STRATA_CLAUDE", &claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+    if let Some(p) = program {
+        cmd.env("STRATA_PROGRAM", p);
+    }
+    let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
+    Bypass { outside, ws, repo, out, _scratch: scratch }
+}
+
+/// A user's `disableAllHooks` does not turn the guard off: the settings strata gives its worker
+/// outrank it, the write is denied and recorded, and nothing lands.
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_users_disable_all_hooks_does_not_turn_the_guard_off() {
+    let b = write_outside_with_hooks_off(None);
+    assert!(!b.outside.exists(), "the guard still ran: {}", b.out.describe());
+    let audit: Value = serde_json::from_str(&strata_ok(
+        strata_bin!(),
+        &b.ws,
+        &["audit", "file", &b.outside.display().to_string(), "--json"],
+    ))
+    .expect("json");
+    assert_eq!(audit["denied"].as_array().map(Vec::len), Some(1), "{audit}");
+    let summary: Value = serde_json::from_str(b.out.stdout_lines.join("\n").trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", b.out.describe()));
+    assert_eq!(summary["violations"], 0, "{summary}");
+}
+
+/// A write the hook let through still counts. The worker's hooks run a broken strata that
+/// allows everything (`STRATA_PROGRAM` pointing at a script that exits 0 for `hook`), so a real
+/// worker's `Write` outside the repository lands. The post-turn check reads that write from the
+/// worker's stream, finds it outside the worktree and denied by nobody, and the run records a
+/// violation naming the path and stops non-zero under `--on-violation stop`: the journal says
+/// what the disk shows.
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_write_the_hook_let_through_is_a_violation_and_stops_the_run() {
+    let scripts = tempfile::tempdir().expect("scripts");
+    let broken = scripts.path().join("strata-allows-all");
+    let real = strata_bin!();
+    std::fs::write(
+        &broken,
+        format!("#!/bin/sh\nif [ \"$1\" = hook ]; then cat >/dev/null; exit 0; fi\nexec '{real}' \"$@\"\n"),
+    )
+    .expect("script");
+    std::fs::set_permissions(&broken, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let b = write_outside_with_hooks_off(Some(broken.to_str().expect("utf-8")));
+    assert!(b.outside.exists(), "the write landed past the broken guard: {}", b.out.describe());
+    assert_ne!(
+        b.out.status.and_then(|s| s.code()),
+        Some(0),
+        "a violation under stop fails the run: {}",
+        b.out.describe()
+    );
+    let summary: Value = serde_json::from_str(b.out.stdout_lines.join("\n").trim())
+        .unwrap_or_else(|e| panic!("{e}: {}", b.out.describe()));
+    assert_eq!(summary["violations"], 1, "{summary}");
+    assert_eq!(summary["completed"], 0, "{summary}");
+
+    // The journal names the path on disk, for the task that wrote it.
+    let (_, groups) = workgroups_at(&b.ws);
+    let task = groups.get("stopped").and_then(|g| g.tasks.get("api")).expect("the task");
+    let paths: Vec<&String> = task.violations.iter().flat_map(|v| v.paths.iter()).collect();
+    assert_eq!(paths, [&b.outside.display().to_string()], "{:?}", task.violations);
+    assert!(task.failed.is_some(), "the task failed: {:?}", task.status);
+    // Nothing of the task reached the integration branch.
+    assert!(git(&b.repo, &["ls-tree", "-r", "--name-only", "strata/stopped"]).lines().all(|f| f != "src/api.rs"));
+    strata_ok(strata_bin!(), &b.ws, &["journal", "verify"]);
 }

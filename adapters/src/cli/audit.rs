@@ -34,6 +34,36 @@ fn prompt_of(context: &ContextState, w: &Write) -> Value {
     }
 }
 
+/// The guard's refusals for workgroup `wg` (and `task`, when given), in journal order, each with
+/// the path it refused.
+fn denials_of(groups: &Workgroups, wg: &str, task: Option<&str>) -> Vec<Value> {
+    let mut found: Vec<(u64, Value)> = Vec::new();
+    for (path, ds) in groups.denials() {
+        for d in ds {
+            let ours = d.workgroup.as_deref() == Some(wg) && task.is_none_or(|t| d.task.as_deref() == Some(t));
+            if ours {
+                let mut v = serde_json::to_value(d).unwrap_or(Value::Null);
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("path".into(), path.clone().into());
+                }
+                found.push((d.seq, v));
+            }
+        }
+    }
+    found.sort_by_key(|(seq, _)| *seq);
+    found.into_iter().map(|(_, v)| v).collect()
+}
+
+/// The guard's refusals as a table.
+fn denial_table(denied: &[Value]) -> String {
+    let mut t = Table::new(&["seq", "task", "tool", "path", "reason"]);
+    for d in denied {
+        let text = |k: &str| d[k].as_str().unwrap_or("-").to_owned();
+        t.row(vec![d["seq"].to_string(), text("task"), text("tool"), text("path"), text("reason")]);
+    }
+    t.render()
+}
+
 /// Normalises a path argument to the repository-relative form writes are recorded in.
 fn relative(path: &str) -> String {
     let mut p = path.trim();
@@ -135,13 +165,22 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
                     "prompt": prompt, "files": files, "violations": s.violations,
                     "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+                    "denied": denials_of(&groups, wg, Some(task)),
                 }));
             }
             if json {
                 outln!("{}", json!({"session": id, "tasks": rows}));
             } else {
-                let mut t =
-                    Table::new(&["workgroup", "task", "status", "mode", "prompt tokens", "files", "violations"]);
+                let mut t = Table::new(&[
+                    "workgroup",
+                    "task",
+                    "status",
+                    "mode",
+                    "prompt tokens",
+                    "files",
+                    "violations",
+                    "denied",
+                ]);
                 for r in &rows {
                     t.row(vec![
                         r["workgroup"].as_str().unwrap_or_default().to_owned(),
@@ -151,6 +190,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                         r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
                         r["files"].as_array().map_or(0, Vec::len).to_string(),
                         r["violations"].as_array().map_or(0, Vec::len).to_string(),
+                        r["denied"].as_array().map_or(0, Vec::len).to_string(),
                     ]);
                 }
                 outln!("session {id}\n{}", t.render());
@@ -166,6 +206,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 );
             };
             let s = summary(g);
+            let denied = denials_of(&groups, &workgroup, None);
             if json {
                 let mut v = serde_json::to_value(&s)?;
                 let sessions: Vec<Value> = g
@@ -177,11 +218,19 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 if let Some(o) = v.as_object_mut() {
                     o.insert("plan_digest".into(), g.plan_digest.clone().into());
                     o.insert("sessions".into(), sessions.into());
+                    o.insert("denied".into(), denied.into());
                 }
                 outln!("{v}");
             } else {
                 outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
                 super::run::print_summary(&s, None, false)?;
+                if !denied.is_empty() {
+                    outln!(
+                        "{} write(s) refused by the write guard (nothing was written)\n{}",
+                        denied.len(),
+                        denial_table(&denied)
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -1,7 +1,9 @@
 //! The real providers as `strata run` builds them: the CLIs on `PATH` or named by `STRATA_CLAUDE`
 //! / `STRATA_CODEX`, models by `STRATA_CLAUDE_MODEL` / `STRATA_CODEX_MODEL`, and a Responses-API
 //! endpoint for Codex by `STRATA_CODEX_BASE_URL` (its key's variable by `STRATA_CODEX_ENV_KEY`),
-//! the write guard's deadline by `STRATA_HOOK_DEADLINE_MS` (clamped to the hook's own range).
+//! the write guard's deadline by `STRATA_HOOK_DEADLINE_MS` (clamped to the hook's own range), and
+//! the strata executable the workers' hooks and MCP servers run by `STRATA_PROGRAM` (default:
+//! this process's own).
 
 use std::path::PathBuf;
 
@@ -22,6 +24,11 @@ fn hook_deadline_ms() -> u64 {
         .map_or(HOOK_DEADLINE_MS_DEFAULT, |ms| ms.clamp(HOOK_DEADLINE_MS_MIN, HOOK_DEADLINE_MS_MAX))
 }
 
+/// The strata executable workers' hooks and `strata mcp` run, if `STRATA_PROGRAM` names one.
+fn strata_program() -> Option<PathBuf> {
+    std::env::var_os("STRATA_PROGRAM").filter(|p| !p.is_empty()).map(PathBuf::from)
+}
+
 /// Claude Code workers keeping their state in `state`.
 pub fn claude(state: PathBuf) -> ClaudeProvider {
     let mut config = ClaudeConfig::new(program("STRATA_CLAUDE", "claude"), state);
@@ -29,6 +36,7 @@ pub fn claude(state: PathBuf) -> ClaudeProvider {
     config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
     config.model = std::env::var("STRATA_CLAUDE_MODEL").ok();
     config.hook_deadline_ms = hook_deadline_ms();
+    config.strata_program = strata_program();
     ClaudeProvider::new(config)
 }
 
@@ -49,6 +57,7 @@ pub fn codex(state: PathBuf) -> CodexProvider {
     }
     config.model = std::env::var("STRATA_CODEX_MODEL").ok();
     config.hook_deadline_ms = hook_deadline_ms();
+    config.strata_program = strata_program();
     CodexProvider::new(config)
 }
 

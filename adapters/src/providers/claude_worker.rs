@@ -7,7 +7,9 @@
 //! * **Per-worker wiring, nothing written into the repository.** A private directory per worker
 //!   holds the `--settings` file, whose PreToolUse hook on `Write|Edit|MultiEdit|NotebookEdit`
 //!   runs `strata hook claude pre-tool-use --journal <brief.journal> --lineage <lineage> --root
-//!   <workdir>` (strata's write guard: exit 2 and a JSON deny outside the lineage's ownership),
+//!   <workdir>` (strata's write guard: exit 2 and a JSON deny outside the lineage's ownership)
+//!   and sets `disableAllHooks: false` (command-line settings outrank the user's and the
+//!   project's, so neither can turn the guard off),
 //!   and the `--mcp-config` file attaching `strata mcp` as the `knowledge` server
 //!   (`--strict-mcp-config`, and `--allowedTools mcp__knowledge`: in `-p` mode an MCP tool is
 //!   refused without it). `--permission-mode acceptEdits` lets headless writes inside the working
@@ -134,7 +136,7 @@ impl ClaudeProvider {
             e
         };
         let hook = wiring.hook_command("claude", &brief.lineage_id, c.hook_deadline_ms);
-        let settings = json!({"hooks": {"PreToolUse": [{"matcher": GUARDED_TOOLS,
+        let settings = json!({"disableAllHooks": false, "hooks": {"PreToolUse": [{"matcher": GUARDED_TOOLS,
             "hooks": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}]}]}});
         let settings_path = dir.join("settings.json");
         wp::write_private(&settings_path, settings.to_string().as_bytes())

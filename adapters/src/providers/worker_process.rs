@@ -739,7 +739,7 @@ impl Wiring {
             Some(p) => p.to_path_buf(),
             None => std::env::current_exe().map_err(|e| {
                 unavailable(format!(
-                    "cannot find strata's own executable for the hook and MCP server ({e}); configure it"
+                    "cannot find strata's own executable for the hook and MCP server ({e}); name it in STRATA_PROGRAM"
                 ))
             })?,
         };
