@@ -30,7 +30,7 @@ fn ev(n: u128) -> EventData {
 /// Where a test journal lives.
 enum Target {
     Sled { _tmp: tempfile::TempDir, dir: PathBuf },
-    Pg { url: String, options: PgOptions },
+    Pg { url: String, options: Box<PgOptions> },
 }
 
 impl Target {
@@ -42,7 +42,7 @@ impl Target {
 
     fn pg() -> Target {
         let url = pg::url();
-        let options = pg::fresh_options(&url);
+        let options = Box::new(pg::fresh_options(&url));
         Target::Pg { url, options }
     }
 
@@ -489,5 +489,36 @@ fn sessions_set_the_journal_timeouts_and_tcp_keepalives() {
             left.trim_end_matches("sec").parse().unwrap()
         };
         assert!(secs <= 7.0, "keepalive idle {left} on port {port}");
+    }
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn two_workspaces_that_name_one_database_see_one_journal() {
+    const BIN: &str = strata_tests::strata_bin!();
+    let url = pg::url();
+    let schema = pg::fresh_options(&url).schema;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // A password in the URL is refused before anything is written.
+    let with_pw = url.replacen("strata@", "strata:hunter2@", 1);
+    let out = strata_tests::strata(BIN, &a, &["init", "--backend", "postgres", "--url", &with_pw]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("[STRATA-E2305]") && !err.contains("hunter2"), "{err}");
+    assert!(!a.join(".strata").exists());
+    let init = ["init", "--backend", "postgres", "--url", &url, "--schema", &schema];
+    let first = strata_tests::strata_ok(BIN, &a, &init);
+    assert!(first.contains("created the shared journal"), "{first}");
+    let second = strata_tests::strata_ok(BIN, &b, &init);
+    assert!(second.contains("attached to the shared journal"), "{second}");
+    let config = std::fs::read_to_string(b.join(".strata/config.toml")).unwrap();
+    assert!(config.contains("backend = \"postgres\"") && config.contains(&format!("url = \"{url}\"")), "{config}");
+    // What one workspace appended, the other reads; both verify the one journal.
+    for ws in [&a, &b] {
+        let log = strata_tests::strata_ok(BIN, ws, &["--json", "journal", "log"]);
+        assert_eq!(log.matches("workspace.initialized").count(), 1, "{log}");
+        strata_tests::strata_ok(BIN, ws, &["journal", "verify"]);
     }
 }
