@@ -5,6 +5,8 @@
 //! durability = "power"   # or "process"; see README, "Durability"
 //! cache_mib = 64         # sled page cache, 8 to 4096
 //! lock_wait_ms = 30000   # how long a command waits for another holder of the journal, 0 to 600000
+//! backend = "sled"       # or "postgres": a journal shared across machines (README, "Sharing a
+//!                        # journal across machines"); then `url` (no password) and `schema`
 //!
 //! [tokens]               # o200k counts are scaled by the model family's factor
 //! claude = 1.3           # claude, opus, sonnet, haiku models
@@ -34,6 +36,42 @@ pub struct Config {
     pub lock_wait_ms: u64,
     /// Token factor per model family, per mille (1300 = x1.3).
     pub token_factors: BTreeMap<String, u32>,
+    /// Where the journal lives.
+    pub backend: Backend,
+}
+
+/// The journal's backend.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// sled in `.strata/journal/` (the default).
+    #[default]
+    Sled,
+    /// A PostgreSQL schema several workspaces (on several machines) can share.
+    Postgres {
+        /// `postgresql://user@host:port/database`, without a password.
+        url: String,
+        /// PostgreSQL schema holding the journal.
+        schema: String,
+    },
+}
+
+impl Backend {
+    /// A PostgreSQL backend, checked: the URL parses and carries no password, the schema is a
+    /// plain name. `what` names where the values came from.
+    pub fn postgres(url: &str, schema: &str, what: &str) -> anyhow::Result<Backend> {
+        strata_journal::pg::PgOptions::new(url, what)?.with_schema(schema)?;
+        Ok(Backend::Postgres { url: url.to_owned(), schema: schema.to_owned() })
+    }
+
+    /// Options for opening the PostgreSQL journal (`None` for sled), with the `PG*` variables
+    /// and password file of this process's environment.
+    pub fn pg_options(&self, command: &str) -> anyhow::Result<Option<strata_journal::pg::PgOptions>> {
+        let Backend::Postgres { url, schema } = self else { return Ok(None) };
+        let mut o = strata_journal::pg::PgOptions::new(url, "journal.url")?.with_schema(schema)?;
+        o.env = strata_journal::pg::PgEnv::from_vars(|k| std::env::var(k).ok());
+        o.application_name = format!("strata {command}");
+        Ok(Some(o))
+    }
 }
 
 /// Default of `journal.lock_wait_ms`.
@@ -48,7 +86,13 @@ impl Default for Config {
     fn default() -> Self {
         let token_factors =
             [("claude", 1300), ("openai", 1000), ("default", 1000)].map(|(k, v)| (k.to_owned(), v)).into();
-        Config { durability: Durability::Power, cache_mib: 64, lock_wait_ms: LOCK_WAIT_MS_DEFAULT, token_factors }
+        Config {
+            durability: Durability::Power,
+            cache_mib: 64,
+            lock_wait_ms: LOCK_WAIT_MS_DEFAULT,
+            token_factors,
+            backend: Backend::Sled,
+        }
     }
 }
 
@@ -67,6 +111,9 @@ struct JournalSection {
     durability: Option<String>,
     cache_mib: Option<u64>,
     lock_wait_ms: Option<u64>,
+    backend: Option<String>,
+    url: Option<String>,
+    schema: Option<String>,
 }
 
 impl Config {
@@ -86,6 +133,24 @@ impl Config {
         if let Some(w) = f.journal.lock_wait_ms {
             c.lock_wait_ms = check_lock_wait(w).map_err(|e| anyhow::anyhow!("[STRATA-E0601] {path}: journal.{e}"))?;
         }
+        c.backend = match (f.journal.backend.as_deref(), f.journal.url, f.journal.schema) {
+            (None | Some("sled"), None, None) => Backend::Sled,
+            (None | Some("sled"), _, _) => {
+                anyhow::bail!(
+                    "[STRATA-E0601] {path}: journal.url and journal.schema need journal.backend = \"postgres\""
+                )
+            }
+            (Some("postgres"), Some(url), schema) => {
+                let schema = schema.unwrap_or_else(|| strata_journal::pg::SCHEMA_DEFAULT.to_owned());
+                Backend::postgres(&url, &schema, &format!("{path}: journal.url"))?
+            }
+            (Some("postgres"), None, _) => anyhow::bail!(
+                "[STRATA-E0601] {path}: journal.backend = \"postgres\" needs journal.url = \"postgresql://user@host:port/database\""
+            ),
+            (Some(other), _, _) => {
+                anyhow::bail!("[STRATA-E0601] {path}: journal.backend must be \"sled\" or \"postgres\", not {other:?}")
+            }
+        };
         for (family, factor) in f.tokens {
             if !FAMILIES.contains(&family.as_str()) {
                 anyhow::bail!(
@@ -126,6 +191,22 @@ impl Config {
 
     /// The TOML text written by `strata init`.
     pub fn render(&self) -> String {
+        let text = self.render_sled();
+        match &self.backend {
+            Backend::Sled => text,
+            Backend::Postgres { url, schema } => text.replacen(
+                "\n\n[tokens]",
+                &format!(
+                    "\n# A journal shared across machines. No password here: PGPASSWORD or ~/.pgpass (mode 0600).\nbackend = \"postgres\"\nurl = {}\nschema = {}\n\n[tokens]",
+                    toml_string(url),
+                    toml_string(schema)
+                ),
+                1,
+            ),
+        }
+    }
+
+    fn render_sled(&self) -> String {
         format!(
             "# strata workspace configuration\n\n[journal]\n# \"power\": acknowledged appends survive power loss (fdatasync per batch).\n# \"process\": they survive a crash of the process, not of the machine.\ndurability = \"{}\"\n# sled page cache in MiB (8 to 4096).\ncache_mib = {}\n# How long a command waits for another process holding the journal, ms (0 to 600000).\nlock_wait_ms = {}\n\n[tokens]\n# o200k token counts are multiplied by the model family's factor.\n{}",
             self.durability.as_str(),
@@ -134,6 +215,10 @@ impl Config {
             self.token_factors.iter().map(|(k, v)| format!("{k} = {}.{:03}\n", v / 1000, v % 1000)).collect::<String>()
         )
     }
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
 }
 
 fn check_lock_wait(ms: u64) -> Result<u64, String> {
@@ -162,6 +247,17 @@ mod tests {
         assert_eq!(Config::parse("", "x").unwrap(), Config::default());
         assert!(Config::parse("[tokens]\nclaude = 0\n", "x").is_err());
         assert!(Config::parse("[tokens]\ngemini = 1.1\n", "x").is_err());
+        let pg = Config {
+            backend: Backend::postgres("postgresql://strata@db.example:5432/team", "strata", "x").unwrap(),
+            ..Config::default()
+        };
+        assert_eq!(Config::parse(&pg.render(), "x").unwrap(), pg);
+        let e =
+            Config::parse("[journal]\nbackend = \"postgres\"\nurl = \"postgresql://u:pw@h/db\"\n", "x").unwrap_err();
+        assert!(e.to_string().starts_with("[STRATA-E2305]") && !e.to_string().contains("pw@"), "{e}");
+        assert!(Config::parse("[journal]\nbackend = \"postgres\"\n", "x").is_err());
+        assert!(Config::parse("[journal]\nbackend = \"mysql\"\n", "x").is_err());
+        assert!(Config::parse("[journal]\nurl = \"postgresql://u@h/db\"\n", "x").is_err());
         let c = Config::parse("[tokens]\nclaude = 1.35\n", "x").unwrap();
         assert_eq!(c.token_factor("claude-opus-4"), 1350);
         assert_eq!(c.token_factor("gpt-5-codex"), 1000);

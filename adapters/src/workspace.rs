@@ -68,6 +68,16 @@ impl Workspace {
         if let Some(j) = SERVED.with(|s| s.borrow().clone()) {
             return Ok(j);
         }
+        if let Some(pg) = self.config()?.backend.pg_options(command)? {
+            return match Journal::open_postgres(&pg) {
+                Ok(j) => Ok(j),
+                Err(JournalError::NotAJournal { path }) => anyhow::bail!(
+                    "[STRATA-E0204] no strata journal in {}: run `strata init --backend postgres --url …` once for that database",
+                    path.display()
+                ),
+                Err(e) => Err(e.into()),
+            };
+        }
         let dir = self.journal_dir();
         match Journal::open(&dir, &self.options(command)?) {
             Ok(j) => Ok(j),
@@ -84,6 +94,26 @@ impl Workspace {
     /// Options for opening this workspace's journal (for verification without opening it).
     pub fn open_options(&self, command: &str) -> anyhow::Result<OpenOptions> {
         self.options(command)
+    }
+
+    /// For a PostgreSQL backend: creates `.strata/` and its config (unless present), creates or
+    /// upgrades the schema, and creates the journal named `origin` there, or attaches to the one
+    /// another workspace created (then `false`: nothing new was created).
+    pub fn create_or_attach_postgres(&self, origin: &str, config: &Config) -> anyhow::Result<(Journal, bool)> {
+        let Some(pg) = config.backend.pg_options("init")? else {
+            return Ok((self.create(origin, config)?, true));
+        };
+        std::fs::create_dir_all(self.strata_dir())
+            .with_context(|| format!("cannot create {}", self.strata_dir().display()))?;
+        if !self.config_path().exists() {
+            std::fs::write(self.config_path(), config.render())
+                .with_context(|| format!("cannot write {}", self.config_path().display()))?;
+        }
+        match Journal::create_postgres(&pg, origin) {
+            Ok(j) => Ok((j, true)),
+            Err(JournalError::AlreadyExists { .. }) => Ok((Journal::open_postgres(&pg)?, false)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Creates `.strata/`, its config (unless present) and a new journal named `origin`.

@@ -214,6 +214,9 @@ pub enum JournalError {
     /// Bad note or key.
     #[error(transparent)]
     Note(#[from] NoteError),
+    /// The PostgreSQL backend failed.
+    #[error(transparent)]
+    Postgres(#[from] crate::pg::PgError),
 }
 
 impl JournalError {

@@ -211,9 +211,21 @@ impl Shared {
     }
 
     fn publish(&self, seq: u64) {
-        *self.head_mu.lock().unwrap_or_else(PoisonError::into_inner) = seq;
+        // Monotonic: with a shared store the writer and the follower both publish.
+        let mut head = self.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+        *head = (*head).max(seq);
+        let seq = *head;
+        drop(head);
         self.head_cv.notify_all();
-        self.head_watch.send_replace(seq);
+        self.head_watch.send_if_modified(|h| {
+            let changed = *h < seq;
+            *h = (*h).max(seq);
+            changed
+        });
+    }
+
+    fn poison(&self, cause: String) {
+        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(cause);
     }
 
     fn close(&self) {
@@ -425,6 +437,19 @@ impl Journal {
             closed: AtomicBool::new(false),
             poisoned: Mutex::new(None),
         });
+        if let Some(order) = store.shared_order() {
+            // Other processes may have appended while this one replayed: read the rest under the
+            // ordering lock, where the stored head must be exactly where the events end.
+            let held = order.lock_order();
+            let checked = held.and_then(|held| check_shared_head(store.as_ref(), &shared, held));
+            order.release_order();
+            checked?;
+            let (follow_store, follow_shared) = (store.clone(), shared.clone());
+            std::thread::Builder::new()
+                .name("strata-journal-follower".into())
+                .spawn(move || run_follower(follow_store, follow_shared))
+                .map_err(|e| JournalError::io(&loc, e))?;
+        }
         let (tx, rx) = mpsc::channel(QUEUE_REQUESTS_MAX);
         let recovery = Recovery { index_snapshot_seq: snapshot_seq, replayed_events: since_snapshot };
         let (wake, woken) = std::sync::mpsc::channel();
@@ -483,6 +508,16 @@ impl Journal {
     /// The storage backend.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
+    }
+
+    /// For a journal shared with other processes (PostgreSQL): reads what they appended since
+    /// this handle last looked, publishes it to readers and subscriptions, and returns the head.
+    /// A no-op returning [`Journal::head`] for a journal this process owns alone.
+    pub fn refresh(&self) -> Result<Head, JournalError> {
+        if self.inner.store.shared_order().is_some() {
+            catch_up(self.inner.store.as_ref(), &self.inner.shared)?;
+        }
+        Ok(self.head())
     }
 
     /// The durable head.
@@ -859,35 +894,15 @@ fn load_index(store: &dyn Store) -> Result<(Index, u64, u64), JournalError> {
             if rec.seq < from {
                 continue;
             }
-            let want = index.head_seq + 1;
-            if rec.seq != want {
-                return Err(JournalError::corrupt(
-                    &loc,
-                    Some(want),
-                    format!("expected sequence {want}, found {}", rec.seq),
-                ));
-            }
-            if event_hash(raw) != stored {
-                return Err(JournalError::corrupt(&loc, Some(rec.seq), "record bytes do not match their stored hash"));
-            }
-            if rec.prev != index.head_hash {
-                return Err(JournalError::corrupt(&loc, Some(rec.seq), "prev hash does not match the previous event"));
-            }
-            if rec.version != index.version(rec.stream) + 1 {
-                return Err(JournalError::corrupt(
-                    &loc,
-                    Some(rec.seq),
-                    format!("stream {} jumps to version {}", rec.stream, rec.version),
-                ));
-            }
-            if index.seq_of(rec.id.as_u128()).is_some() {
-                return Err(JournalError::corrupt(&loc, Some(rec.seq), format!("event id {} appears twice", rec.id)));
-            }
-            index.push(rec.seq, rec.id, rec.stream, rec.version, stored);
+            replay_one(&mut index, &loc, stored, raw, &rec)?;
             replayed += 1;
         }
         Ok(true)
     })?;
+    if store.shared_order().is_some() {
+        // Others may append while this replays; the head is checked under the ordering lock.
+        return Ok((index, snapshot_seq, replayed));
+    }
     if let Some(head) = store.meta(META_HEAD)? {
         let (seq, hash) =
             decode_head(&head).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
@@ -904,7 +919,123 @@ fn load_index(store: &dyn Store) -> Result<(Index, u64, u64), JournalError> {
     Ok((index, snapshot_seq, replayed))
 }
 
-fn encode_head(seq: u64, hash: &Hash) -> Vec<u8> {
+/// Checks one stored record against the index (contiguous sequence, its own hash, the chain,
+/// its stream version, a new id) and adds it.
+fn replay_one(index: &mut Index, loc: &Path, stored: Hash, raw: &[u8], rec: &Record<'_>) -> Result<(), JournalError> {
+    let want = index.head_seq + 1;
+    if rec.seq != want {
+        return Err(JournalError::corrupt(loc, Some(want), format!("expected sequence {want}, found {}", rec.seq)));
+    }
+    if event_hash(raw) != stored {
+        return Err(JournalError::corrupt(loc, Some(rec.seq), "record bytes do not match their stored hash"));
+    }
+    if rec.prev != index.head_hash {
+        return Err(JournalError::corrupt(loc, Some(rec.seq), "prev hash does not match the previous event"));
+    }
+    if rec.version != index.version(rec.stream) + 1 {
+        return Err(JournalError::corrupt(
+            loc,
+            Some(rec.seq),
+            format!("stream {} jumps to version {}", rec.stream, rec.version),
+        ));
+    }
+    if index.seq_of(rec.id.as_u128()).is_some() {
+        return Err(JournalError::corrupt(loc, Some(rec.seq), format!("event id {} appears twice", rec.id)));
+    }
+    index.push(rec.seq, rec.id, rec.stream, rec.version, stored);
+    Ok(())
+}
+
+/// Shared stores: reads what was committed after the index head (by any process), checks it
+/// like an open does, adds it to the index and publishes it. Returns the new head sequence.
+fn catch_up(store: &dyn Store, shared: &Shared) -> Result<u64, JournalError> {
+    let loc = store.location().to_owned();
+    loop {
+        let from = shared.index().head_seq + 1;
+        let mut got: Vec<(Hash, Vec<u8>)> = Vec::new();
+        store.scan_frames(from, &mut |first, bytes| {
+            for entry in frame::entries(bytes).map_err(|e| JournalError::corrupt(&loc, Some(first), e.to_string()))? {
+                let (stored, raw) = entry.map_err(|e| JournalError::corrupt(&loc, Some(first), e.to_string()))?;
+                got.push((stored, raw.to_vec()));
+            }
+            Ok(got.len() < crate::shared::CATCH_UP_EVENTS_MAX)
+        })?;
+        let full = got.len() >= crate::shared::CATCH_UP_EVENTS_MAX;
+        let head = {
+            let mut ix = shared.index.write().unwrap_or_else(PoisonError::into_inner);
+            for (stored, raw) in &got {
+                let rec = record::decode(raw)
+                    .map_err(|e| JournalError::corrupt(&loc, Some(ix.head_seq + 1), e.to_string()))?;
+                // The writer (or an earlier pass) may have added it meanwhile.
+                if rec.seq <= ix.head_seq {
+                    continue;
+                }
+                replay_one(&mut ix, &loc, *stored, raw, &rec)?;
+            }
+            ix.head_seq
+        };
+        shared.publish(head);
+        if !full {
+            return Ok(head);
+        }
+    }
+}
+
+/// Under the ordering lock (`held` is the stored head it found): catches up and checks that
+/// the stored events end exactly at the stored head.
+fn check_shared_head(store: &dyn Store, shared: &Shared, held: (u64, Hash)) -> Result<(), JournalError> {
+    catch_up(store, shared)?;
+    let ix = shared.index();
+    if (ix.head_seq, ix.head_hash) != held {
+        return Err(JournalError::corrupt(
+            store.location(),
+            Some(held.0.min(ix.head_seq) + 1),
+            format!("recorded head is sequence {} but the stored events end at {}", held.0, ix.head_seq),
+        ));
+    }
+    Ok(())
+}
+
+/// Follows the appends of other processes to a shared store until the journal closes: woken
+/// by the store (or after [`crate::shared::FOLLOW_POLL`]), it reads by sequence. Damage poisons
+/// the journal; a lost connection is retried after a pause.
+fn run_follower(store: Arc<dyn Store>, shared: Arc<Shared>) {
+    let Some(order) = store.shared_order() else { return };
+    while !shared.closed.load(Ordering::SeqCst) {
+        if order.wait_for_appends(crate::shared::FOLLOW_POLL).is_err() {
+            let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = shared.head_cv.wait_timeout(head, crate::shared::FOLLOW_POLL);
+            continue;
+        }
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e @ JournalError::Corrupt { .. }) = catch_up(store.as_ref(), &shared) {
+            shared.poison(e.to_string());
+            return;
+        }
+    }
+}
+
+/// Fails every request of a group with `e`: a backend error (the server was unreachable or the
+/// outcome of the commit is unknown) is given to each as it is and leaves the journal usable;
+/// anything else poisons it.
+fn fail_group(shared: &Shared, group: Vec<(Vec<StreamAppend>, Sink)>, e: JournalError) {
+    if let JournalError::Postgres(pg) = &e {
+        for (_, sink) in group {
+            sink.fail(JournalError::Postgres(pg.clone()));
+        }
+        return;
+    }
+    let cause = e.to_string();
+    shared.poison(cause.clone());
+    let mut first = Some(e);
+    for (_, sink) in group {
+        sink.fail(first.take().unwrap_or_else(|| JournalError::Poisoned { cause: cause.clone() }));
+    }
+}
+
+pub(crate) fn encode_head(seq: u64, hash: &Hash) -> Vec<u8> {
     let mut v = seq.to_be_bytes().to_vec();
     v.extend_from_slice(&hash.0);
     v
@@ -1067,6 +1198,23 @@ impl Writer {
         self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// Shared stores: takes the ordering lock and catches up, so that this batch is decided
+    /// against everything any process committed. A no-op for a store this process owns.
+    fn take_order(&self) -> Result<(), JournalError> {
+        let Some(order) = self.store.shared_order() else { return Ok(()) };
+        let checked = order.lock_order().and_then(|held| check_shared_head(self.store.as_ref(), &self.shared, held));
+        if checked.is_err() {
+            order.release_order();
+        }
+        checked
+    }
+
+    fn release_order(&self) {
+        if let Some(order) = self.store.shared_order() {
+            order.release_order();
+        }
+    }
+
     /// Writes the index snapshot unless the last one is already at the head. Holds the index
     /// write lock while compacting and serialising (readers wait; this happens every
     /// `INDEX_SNAPSHOT_EVENTS_MAX` events and at close).
@@ -1098,6 +1246,10 @@ impl Writer {
         mut event: EventData,
         reply: oneshot::Sender<Result<SignedCheckpoint, JournalError>>,
     ) {
+        if let Err(e) = self.take_order() {
+            let _ = reply.send(Err(e));
+            return;
+        }
         let (size, root) = {
             let ix = self.shared.index();
             (ix.head_seq, ix.frontier.root())
@@ -1106,6 +1258,7 @@ impl Writer {
         let note = match key.sign_note(&checkpoint.body()) {
             Ok(n) => n,
             Err(e) => {
+                self.release_order();
                 let _ = reply.send(Err(e.into()));
                 return;
             }
@@ -1119,6 +1272,7 @@ impl Writer {
             events: vec![event],
         }];
         if let Err(e) = validate_request(&streams) {
+            self.release_order();
             let _ = reply.send(Err(e.into()));
             return;
         }
@@ -1136,6 +1290,10 @@ impl Writer {
             for (_, sink) in group {
                 sink.fail(JournalError::Poisoned { cause: cause.clone() });
             }
+            return;
+        }
+        if let Err(e) = self.take_order() {
+            fail_group(&self.shared, group, e);
             return;
         }
         let mut overlay = Overlay::default();
@@ -1236,6 +1394,11 @@ impl Writer {
                 _ => self.store.sync(),
             });
             if let Err(e) = durable {
+                if let JournalError::Postgres(_) = e {
+                    // Nothing was published; the next batch reads what the server holds.
+                    fail_group(&self.shared, group, e);
+                    return;
+                }
                 let cause = e.to_string();
                 *self.shared.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(cause.clone());
                 let mut first = Some(e);
@@ -1246,12 +1409,17 @@ impl Writer {
             }
             let mut ix = self.shared.index.write().unwrap_or_else(PoisonError::into_inner);
             for p in &pending {
-                ix.push(p.seq, p.id, &p.stream, p.version, p.hash);
+                // With a shared store the follower may have read this batch back already.
+                if p.seq > ix.head_seq {
+                    ix.push(p.seq, p.id, &p.stream, p.version, p.hash);
+                }
             }
             let head = ix.head_seq;
             drop(ix);
             self.shared.publish(head);
             self.since_snapshot += pending.len() as u64;
+        } else {
+            self.release_order();
         }
         {
             let mut stats = self.shared.stats.lock().unwrap_or_else(PoisonError::into_inner);

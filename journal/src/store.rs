@@ -106,6 +106,11 @@ pub trait Store: Send + Sync + 'static {
     fn load_index_snapshot(&self) -> Result<Option<AlignedVec<16>>, JournalError>;
     /// The directory backing the store (for messages), or a label.
     fn location(&self) -> &Path;
+    /// The ordering lock of a store other processes append to as well (a database server);
+    /// `None` for a store this process owns alone.
+    fn shared_order(&self) -> Option<&dyn crate::shared::SharedOrder> {
+        None
+    }
 }
 
 fn meta_key(name: &str) -> Vec<u8> {

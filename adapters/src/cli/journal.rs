@@ -105,7 +105,11 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
                             keys,
                             &extra,
                         ),
-                        None => verify_dir(&ws.journal_dir(), &ws.open_options("journal verify")?, keys, &extra),
+                        None => match ws.config()?.backend.pg_options("journal verify")? {
+                            Some(pg) => strata_journal::pg::PgStore::connect(&pg)
+                                .and_then(|store| strata_journal::verify::verify_store(&store, None, keys, &extra)),
+                            None => verify_dir(&ws.journal_dir(), &ws.open_options("journal verify")?, keys, &extra),
+                        },
                     }
                     .map_err(|e| match e {
                         strata_journal::JournalError::NotAJournal { .. } => {

@@ -54,6 +54,17 @@ enum Command {
         /// `strata.local/<uuid>`.
         #[arg(long)]
         origin: Option<String>,
+        /// Where the journal lives: `sled` (in `.strata/journal/`) or `postgres` (a database
+        /// several workspaces and machines share; needs --url).
+        #[arg(long, default_value = "sled")]
+        backend: String,
+        /// With `--backend postgres`: `postgresql://user@host:port/database`, without a password
+        /// (PGPASSWORD or ~/.pgpass supply it).
+        #[arg(long)]
+        url: Option<String>,
+        /// With `--backend postgres`: the PostgreSQL schema holding the journal.
+        #[arg(long, default_value = "strata")]
+        schema: String,
     },
     /// Run the bundled example end to end: initialise a journal, append the example events,
     /// sign a checkpoint, verify (live and from an offline bundle) and replay.
@@ -305,13 +316,25 @@ pub const EXIT_PROBLEMS: u8 = 3;
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ws = Workspace::at(&cli.dir);
     match cli.command {
-        Command::Init { durability, origin } => {
+        Command::Init { durability, origin, backend, url, schema } => {
             let durability =
                 durability.parse().map_err(|e: String| anyhow::anyhow!("[STRATA-E0601] --durability: {e}"))?;
-            let config = Config { durability, ..Config::default() };
+            let backend = match (backend.as_str(), url) {
+                ("sled", None) => crate::config::Backend::Sled,
+                ("postgres", Some(url)) => crate::config::Backend::postgres(&url, &schema, "--url")?,
+                ("sled", Some(_)) => anyhow::bail!("[STRATA-E0601] --url needs --backend postgres"),
+                ("postgres", None) => {
+                    anyhow::bail!("[STRATA-E0601] --backend postgres needs --url postgresql://user@host:port/database")
+                }
+                (other, _) => anyhow::bail!("[STRATA-E0601] --backend must be sled or postgres, not {other:?}"),
+            };
+            let config = Config { durability, backend, ..Config::default() };
             let origin = origin.unwrap_or_else(|| format!("strata.local/{}", uuid::Uuid::now_v7()));
-            let journal = ws.create(&origin, &config)?;
-            record_initialized(&journal, &config)?;
+            let (journal, created) = ws.create_or_attach_postgres(&origin, &config)?;
+            if created {
+                record_initialized(&journal, &config)?;
+            }
+            let origin = journal.origin().to_owned();
             journal.close_blocking()?;
             let head = journal.head();
             if cli.json {
@@ -323,6 +346,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         "durability": config.durability.as_str(),
                         "head": head.seq,
                     })
+                );
+            } else if let crate::config::Backend::Postgres { url, schema } = &config.backend {
+                let verb = if created { "created" } else { "attached to" };
+                outln!(
+                    "initialised {}: {verb} the shared journal {origin} in {url} (schema {schema})",
+                    ws.strata_dir().display()
                 );
             } else {
                 outln!(

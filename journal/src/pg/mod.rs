@@ -1,0 +1,511 @@
+//! The PostgreSQL backend: one journal shared by every process (on any machine) that names the
+//! same database and schema.
+//!
+//! It is a [`Store`] like sled, so sequencing, chaining, Merkle checkpoints, verification,
+//! export and import are the journal's own code, byte for byte the same as on sled. What the
+//! server adds is the ordering lock of [`SharedOrder`]: the single `strata_head` row, locked
+//! `FOR UPDATE` at the start of every commit transaction (READ COMMITTED) and released by its
+//! COMMIT. Holding it, the writer of a process reads what other processes committed, decides
+//! idempotency and expected versions, computes the blake3 chain and inserts; so the global
+//! sequence is gapless and in commit order, and no reader can see n+1 before n. One transaction
+//! carries a whole group-commit batch (all appends queued in this process while the previous one
+//! committed), so twelve appenders in one process cost one commit, not twelve.
+//!
+//! Subscriptions read by sequence only; `LISTEN`/`NOTIFY` on a per-schema channel just wakes the
+//! follower early (a notification lost while disconnected costs a poll interval, not an event).
+//!
+//! Faults: a lost connection fails the batch in flight with STRATA-E2302 (outcome unknown: retry
+//! with the same ids) and the next batch reconnects; `lock_timeout`,
+//! `idle_in_transaction_session_timeout`, `statement_timeout` and TCP keepalives bound how long
+//! a stuck or partitioned client can hold the ordering lock.
+
+pub mod conn;
+pub mod error;
+pub mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rkyv::util::AlignedVec;
+use uuid::Uuid;
+
+pub use conn::{PgEnv, PgOptions, SCHEMA_DEFAULT, check_schema};
+pub use error::PgError;
+pub use schema::{Migrated, SCHEMA_VERSION};
+
+use crate::error::JournalError;
+use crate::frame::{self, FrameBuilder};
+use crate::hash::Hash;
+use crate::journal::{Journal, decode_head, encode_head};
+use crate::note::check_origin;
+use crate::record;
+use crate::shared::SharedOrder;
+use crate::store::{
+    FrameBytes, FrameVisitor, JOURNAL_FORMAT, META_FORMAT, META_HEAD, META_ORIGIN, SnapshotEntries, Store,
+};
+use conn::{Target, cause, connect, resolve};
+
+/// Rows read per round trip by a scan.
+const SCAN_PAGE_ROWS: i64 = 2048;
+/// Idle reader sessions kept open.
+const READER_SESSIONS_MAX: usize = 4;
+
+struct WriterSession {
+    client: Option<postgres::Client>,
+    /// The ordering lock is held (a transaction is open) and this is the head it found.
+    holding: Option<(u64, Hash)>,
+}
+
+/// Table names, qualified with the schema.
+struct Tables {
+    events: String,
+    head: String,
+    meta: String,
+    snapshots: String,
+    index_snapshot: String,
+    channel: String,
+}
+
+/// A journal store in a PostgreSQL schema.
+pub struct PgStore {
+    options: PgOptions,
+    target: Target,
+    location: PathBuf,
+    t: Tables,
+    writer: Mutex<WriterSession>,
+    readers: Mutex<Vec<postgres::Client>>,
+    listener: Mutex<Option<postgres::Client>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("target", &self.target.label).finish()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn hash_of(bytes: &[u8]) -> Hash {
+    let mut h = [0u8; 32];
+    if bytes.len() == 32 {
+        h.copy_from_slice(bytes);
+    }
+    Hash(h)
+}
+
+fn seq_of(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+impl PgStore {
+    /// Connects to the journal described by `options` (the schema must exist at this binary's
+    /// version; [`PgStore::migrate`] creates or upgrades it).
+    pub fn connect(options: &PgOptions) -> Result<PgStore, JournalError> {
+        check_schema(&options.schema)?;
+        let target = resolve(options)?;
+        let s = &options.schema;
+        let mut client = connect(&target, options)?;
+        let location = PathBuf::from(&target.label);
+        if schema::check(&mut client, s, &target.label)?.is_none() {
+            return Err(JournalError::NotAJournal { path: location });
+        }
+        Ok(PgStore {
+            t: Tables {
+                events: format!("{s}.strata_events"),
+                head: format!("{s}.strata_head"),
+                meta: format!("{s}.strata_meta"),
+                snapshots: format!("{s}.strata_snapshots"),
+                index_snapshot: format!("{s}.strata_index_snapshot"),
+                channel: format!("strata_{s}"),
+            },
+            options: options.clone(),
+            location,
+            target,
+            writer: Mutex::new(WriterSession { client: Some(client), holding: None }),
+            readers: Mutex::new(Vec::new()),
+            listener: Mutex::new(None),
+        })
+    }
+
+    /// Creates the schema, or upgrades it through every migration this binary knows; a no-op
+    /// when it is current. Refuses a schema newer than this binary.
+    pub fn migrate(options: &PgOptions) -> Result<Migrated, JournalError> {
+        check_schema(&options.schema)?;
+        let target = resolve(options)?;
+        let mut client = connect(&target, options)?;
+        Ok(schema::migrate(&mut client, &options.schema, &target.label)?)
+    }
+
+    /// `postgresql://user@host:port/database#schema`, for messages.
+    pub fn label(&self) -> &str {
+        &self.target.label
+    }
+
+    /// The value of a server setting in this store's sessions (`SHOW`-style text), e.g.
+    /// `lock_timeout`.
+    pub fn session_setting(&self, name: &str) -> Result<String, JournalError> {
+        self.read("a settings read", |c| c.query_one("SELECT current_setting($1)", &[&name]).map(|r| r.get(0)))
+    }
+
+    /// The options this store was opened with.
+    pub fn options(&self) -> &PgOptions {
+        &self.options
+    }
+
+    fn stmt_err(&self, during: &'static str, e: &postgres::Error) -> JournalError {
+        if e.as_db_error().is_some_and(|d| d.code() == &postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+            let ms = u64::try_from(self.options.lock_timeout.as_millis()).unwrap_or(u64::MAX);
+            return PgError::LockTimeout { target: self.target.label.clone(), ms }.into();
+        }
+        PgError::Statement { target: self.target.label.clone(), during, cause: cause(e) }.into()
+    }
+
+    /// Runs `f` on a reader session (opened on demand, kept for reuse when healthy).
+    fn read<R>(
+        &self,
+        during: &'static str,
+        f: impl FnOnce(&mut postgres::Client) -> Result<R, postgres::Error>,
+    ) -> Result<R, JournalError> {
+        let pooled = lock(&self.readers).pop();
+        let mut client = match pooled {
+            Some(c) if !c.is_closed() => c,
+            _ => connect(&self.target, &self.options)?,
+        };
+        match f(&mut client) {
+            Ok(r) => {
+                let mut pool = lock(&self.readers);
+                if pool.len() < READER_SESSIONS_MAX {
+                    pool.push(client);
+                }
+                Ok(r)
+            }
+            Err(e) => Err(self.stmt_err(during, &e)),
+        }
+    }
+
+    /// Writes the format marker and origin of a new journal; `AlreadyExists` if one is there.
+    fn put_identity(&self, origin: &str) -> Result<(), JournalError> {
+        let sql = format!(
+            "INSERT INTO {} (name, value) VALUES ($1, $2), ($3, $4) ON CONFLICT (name) DO NOTHING",
+            self.t.meta
+        );
+        let inserted = self.read("journal creation", |c| {
+            c.execute(&sql, &[&META_FORMAT, &JOURNAL_FORMAT, &META_ORIGIN, &origin.as_bytes()])
+        })?;
+        if inserted != 2 {
+            return Err(JournalError::AlreadyExists { path: self.location.clone() });
+        }
+        Ok(())
+    }
+
+    /// Rows `seq >= from` as single-record frames, one page.
+    fn page(&self, from: u64, rows: i64) -> Result<Vec<(u64, Vec<u8>)>, JournalError> {
+        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq >= $1 ORDER BY seq LIMIT $2", self.t.events);
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = self.read("a read", |c| c.query(&sql, &[&from, &rows]))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let (seq, hash, rec): (i64, &[u8], &[u8]) = (r.get(0), r.get(1), r.get(2));
+                let mut f = FrameBuilder::new();
+                f.push(&hash_of(hash), rec);
+                (seq_of(seq), f.finish())
+            })
+            .collect())
+    }
+
+    /// The writer's session, reconnected if it was lost.
+    fn writer_client<'a>(&self, w: &'a mut WriterSession) -> Result<&'a mut postgres::Client, JournalError> {
+        if w.client.as_ref().is_none_or(postgres::Client::is_closed) {
+            w.client = None;
+            w.holding = None;
+            w.client = Some(connect(&self.target, &self.options)?);
+        }
+        w.client.as_mut().ok_or_else(|| JournalError::corrupt(&self.location, None, "writer session missing"))
+    }
+
+    /// Ends the writer's transaction after a failure (the session is dropped if it is broken).
+    fn abandon(&self, w: &mut WriterSession) {
+        w.holding = None;
+        if let Some(c) = w.client.as_mut()
+            && (c.is_closed() || c.batch_execute("ROLLBACK").is_err())
+        {
+            w.client = None;
+        }
+    }
+
+    fn commit_locked(
+        &self,
+        w: &mut WriterSession,
+        frames: &[(u64, Vec<u8>)],
+        meta: &[(&str, Vec<u8>)],
+    ) -> Result<(), JournalError> {
+        let Some((held_seq, _)) = w.holding else {
+            return Err(JournalError::corrupt(&self.location, None, "a commit without the ordering lock"));
+        };
+        let loc = self.location.clone();
+        let (mut seqs, mut ids, mut streams, mut versions, mut types, mut hashes, mut recs) =
+            (Vec::new(), Vec::<Uuid>::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (_, bytes) in frames {
+            for entry in frame::entries(bytes).map_err(|e| JournalError::corrupt(&loc, None, e.to_string()))? {
+                let (hash, raw) = entry.map_err(|e| JournalError::corrupt(&loc, None, e.to_string()))?;
+                let rec = record::decode(raw).map_err(|e| JournalError::corrupt(&loc, None, e.to_string()))?;
+                seqs.push(i64::try_from(rec.seq).unwrap_or(i64::MAX));
+                ids.push(rec.id);
+                streams.push(rec.stream);
+                versions.push(i64::try_from(rec.version).unwrap_or(i64::MAX));
+                types.push(rec.event_type);
+                hashes.push(hash.0.to_vec());
+                recs.push(raw);
+            }
+        }
+        if seqs.first().is_some_and(|&s| seq_of(s) != held_seq + 1) {
+            return Err(JournalError::corrupt(&loc, Some(held_seq + 1), "a batch does not follow the stored head"));
+        }
+        let insert = format!(
+            "INSERT INTO {} (seq, event_id, stream, version, event_type, hash, record)
+             SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::bytea[])",
+            self.t.events
+        );
+        let client = self.writer_client(w)?;
+        if !seqs.is_empty() {
+            client
+                .execute(&insert, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs])
+                .map_err(|e| self.stmt_err("an append", &e))?;
+        }
+        for (name, value) in meta {
+            if *name == META_HEAD {
+                let (seq, hash) =
+                    decode_head(value).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
+                let sql = format!(
+                    "WITH u AS (UPDATE {} SET last_seq = $1, last_hash = $2 WHERE id = 1 RETURNING last_seq)
+                     SELECT pg_notify($3, last_seq::text) FROM u",
+                    self.t.head
+                );
+                let seq = i64::try_from(seq).unwrap_or(i64::MAX);
+                client
+                    .execute(&sql, &[&seq, &hash.0.as_slice(), &self.t.channel])
+                    .map_err(|e| self.stmt_err("an append", &e))?;
+            } else {
+                let sql = format!(
+                    "INSERT INTO {} (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                    self.t.meta
+                );
+                client.execute(&sql, &[name, value]).map_err(|e| self.stmt_err("an append", &e))?;
+            }
+        }
+        client.batch_execute("COMMIT").map_err(|e| self.stmt_err("a commit", &e))?;
+        w.holding = None;
+        Ok(())
+    }
+}
+
+impl Store for PgStore {
+    fn commit(&self, frames: &[(u64, Vec<u8>)], meta: &[(&str, Vec<u8>)]) -> Result<(), JournalError> {
+        let mut w = lock(&self.writer);
+        let r = self.commit_locked(&mut w, frames, meta);
+        if r.is_err() {
+            self.abandon(&mut w);
+        }
+        r
+    }
+
+    fn sync(&self) -> Result<(), JournalError> {
+        // A COMMIT returns once the server made it durable (at its `synchronous_commit`).
+        Ok(())
+    }
+
+    fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
+        let mut next = match self.frame_containing(seq)? {
+            Some((first, _)) => first,
+            None => seq,
+        };
+        loop {
+            let page = self.page(next, SCAN_PAGE_ROWS)?;
+            let full = page.len() as i64 == SCAN_PAGE_ROWS;
+            for (first, bytes) in page {
+                if !f(first, &bytes)? {
+                    return Ok(());
+                }
+                next = first + 1;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    fn frame_containing(&self, seq: u64) -> Result<Option<(u64, FrameBytes)>, JournalError> {
+        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", self.t.events);
+        let at = i64::try_from(seq).unwrap_or(i64::MAX);
+        let row = self.read("a read", |c| c.query_opt(&sql, &[&at]))?;
+        Ok(row.map(|r| {
+            let (s, hash, rec): (i64, &[u8], &[u8]) = (r.get(0), r.get(1), r.get(2));
+            let mut f = FrameBuilder::new();
+            f.push(&hash_of(hash), rec);
+            (seq_of(s), FrameBytes::Mem(Arc::from(f.finish())))
+        }))
+    }
+
+    fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, JournalError> {
+        if name == META_HEAD {
+            let sql = format!("SELECT last_seq, last_hash FROM {} WHERE id = 1", self.t.head);
+            let row = self.read("a read", |c| c.query_opt(&sql, &[]))?;
+            return Ok(row.and_then(|r| {
+                let (seq, hash): (i64, &[u8]) = (r.get(0), r.get(1));
+                (seq > 0).then(|| encode_head(seq_of(seq), &hash_of(hash)))
+            }));
+        }
+        let sql = format!("SELECT value FROM {} WHERE name = $1", self.t.meta);
+        let row = self.read("a read", |c| c.query_opt(&sql, &[&name]))?;
+        Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    fn put_snapshot(&self, key: &[u8], value: &[u8]) -> Result<(), JournalError> {
+        let sql = format!(
+            "INSERT INTO {} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            self.t.snapshots
+        );
+        self.read("a snapshot write", |c| c.execute(&sql, &[&key, &value]))?;
+        Ok(())
+    }
+
+    fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError> {
+        let sql = format!("SELECT key, value FROM {} WHERE substr(key, 1, $2) = $1 ORDER BY key", self.t.snapshots);
+        let len = i32::try_from(prefix.len()).unwrap_or(i32::MAX);
+        let rows = self.read("a snapshot read", |c| c.query(&sql, &[&prefix, &len]))?;
+        Ok(rows.iter().map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1))).collect())
+    }
+
+    fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError> {
+        let sql = format!("DELETE FROM {} WHERE key = $1", self.t.snapshots);
+        self.read("a snapshot delete", |c| c.execute(&sql, &[&key]))?;
+        Ok(())
+    }
+
+    fn save_index_snapshot(&self, sealed: &[u8]) -> Result<(), JournalError> {
+        let sql = format!(
+            "INSERT INTO {} (id, sealed) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET sealed = EXCLUDED.sealed",
+            self.t.index_snapshot
+        );
+        self.read("an index snapshot write", |c| c.execute(&sql, &[&sealed]))?;
+        Ok(())
+    }
+
+    fn load_index_snapshot(&self) -> Result<Option<AlignedVec<16>>, JournalError> {
+        let sql = format!("SELECT sealed FROM {} WHERE id = 1", self.t.index_snapshot);
+        let row = self.read("an index snapshot read", |c| c.query_opt(&sql, &[]))?;
+        Ok(row.map(|r| {
+            let b: &[u8] = r.get(0);
+            let mut v = AlignedVec::<16>::with_capacity(b.len());
+            v.extend_from_slice(b);
+            v
+        }))
+    }
+
+    fn location(&self) -> &Path {
+        &self.location
+    }
+
+    fn shared_order(&self) -> Option<&dyn SharedOrder> {
+        Some(self)
+    }
+}
+
+impl SharedOrder for PgStore {
+    fn lock_order(&self) -> Result<(u64, Hash), JournalError> {
+        let mut w = lock(&self.writer);
+        if let Some(head) = w.holding {
+            return Ok(head);
+        }
+        let sql =
+            format!("BEGIN; SELECT last_seq, encode(last_hash, 'hex') FROM {} WHERE id = 1 FOR UPDATE", self.t.head);
+        let client = self.writer_client(&mut w)?;
+        let got = client.simple_query(&sql).map_err(|e| self.stmt_err("taking the ordering lock", &e));
+        let msgs = match got {
+            Ok(m) => m,
+            Err(e) => {
+                self.abandon(&mut w);
+                return Err(e);
+            }
+        };
+        let head = msgs.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => {
+                let seq = r.get(0)?.parse::<u64>().ok()?;
+                let hash = Hash::from_hex(r.get(1)?)?;
+                Some((seq, hash))
+            }
+            _ => None,
+        });
+        match head {
+            Some(h) => {
+                w.holding = Some(h);
+                Ok(h)
+            }
+            None => {
+                self.abandon(&mut w);
+                Err(JournalError::corrupt(&self.location, None, "the head row is missing or malformed"))
+            }
+        }
+    }
+
+    fn release_order(&self) {
+        let mut w = lock(&self.writer);
+        if w.holding.is_some() {
+            self.abandon(&mut w);
+        }
+    }
+
+    fn wait_for_appends(&self, timeout: Duration) -> Result<bool, JournalError> {
+        let mut l = lock(&self.listener);
+        if l.as_ref().is_none_or(postgres::Client::is_closed) {
+            *l = None;
+            let mut c = connect(&self.target, &self.options)?;
+            c.batch_execute(&format!("LISTEN {}", self.t.channel)).map_err(|e| self.stmt_err("LISTEN", &e))?;
+            *l = Some(c);
+            // Anything committed before LISTEN took effect is found by the read that follows.
+            return Ok(true);
+        }
+        let Some(c) = l.as_mut() else { return Ok(false) };
+        use postgres::fallible_iterator::FallibleIterator as _;
+        let waited = {
+            let mut n = c.notifications();
+            let woke = n.timeout_iter(timeout).next().map(|got| got.is_some());
+            // Drain what else arrived: one read covers them all.
+            if woke.is_ok() {
+                let mut drain = n.iter();
+                while let Ok(Some(_)) = drain.next() {}
+            }
+            woke
+        };
+        let woke = match waited {
+            Ok(w) => w,
+            Err(e) => {
+                *l = None;
+                return Err(self.stmt_err("waiting for notifications", &e));
+            }
+        };
+        Ok(woke)
+    }
+}
+
+impl Journal {
+    /// Creates (or upgrades) the schema and a new journal named `origin` in it.
+    /// [`JournalError::AlreadyExists`] if that schema already holds a journal.
+    pub fn create_postgres(options: &PgOptions, origin: &str) -> Result<Journal, JournalError> {
+        check_origin(origin)?;
+        PgStore::migrate(options)?;
+        let store = PgStore::connect(options)?;
+        store.put_identity(origin)?;
+        Journal::with_store(Arc::new(store))
+    }
+
+    /// Opens the journal in the PostgreSQL schema `options` names.
+    pub fn open_postgres(options: &PgOptions) -> Result<Journal, JournalError> {
+        let store = PgStore::connect(options)?;
+        Journal::with_store(Arc::new(store))
+    }
+}
