@@ -103,6 +103,7 @@ const COMMANDS: &[(&str, bool)] = &[
     ("run @", false),
     ("journal verify --checkpoint @", false),
     ("journal verify --pubkey @", false),
+    ("journal verify --bundle @", false),
     ("journal export --bundle @out --pubkey @", false),
     ("journal checkpoint --key @", false),
 ];
@@ -178,6 +179,26 @@ fn every_file_taking_command_refuses_what_is_not_a_regular_file_promptly_and_in_
     }
     assert_eq!(checked, inputs.len() * COMMANDS.len());
     assert!(!out.exists(), "a refused export wrote its bundle");
+}
+
+/// `journal import` creates a workspace's journal, so it is tried where there is none yet: each
+/// input is refused with its code and nothing is created.
+#[test]
+fn journal_import_refuses_what_is_not_a_regular_file_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    mkfifo(&fifo);
+    let dir = tmp.path().join("dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, path) in [("/dev/zero", PathBuf::from("/dev/zero")), ("a FIFO", fifo), ("a directory", dir)] {
+        let ws = tmp.path().join("fresh");
+        let out = strata_bounded(&ws, &["journal".to_owned(), "import".to_owned(), path.display().to_string()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(137), "import of {name}: hung, killed");
+        assert_eq!(out.status.code(), Some(1), "import of {name}: {stderr}");
+        assert!(stderr.contains("[STRATA-E1901]"), "import of {name}: {stderr}");
+        assert!(!ws.join(".strata/journal").exists(), "import of {name} created a journal");
+    }
 }
 
 #[test]
