@@ -271,10 +271,10 @@ objective = "Write the api."
 owns = ["src/api.rs"]
 "#;
 
-/// A running Claude worker that `parent` started from `program` (its turn streams JSON; a
-/// version probe does not), if there is one. Other tests run workers from the same program.
-fn worker_running(program: &Path, parent: u32) -> Option<u32> {
-    let want = program.as_os_str().as_encoded_bytes();
+/// A running worker that `parent` started, if there is one: its command line holds `marker`
+/// (`stream-json` for a Claude turn, `exec` for a Codex one; a version probe holds neither).
+/// Other tests run workers from the same programs.
+fn worker_running(marker: &str, parent: u32) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
@@ -282,37 +282,59 @@ fn worker_running(program: &Path, parent: u32) -> Option<u32> {
         // The parent is the second field after the command name in parentheses.
         let ppid: u32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
         let mut args = cmdline.split(|b| *b == 0);
-        (ppid == parent && args.next() == Some(want) && args.any(|a| a == b"stream-json")).then_some(pid)
+        (ppid == parent && args.any(|a| a == marker.as_bytes())).then_some(pid)
     })
 }
 
 /// Must-hold (c): `strata run` (the coordinator serving its workers' hooks) SIGSTOPped for
-/// longer than the hook's deadline while a real Claude worker writes outside the repository.
-/// The hook denies on its own within its deadline, the outside file never appears, and after
-/// SIGCONT the run finishes with the denial in the journal and in `audit file`, and no
-/// violation (nothing escaped).
+/// longer than the hook's deadline while a real worker writes outside the repository. The hook
+/// denies on its own within its deadline, the outside file never appears, and after SIGCONT the
+/// run finishes with the denial in the journal and in `audit file`, `audit run` and `audit
+/// session`, and no violation (nothing escaped).
 #[test]
 #[ignore = "needs the claude CLI from npm; CI runs it"]
-fn a_stopped_coordinator_lets_no_write_escape() {
-    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+fn a_stopped_coordinator_lets_no_claude_write_escape() {
+    stopped_coordinator_lets_no_write_escape("claude");
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn a_stopped_coordinator_lets_no_codex_write_escape() {
+    stopped_coordinator_lets_no_write_escape("codex");
+}
+
+fn stopped_coordinator_lets_no_write_escape(runtime: &str) {
     let scratch = Scratch::new().expect("scratch");
     let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], WRITER_PLAN);
     let outside = scratch.root().join("outside").join("escape.txt");
     std::fs::create_dir_all(outside.parent().expect("parent")).expect("outside");
-    let fake = FakeModel::start(vec![
-        Turn::claude_write(&outside.display().to_string(), "must not land\n"),
-        Turn::text("Refused, so done."),
-    ])
-    .expect("fake model");
+    let write = if runtime == "claude" {
+        Turn::claude_write(&outside.display().to_string(), "must not land\n")
+    } else {
+        Turn::codex_apply_patch(&format!(
+            "*** Begin Patch\n*** Add File: {}\n+must not land\n*** End Patch\n",
+            outside.display()
+        ))
+    };
+    let fake = FakeModel::start(vec![write, Turn::text("Refused, so done.")]).expect("fake model");
     let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--provider", "claude", "--json", "--repo"]);
+    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--provider", runtime, "--json", "--repo"]);
     cmd.arg(&repo).env_clear();
     for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
         cmd.env(k, v);
     }
-    cmd.env("STRATA_CLAUDE", &claude)
-        .env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL)
-        .env("STRATA_HOOK_DEADLINE_MS", "2000")
+    let marker = if runtime == "claude" {
+        let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+        cmd.env("STRATA_CLAUDE", &claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+        "stream-json"
+    } else {
+        let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
+        cmd.env("STRATA_CODEX", &codex)
+            .env("STRATA_CODEX_MODEL", real_cli::CODEX_MODEL)
+            .env("STRATA_CODEX_BASE_URL", format!("{}/v1", fake.base_url()));
+        "exec"
+    };
+    cmd.env("STRATA_HOOK_DEADLINE_MS", "2000")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -325,7 +347,7 @@ fn a_stopped_coordinator_lets_no_write_escape() {
     // answer it.
     let mut seen = false;
     for _ in 0..12_000 {
-        if worker_running(&claude, run.id()).is_some() {
+        if worker_running(marker, run.id()).is_some() {
             seen = true;
             break;
         }
