@@ -44,17 +44,16 @@ use std::collections::BTreeMap;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
-use strata_engine::ce::capsule::{self, Sealed};
-use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::ledger::Ledger;
 use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
-use strata_engine::workgroup::events::{Dispatched, Held, PromptRef, WorkerEnded, WorkerStarted};
-use strata_engine::workgroup::plan::{self, CAPSULE_PHASES, Plan};
+use strata_engine::workgroup::dispatch::{self, CapsuleFacts, Planned};
+use strata_engine::workgroup::events::{Held, PromptRef, WorkerEnded, WorkerStarted};
+use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
-use strata_engine::workgroup::warm::{self, Warm};
 use strata_engine::workgroup::{decide, driver, lineage_id, sim, step};
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
@@ -304,43 +303,16 @@ impl Run {
         self.commit(vec![append])
     }
 
-    /// The capsule of `task`'s attempt as sealed now: the task, and its topic's knowledge.
-    fn seal(&self, task: &str, attempt: u32) -> Result<Sealed, Failure> {
-        let g = self.groups.get(WG).ok_or_else(|| self.fail("seal", "no workgroup".to_owned()))?;
-        let t = g.plan.task(task).ok_or_else(|| self.fail("seal", format!("no task {task}")))?;
+    /// The capsule facts of `task`: its topic, and what the knowledge base knows of it now.
+    fn capsule_facts(ledger: &Ledger, task: &str) -> CapsuleFacts {
         let key = format!("topic-{}", topic(task));
-        let mut constraints = vec!["Write only the owned files; every other write is denied and recorded.".to_owned()];
-        constraints.extend(
-            self.ledger
-                .vault()
-                .values()
-                .filter(|v| v["semantic_key"].as_str() == Some(key.as_str()))
-                .map(|v| format!("Known: {}", v["content"].as_str().unwrap_or_default())),
-        );
-        let draft = json!({
-            "schema": capsule::SCHEMA_ID,
-            "task_id": lineage_id(WG, task),
-            "workgroup_id": WG,
-            "phase": CAPSULE_PHASES[t.phase],
-            "objective": t.spec.objective,
-            "node_ids": [key],
-            "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
-            "read_files": [],
-            "specs": [],
-            "approved_decisions": [],
-            "checkpoint_sha": null,
-            "failures": [],
-            "risks": [],
-            "constraints": constraints,
-            "next_action": format!("Carry out task {task} (attempt {attempt}) and stop."),
-        });
-        capsule::seal(&capsule::SealRequest {
-            capsule: &draft,
-            max_bytes: capsule::MAX_BYTES_DEFAULT,
-            artifact_path: None,
-            artifact_roots: Vec::new(),
-        })
-        .map_err(|e| self.fail("seal", format!("{}: {}", e.code.as_str(), e.detail)))
+        let known = ledger
+            .vault()
+            .values()
+            .filter(|v| v["semantic_key"].as_str() == Some(key.as_str()))
+            .map(|v| v["content"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        CapsuleFacts { nodes: vec![key], known, ..CapsuleFacts::default() }
     }
 
     /// One simulated second: a fault may strike, the runner starts what was delivered, workers
@@ -378,92 +350,46 @@ impl Run {
         let Some(t) = g.plan.task(task).cloned() else { return Ok(()) };
         let attempt = g.tasks.get(task).map_or(1, |s| s.attempts + 1);
         let lineage = lineage_id(WG, task);
-        // A continuation resumes the prior session only while the ledger keeps it warm.
-        let now = self.clock.now_ns();
-        let prior = step::prior(g, &t);
-        // The prior's capsule as sealed now says whether its session's capsule went stale.
-        let warm = match &prior {
-            Some((l, s, p, a)) => {
-                let current = self.seal(p, *a)?;
-                Some((warm::resumable(&self.ledger, l, s, "sim", now, Some(&current.hash)), current))
-            }
-            None => None,
-        };
-        let candidate = match (&prior, &warm) {
-            (Some((l, ..)), Some((w, _))) => Some((l.as_str(), w.is_ok())),
-            _ => None,
-        };
-        let routed = step::route(&t, &lineage, candidate, &self.ledger, &sim::CAPABILITIES, &mut self.ids, &self.clock)
-            .map_err(|e| self.fail("route", e.to_string()))?;
-        let mut ledger_events = routed.ledger_events.clone();
-        // A writer another lineage's claim blocks is held, as `strata run` holds it.
-        if routed.conflicted() {
-            let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-            let h = routed.conflict_hold(task, "");
-            let append = decide::holds(g, std::slice::from_ref(&h), &mut self.ids, &self.clock)
-                .map_err(|e| self.fail("decide", e.to_string()))?;
-            let ledger_append = StreamAppend {
-                stream: ownership::STREAM.to_owned(),
-                expected: ExpectedVersion::Exact(self.ledger.version()),
-                events: ledger_events,
-            };
-            return self.commit(vec![ledger_append, append]);
-        }
-        let resumed = routed.runs_as == Mode::Resume;
-        if let (true, Some((l, ..)), Some((Ok(w), current))) = (resumed, &prior, &warm) {
-            // A stale capsule is reconciled: the session is briefed with the current one.
-            let stale = match (w, self.cfg.defects.stale_resume) {
-                (Warm::Reconcile { recorded, .. }, false) => Some((recorded.as_deref(), current)),
-                _ => None,
-            };
-            self.report.reconciliations += u64::from(stale.is_some());
-            let events = step::resumed(l, stale, now, WARM_MINUTES, &mut self.ids, &self.clock)
-                .map_err(|e| self.fail("warm", e.to_string()))?;
-            ledger_events.extend(events);
-        }
-        // A worker started or resumed is briefed with its own sealed capsule.
-        let own = if routed.runs_as == Mode::Local { None } else { Some(self.seal(task, attempt)?) };
-        if let Some(sealed) = &own {
-            let e =
-                ledger::capsule_sealed(&mut self.ids, &self.clock, sealed).map_err(|e| self.fail("seal", e.detail))?;
-            ledger_events.push(e);
-        }
-        let ledger_append = StreamAppend {
-            stream: ownership::STREAM.to_owned(),
-            expected: ExpectedVersion::Exact(self.ledger.version()),
-            events: ledger_events,
-        };
-        let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
-        let d = Dispatched {
-            task: task.to_owned(),
-            attempt,
-            lineage_id: lineage.clone(),
-            provider: "sim".to_owned(),
-            routed: routed.route.mode.as_str().to_owned(),
-            runs_as: routed.runs_as.as_str().to_owned(),
-            reason_codes: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
+        let req = dispatch::Request {
+            group: g,
+            ledger: &self.ledger,
+            task: &t,
+            provider: "sim",
+            caps: &sim::CAPABILITIES,
+            now_ns: self.clock.now_ns(),
+            warm_minutes: WARM_MINUTES,
             prompt: PromptRef {
                 prompt_task: lineage,
                 prompt_hash: format!("sha256:{}", "0".repeat(64)),
                 tokens: 20_000,
             },
+            prompt_text: String::new(),
             baseline_tokens: 600_000,
-            from_session: prior.as_ref().filter(|_| resumed).map(|(_, s, ..)| s.clone()),
-            capsule_hash: own.map(|s| s.hash),
+            facts: Self::capsule_facts(&self.ledger, task),
+            hold_fix: "",
+            skip_reconcile: self.cfg.defects.stale_resume,
         };
-        if prior.is_some() {
-            if resumed {
+        let ledger = &self.ledger;
+        let planned =
+            dispatch::plan(req, &mut |pt, _| Ok(Self::capsule_facts(ledger, pt.id())), &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
+        // A writer another lineage's claim blocks is held, as `strata run` holds it; the
+        // simulation's effects are its own bookkeeping (no files, no worktrees).
+        let d = match planned {
+            Planned::Held { appends, .. } => return self.commit(appends),
+            Planned::Dispatch(d) => d,
+        };
+        if d.continues {
+            if d.resumed.is_some() {
                 self.report.resumes += 1;
             } else {
                 self.report.cold_continuations += 1;
             }
         }
-        let e =
-            decide::dispatched(g, &d, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
-        let append = decide::append(g, vec![e]);
-        self.commit(vec![ledger_append, append])?;
+        self.report.reconciliations += u64::from(d.reconciled);
+        self.commit(d.appends)?;
         self.report.dispatches += 1;
-        if let (true, Some((l, ..)), Some((_, current))) = (resumed, &prior, &warm) {
+        if let Some((l, current)) = &d.resumed {
             self.report.checks += 1;
             let named = self.ledger.lineages().get(l).and_then(|e| e.record["capsule_hash"].as_str());
             if named != Some(current.hash.as_str()) {

@@ -5,7 +5,8 @@
 //! * dependencies point one way: journal ← engine ← {adapters, simulations} ← {tests, benches};
 //! * every Rust file starts with a `//!` comment saying why it exists;
 //! * no test is ignored without a reason;
-//! * every event type the code can emit is in the engine's catalogue (so every journal imports).
+//! * every event type the code can emit is in the engine's catalogue (so every journal imports);
+//! * no crate but the engine decides a dispatch (`strata run` and the simulation share one).
 
 use std::path::{Path, PathBuf};
 
@@ -245,4 +246,49 @@ fn every_event_type_the_code_can_emit_is_catalogued() {
     // The scan sees how the code writes its types: it finds every catalogued one.
     let unseen: Vec<&str> = strata_engine::catalogue::event_types().filter(|t| !found.contains(*t)).collect();
     assert!(unseen.is_empty(), "catalogued types the scan did not find in the code: {unseen:?}");
+}
+
+/// Calls that make up a dispatch decision: routing, resuming a warm session, sealing a capsule,
+/// recording the dispatch. Only the engine's one dispatch decision (`workgroup/dispatch.rs`,
+/// with `workgroup/step.rs` and the engine's own driver tests) makes them.
+const DISPATCH_PARTS: &[&str] = &[
+    "decide::dispatched(",
+    "step::route(",
+    "step::resumed(",
+    "capsule_sealed(",
+    "capsule_draft(",
+    "## Context capsule",
+];
+
+/// Lines of `text` outside comments that decide part of a dispatch themselves.
+fn dispatch_copies(text: &str) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        out.extend(DISPATCH_PARTS.iter().filter(|p| code.contains(**p)).map(|p| (i + 1, *p)));
+    }
+    out
+}
+
+#[test]
+fn the_dispatch_rule_catches_a_copy() {
+    let copy = "let routed = step::route(&t, &lineage, None, &ledger, &caps, ids, clock)?;";
+    assert_eq!(dispatch_copies(copy), [(1, "step::route(")]);
+    assert!(dispatch_copies("// step::route( is the engine's").is_empty());
+}
+
+/// `strata run` and the coordinator-faults simulation both decide dispatches through
+/// `workgroup::dispatch::plan`: neither crate holds a copy of its parts.
+#[test]
+fn no_crate_but_the_engine_decides_a_dispatch() {
+    let mut found = Vec::new();
+    for krate in ["adapters", "simulations"] {
+        let mut files = Vec::new();
+        rust_files(&root().join(krate), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("read");
+            found.extend(dispatch_copies(&text).into_iter().map(|(n, p)| format!("{}:{n}: {p}", f.display())));
+        }
+    }
+    assert!(found.is_empty(), "dispatch decided outside the engine:\n{}", found.join("\n"));
 }

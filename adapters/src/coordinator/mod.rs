@@ -38,9 +38,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use serde_json::json;
-use strata_engine::ce::capsule;
-use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::ledger::Ledger;
 use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::context::assemble::{Inputs, Task as AssemblyTask, TokenCounter, assemble};
@@ -53,12 +51,13 @@ use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
+use strata_engine::workgroup::dispatch::{self, CapsuleFacts, Effect, Planned};
 use strata_engine::workgroup::events::RunStart;
-use strata_engine::workgroup::events::{self, Dispatched, PromptRef, Violation};
-use strata_engine::workgroup::plan::{CAPSULE_PHASES, Checked, overlaps};
+use strata_engine::workgroup::events::{self, PromptRef, Violation};
+use strata_engine::workgroup::plan::{Checked, overlaps};
 use strata_engine::workgroup::provider::Provider;
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
-use strata_engine::workgroup::{self, decide, step, warm};
+use strata_engine::workgroup::{self, decide, step};
 use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
 
@@ -541,15 +540,16 @@ impl<'j> Coordinator<'j> {
         err!("\r\x1b[2K{}", self.status);
     }
 
-    /// Routes, assembles, claims and records task `id`; the runner starts its worker.
+    /// Routes, assembles, claims and records task `id` through the engine's one dispatch
+    /// decision ([`dispatch::plan`]), carries out its effects, then appends; the runner starts
+    /// its worker.
     fn dispatch(&mut self, wg: &str, id: &str) -> anyhow::Result<()> {
         let began = Instant::now();
         let g = self.group(wg)?;
         let t = g.plan.task(id).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?.clone();
-        let attempts =
-            g.tasks.get(id).map(|s| s.attempts).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))?;
+        let attempt =
+            g.tasks.get(id).map(|s| s.attempts).ok_or_else(|| anyhow::anyhow!("no task {id} in workgroup {wg}"))? + 1;
         let seed = g.seed;
-        let attempt = attempts + 1;
         let lineage = workgroup::lineage_id(wg, id);
         let provider_name = self.options.provider.clone().or(t.spec.provider.clone()).unwrap_or_else(|| "sim".into());
         let prior = step::prior(self.group(wg)?, &t);
@@ -557,47 +557,58 @@ impl<'j> Coordinator<'j> {
         let provider_name = provider.name().to_owned();
         let caps = provider.capabilities();
 
-        // Route against the ledger; the provider's capabilities are facts, and a mode it cannot
-        // run degrades to a fresh capsule.
-        // A task that continues another resumes its session only while the ledger keeps it warm.
-        // Its capsule, resealed now, says whether the warm session's brief went stale.
-        let now = SystemClock.now_ns();
-        let (mut stale, mut candidate) = (None, None);
-        if let Some((prior_lineage, session, prior_id, prior_attempt)) = &prior {
-            let warm = match self.capsule_now(wg, prior_id, prior_lineage, *prior_attempt) {
-                Ok(current) => {
-                    warm::resumable(&self.ledger, prior_lineage, session, &provider_name, now, Some(&current.hash))
-                        .map(|w| (w, current))
-                }
-                Err(e) => Err(format!("its capsule cannot be resealed ({e:#})")),
-            };
-            match &warm {
-                Err(why) => self.progress(format_args!("{id}: does not resume {prior_lineage}: {why}")),
-                Ok((warm::Warm::Reconcile { recorded, .. }, current)) => {
-                    stale = Some((recorded.clone(), current.clone()))
-                }
-                Ok((warm::Warm::Hot, _)) => {}
-            }
-            candidate = Some((prior_lineage.as_str(), warm.is_ok()));
-        }
-        let routed = step::route(&t, &lineage, candidate, &self.ledger, &caps, &mut V7Ids, &SystemClock)?;
-        let ledger_append = StreamAppend {
-            stream: ownership::STREAM.to_owned(),
-            expected: ExpectedVersion::Exact(self.ledger.version()),
-            events: routed.ledger_events.clone(),
-        };
-        if routed.conflicted() {
-            let h = routed.conflict_hold(id, "release it (`strata ce --journal DIR release`) and run --resume");
-            let g = self.group(wg)?;
-            let held = decide::holds(g, std::slice::from_ref(&h), &mut V7Ids, &SystemClock)?;
-            self.commit(vec![ledger_append, held])?;
-            self.progress(format_args!("{id}: held, {}", h.reason));
-            return Ok(());
-        }
-
-        // The prompt, with its bill of materials, recorded and written before any worker starts.
+        // The facts a capsule is drafted from: the knowledge its prompt was assembled from at the
+        // head, and the integration tip; for the task continued, as they stand now.
+        let mut prior_facts = prior.as_ref().map(|(prior_lineage, _, prior_id, _)| {
+            self.capsule_facts(wg, prior_id, prior_lineage).map_err(|e| format!("{e:#}"))
+        });
         let (assembly, factor) = self.assemble_prompt(&t, &lineage)?;
         let baseline = self.baseline(factor);
+        let facts = CapsuleFacts {
+            knowledge: Some(assembly.manifest.knowledge_digest()),
+            checkpoint: self.repo.as_ref().and_then(|r| r.tip().ok()),
+            ..CapsuleFacts::default()
+        };
+        let req = dispatch::Request {
+            group: self.group(wg)?,
+            ledger: &self.ledger,
+            task: &t,
+            provider: &provider_name,
+            caps: &caps,
+            now_ns: SystemClock.now_ns(),
+            warm_minutes: WARM_MINUTES,
+            prompt: PromptRef {
+                prompt_task: lineage.clone(),
+                prompt_hash: assembly.manifest.prompt_hash.clone(),
+                tokens: assembly.manifest.total_tokens as u64,
+            },
+            prompt_text: assembly.prompt.clone(),
+            baseline_tokens: baseline,
+            facts,
+            hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
+            skip_reconcile: false,
+        };
+        let planned = dispatch::plan(
+            req,
+            &mut |_, _| prior_facts.take().unwrap_or_else(|| Err("no task it continues".to_owned())),
+            &mut V7Ids,
+            &SystemClock,
+        )?;
+        let d = match planned {
+            Planned::Held { appends, held } => {
+                self.commit(appends)?;
+                self.progress(format_args!("{id}: held, {}", held.reason));
+                return Ok(());
+            }
+            Planned::Dispatch(d) => d,
+        };
+        for n in &d.notes {
+            self.progress(format_args!("{n}"));
+        }
+
+        // The effects, before the append: the prompt with its bill of materials, the writer's
+        // worktree, the capsule and the worker's input. With the prompt and manifest, the input
+        // is the planning gate: no worker starts without all three.
         let prompt_path = self.options.prompts_dir.join(wg).join(format!("{id}.{attempt}.prompt.md"));
         let manifest_path = prompt_path.with_extension("manifest.json");
         if let Some(parent) = prompt_path.parent() {
@@ -609,101 +620,28 @@ impl<'j> Coordinator<'j> {
             .with_context(|| format!("cannot write {}", manifest_path.display()))?;
         let prompt_append =
             prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
-
-        // A writer's own worktree (readers run in the repository's top directory).
-        let worktree = match (&self.repo, t.writer) {
-            (Some(repo), true) => Some(repo.worktree(id, attempt)?),
-            _ => None,
-        };
-        let (route, runs_as, reasons) = (routed.route, routed.runs_as, routed.reasons);
-        let from_session = if runs_as == Mode::Resume { prior.clone().map(|(_, s, ..)| s) } else { None };
-        let mut ledger_append = ledger_append;
-        let mut prompt_text = assembly.prompt.clone();
-        if let (Mode::Resume, Some((prior_lineage, ..))) = (runs_as, &prior) {
-            // A stale warm session is reconciled: briefed with its capsule as sealed now.
-            let reconcile = stale.as_ref().map(|(recorded, current)| (recorded.as_deref(), current));
-            ledger_append.events.extend(step::resumed(
-                prior_lineage,
-                reconcile,
-                now,
-                WARM_MINUTES,
-                &mut V7Ids,
-                &SystemClock,
-            )?);
-            if let Some((_, current)) = &stale {
-                let text = serde_json::to_string_pretty(&current.capsule)?;
-                prompt_text.push_str(&format!(
-                    "\n\n## Reconciliation\n\nWhat you were briefed with changed since your last turn (the \
-                     integration branch moved or the knowledge base changed). Your capsule as sealed now ({}):\n\n\
-                     ```json\n{text}\n```\n",
-                    current.hash
-                ));
-                self.progress(format_args!(
-                    "{id}: reconciles {prior_lineage} before resuming it (its capsule went stale)"
-                ));
-            }
-        }
-        // A worker started fresh or resumed is briefed with a sealed capsule (schema, privacy
-        // scan, hash); one the seal refuses holds the task: nothing unscanned reaches a worker.
-        let capsule_hash = if matches!(runs_as, Mode::FreshCapsule | Mode::Resume) {
-            match self.seal(wg, &t, &lineage, attempt, &assembly.manifest.knowledge_digest()) {
-                Ok(sealed) => {
-                    let e = ledger::capsule_sealed(&mut V7Ids, &SystemClock, &sealed)
-                        .map_err(|e| anyhow::anyhow!("{}", e.detail))?;
-                    ledger_append.events.push(e);
-                    let text = serde_json::to_string_pretty(&sealed.capsule)?;
-                    std::fs::write(prompt_path.with_extension("capsule.json"), &text)
-                        .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?;
-                    prompt_text.push_str(&format!(
-                        "\n\n## Context capsule (sealed {})\n\n```json\n{text}\n```\n",
-                        sealed.hash
-                    ));
-                    Some(sealed.hash)
-                }
-                Err(e) => {
-                    let h = events::Held {
-                        task: id.to_owned(),
-                        blocked_by: Vec::new(),
-                        reason: format!("its capsule was refused: {e}"),
-                    };
-                    let g = self.group(wg)?;
-                    let held = decide::append(g, vec![decide::held(g, &h, &mut V7Ids, &SystemClock)?]);
-                    self.commit(vec![held])?;
-                    if let (Some(repo), Some(tree)) = (&self.repo, &worktree) {
-                        repo.remove(tree)?;
-                    }
-                    self.progress(format_args!("{id}: held, {}", h.reason));
-                    return Ok(());
-                }
-            }
-        } else {
-            None
-        };
-        // The worker's input; with the prompt and manifest, the planning gate before dispatch.
         let input = runner::input_path(&self.options.prompts_dir, wg, id, attempt);
-        std::fs::write(&input, &prompt_text).with_context(|| format!("cannot write {}", input.display()))?;
-        if !prompt_path.exists() || !manifest_path.exists() {
-            anyhow::bail!("[STRATA-E1725] task {id}: its prompt or manifest is missing; no worker starts without both");
+        let mut worktree = None;
+        for effect in &d.effects {
+            match effect {
+                Effect::Worktree => {
+                    if let Some(repo) = &self.repo {
+                        worktree = Some(repo.worktree(id, attempt)?);
+                    }
+                }
+                Effect::Capsule(text) => std::fs::write(prompt_path.with_extension("capsule.json"), text)
+                    .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?,
+                Effect::Input(text) => {
+                    std::fs::write(&input, text).with_context(|| format!("cannot write {}", input.display()))?
+                }
+            }
         }
-        let d = Dispatched {
-            task: id.to_owned(),
-            attempt,
-            lineage_id: lineage.clone(),
-            provider: provider_name.clone(),
-            routed: route.mode.as_str().to_owned(),
-            runs_as: runs_as.as_str().to_owned(),
-            reason_codes: reasons.iter().map(|r| r.as_str().to_owned()).collect(),
-            prompt: PromptRef {
-                prompt_task: lineage.clone(),
-                prompt_hash: assembly.manifest.prompt_hash.clone(),
-                tokens: assembly.manifest.total_tokens as u64,
-            },
-            baseline_tokens: baseline,
-            from_session,
-            capsule_hash,
-        };
-        let g = self.group(wg)?;
-        let dispatched = decide::append(g, vec![decide::dispatched(g, &d, &mut V7Ids, &SystemClock)?]);
+        if !prompt_path.exists() || !manifest_path.exists() || !input.exists() {
+            anyhow::bail!(
+                "[STRATA-E1725] task {id}: its prompt, manifest or input is missing; no worker starts without all three"
+            );
+        }
+        let runs_as = d.runs_as;
         self.in_flight.insert(
             id.to_owned(),
             InFlight {
@@ -716,12 +654,14 @@ impl<'j> Coordinator<'j> {
                 started_at: std::time::SystemTime::now(),
             },
         );
-        self.commit(vec![ledger_append, prompt_append, dispatched])?;
+        let mut appends = d.appends;
+        appends.insert(1, prompt_append);
+        self.commit(appends)?;
         self.progress(format_args!(
             "{id}: dispatched to {provider_name} as {} ({}), prompt {} tokens",
             runs_as.as_str(),
-            d.reason_codes.join(", "),
-            d.prompt.tokens
+            d.dispatched.reason_codes.join(", "),
+            d.dispatched.prompt.tokens
         ));
         if let Some(f) = self.in_flight.get_mut(id) {
             f.overhead = began.elapsed();
@@ -729,58 +669,16 @@ impl<'j> Coordinator<'j> {
         Ok(())
     }
 
-    /// Seals the context capsule of `t`'s attempt: what it must do, what it owns, the specs it
-    /// follows, the integration tip it starts from, the last attempt's failure, its constraints.
-    fn seal(
-        &self,
-        wg: &str,
-        t: &strata_engine::workgroup::plan::Task,
-        lineage: &str,
-        attempt: u32,
-        knowledge: &str,
-    ) -> anyhow::Result<capsule::Sealed> {
-        let g = self.group(wg)?;
-        let failures: Vec<serde_json::Value> = g
-            .tasks
-            .get(t.id())
-            .and_then(|s| s.failed.as_ref())
-            .map(|(_, f)| json!({"command": format!("attempt {}", f.attempt), "summary": events::bounded(&f.reason).chars().take(2048).collect::<String>(), "artifact": null}))
-            .into_iter()
-            .collect();
-        let mut nodes: Vec<String> = t.spec.change_request.iter().chain(&t.spec.specs).cloned().collect();
-        nodes.dedup();
-        let mut constraints = vec![
-            "Write only the owned files; every other write is denied and recorded.".to_owned(),
-            format!("The knowledge this capsule was sealed from has digest {knowledge}."),
-        ];
-        if let Some(s) = t.spec.sensitivity.as_deref().filter(|s| *s != "normal") {
-            constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
-        }
-        let checkpoint = self.repo.as_ref().and_then(|r| r.tip().ok());
-        let draft = json!({
-            "schema": "knowzcode.context-capsule/v1",
-            "task_id": lineage,
-            "workgroup_id": wg,
-            "phase": CAPSULE_PHASES[t.phase],
-            "objective": t.spec.objective,
-            "node_ids": nodes,
-            "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
-            "read_files": [],
-            "specs": [],
-            "approved_decisions": [],
-            "checkpoint_sha": checkpoint,
-            "failures": failures,
-            "risks": [],
-            "constraints": constraints,
-            "next_action": format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
-        });
-        capsule::seal(&capsule::SealRequest {
-            capsule: &draft,
-            max_bytes: capsule::MAX_BYTES_DEFAULT,
-            artifact_path: None,
-            artifact_roots: Vec::new(),
+    /// The capsule facts of the completed task `prior` (run as `lineage`) as they stand now: its
+    /// prompt's knowledge reassembled at the head, and the integration tip.
+    fn capsule_facts(&mut self, wg: &str, prior: &str, lineage: &str) -> anyhow::Result<CapsuleFacts> {
+        let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
+        let (assembly, _) = self.assemble_prompt(&t, lineage)?;
+        Ok(CapsuleFacts {
+            knowledge: Some(assembly.manifest.knowledge_digest()),
+            checkpoint: self.repo.as_ref().and_then(|r| r.tip().ok()),
+            ..CapsuleFacts::default()
         })
-        .map_err(|e| anyhow::anyhow!("{} ({})", e.code.as_str(), e.code.message()))
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token
@@ -812,14 +710,6 @@ impl<'j> Coordinator<'j> {
         let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
         let assembly = assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?;
         Ok((assembly, factor))
-    }
-
-    /// The capsule the completed attempt `attempt` of task `prior` (lineage `lineage`) would be
-    /// briefed with now: its prompt's knowledge reassembled at the head, the integration tip.
-    fn capsule_now(&mut self, wg: &str, prior: &str, lineage: &str, attempt: u32) -> anyhow::Result<capsule::Sealed> {
-        let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
-        let (assembly, _) = self.assemble_prompt(&t, lineage)?;
-        self.seal(wg, &t, lineage, attempt, &assembly.manifest.knowledge_digest())
     }
 
     /// Judges the attempt whose worker ended: the post-turn diff check, then the task's

@@ -23,6 +23,7 @@
 //!   `continues` one may resume it.
 
 pub mod decide;
+pub mod dispatch;
 pub mod driver;
 pub mod events;
 pub mod plan;

@@ -1,0 +1,308 @@
+//! One dispatch, decided whole: routing against the ledger (with the warm session a task
+//! continues, resumable only while its lease lives and its capsule, resealed now, agrees or is
+//! reconciled), the hold of a writer another lineage blocks, the one capsule rule, the
+//! `task.dispatched` event, and what the edge must do before its append as data ([`Effect`]).
+//! `strata run` and the `coordinator-faults` simulation both call [`plan`]; they differ only in
+//! how they carry out effects and where a capsule's facts come from ([`CapsuleFacts`]).
+
+use serde_json::{Value, json};
+use strata_journal::{ExpectedVersion, StreamAppend};
+
+use super::WorkgroupError;
+use super::decide;
+use super::events::{self, Dispatched, Held, PromptRef};
+use super::plan::{CAPSULE_PHASES, Task};
+use super::provider::Capabilities;
+use super::state::Workgroup;
+use super::step::{self, Routed};
+use super::warm::{self, Warm};
+use crate::ce::capsule::{self, Sealed};
+use crate::ce::ledger::{self, Ledger};
+use crate::ce::ownership;
+use crate::ce::router::Mode;
+use crate::ports::{Clock, Ids};
+
+/// The one capsule rule: every worker that is started, forked or resumed is briefed with its
+/// own sealed capsule (schema, privacy scan, hash); only work the coordinator does itself
+/// (`local`) has none.
+pub fn briefed_with_capsule(mode: Mode) -> bool {
+    mode != Mode::Local
+}
+
+/// What a capsule is drafted from beyond the plan and the workgroup's state: facts of the world
+/// the edge knows (the knowledge a prompt was assembled from, the integration branch's tip).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapsuleFacts {
+    /// Digest of the knowledge the task's prompt was assembled from.
+    pub knowledge: Option<String>,
+    /// The commit the integration branch stands at.
+    pub checkpoint: Option<String>,
+    /// Knowledge-base nodes beyond the task's change request and specifications.
+    pub nodes: Vec<String>,
+    /// Facts the worker must know, each a constraint line.
+    pub known: Vec<String>,
+}
+
+/// The capsule draft of `t`'s attempt `attempt`, run as `lineage` in `g`.
+pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &CapsuleFacts) -> Value {
+    let failures: Vec<Value> = g
+        .tasks
+        .get(t.id())
+        .and_then(|s| s.failed.as_ref())
+        .map(|(_, f)| {
+            json!({"command": format!("attempt {}", f.attempt),
+                "summary": events::bounded(&f.reason).chars().take(2048).collect::<String>(), "artifact": null})
+        })
+        .into_iter()
+        .collect();
+    let mut nodes: Vec<String> =
+        t.spec.change_request.iter().chain(&t.spec.specs).chain(&facts.nodes).cloned().collect();
+    nodes.dedup();
+    let mut constraints = vec!["Write only the owned files; every other write is denied and recorded.".to_owned()];
+    if let Some(k) = &facts.knowledge {
+        constraints.push(format!("The knowledge this capsule was sealed from has digest {k}."));
+    }
+    if let Some(s) = t.spec.sensitivity.as_deref().filter(|s| *s != "normal") {
+        constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
+    }
+    constraints.extend(facts.known.iter().map(|k| format!("Known: {k}")));
+    json!({
+        "schema": capsule::SCHEMA_ID,
+        "task_id": lineage,
+        "workgroup_id": g.plan.workgroup,
+        "phase": CAPSULE_PHASES[t.phase],
+        "objective": t.spec.objective,
+        "node_ids": nodes,
+        "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
+        "read_files": [],
+        "specs": [],
+        "approved_decisions": [],
+        "checkpoint_sha": facts.checkpoint,
+        "failures": failures,
+        "risks": [],
+        "constraints": constraints,
+        "next_action": format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
+    })
+}
+
+/// Seals the capsule of `t`'s attempt; a refusal says why (its code and message).
+pub fn seal(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &CapsuleFacts) -> Result<Sealed, String> {
+    let draft = capsule_draft(g, t, lineage, attempt, facts);
+    capsule::seal(&capsule::SealRequest {
+        capsule: &draft,
+        max_bytes: capsule::MAX_BYTES_DEFAULT,
+        artifact_path: None,
+        artifact_roots: Vec::new(),
+    })
+    .map_err(|e| format!("{} ({})", e.code.as_str(), e.code.message()))
+}
+
+/// A dispatch to decide.
+pub struct Request<'a> {
+    /// The workgroup, as folded.
+    pub group: &'a Workgroup,
+    /// The dispatch ledger, as folded.
+    pub ledger: &'a Ledger,
+    /// The task.
+    pub task: &'a Task,
+    /// The provider that runs it.
+    pub provider: &'a str,
+    /// What that provider can run.
+    pub caps: &'a Capabilities,
+    /// The coordinator's clock.
+    pub now_ns: i64,
+    /// How long a warm session's lease lasts.
+    pub warm_minutes: u64,
+    /// The task's assembled prompt.
+    pub prompt: PromptRef,
+    /// Its text.
+    pub prompt_text: String,
+    /// The tokens a worker briefed with the whole base would have read.
+    pub baseline_tokens: u64,
+    /// The facts of this attempt's own capsule.
+    pub facts: CapsuleFacts,
+    /// How the user frees a path another lineage holds (added to a conflict hold's reason).
+    pub hold_fix: &'a str,
+    /// Resume a stale session without reconciling it: a defect the `coordinator-faults`
+    /// simulation injects to show its checker catches it; never set by `strata run`.
+    pub skip_reconcile: bool,
+}
+
+/// Something the edge does before it appends a dispatch, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Create the writer's own worktree for the attempt.
+    Worktree,
+    /// Write the sealed capsule beside the prompt.
+    Capsule(String),
+    /// Write the worker's input: the prompt, a reconciliation section for a stale warm session,
+    /// and the sealed capsule.
+    Input(String),
+}
+
+/// A dispatch decided.
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    /// The ledger's append (route, claim, resume, capsule) and the workgroup's (`task.dispatched`).
+    pub appends: Vec<StreamAppend>,
+    /// The dispatch recorded.
+    pub dispatched: Dispatched,
+    /// The mode the worker runs as.
+    pub runs_as: Mode,
+    /// What the edge does before appending.
+    pub effects: Vec<Effect>,
+    /// The warm lineage it continues, and its capsule as sealed now, when it resumes one.
+    pub resumed: Option<(String, Sealed)>,
+    /// A stale warm session reconciled before resuming.
+    pub reconciled: bool,
+    /// The task continued a completed one (resumed or not).
+    pub continues: bool,
+    /// What the user is told.
+    pub notes: Vec<String>,
+}
+
+/// What a dispatch came to.
+#[derive(Clone, Debug)]
+pub enum Planned {
+    /// Held, not dispatched: another lineage's claim blocks it, or its capsule was refused.
+    Held {
+        /// The hold's appends.
+        appends: Vec<StreamAppend>,
+        /// The hold.
+        held: Held,
+    },
+    /// Dispatched once the edge has carried out its effects.
+    Dispatch(Box<Dispatch>),
+}
+
+/// Decides the next attempt of `req.task`. `prior_facts` gives the capsule facts of a completed
+/// task as they stand now (the edge's port to the world a capsule is drafted from), so the warm
+/// session it left can be checked against its capsule resealed now.
+pub fn plan(
+    req: Request<'_>,
+    prior_facts: &mut dyn FnMut(&Task, &str) -> Result<CapsuleFacts, String>,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Planned, WorkgroupError> {
+    let g = req.group;
+    let t = req.task;
+    let id = t.id();
+    let attempt = g.tasks.get(id).map_or(1, |s| s.attempts + 1);
+    let lineage = super::lineage_id(&g.plan.workgroup, id);
+    let mut notes = Vec::new();
+    let ledger_append = |events| StreamAppend {
+        stream: ownership::STREAM.to_owned(),
+        expected: ExpectedVersion::Exact(req.ledger.version()),
+        events,
+    };
+
+    // A continuation resumes the prior session only while the ledger keeps it warm; the prior's
+    // capsule as sealed now says whether its session's brief went stale.
+    let prior = step::prior(g, t);
+    let warm = prior.as_ref().map(|(l, session, p, a)| {
+        let resealed = g
+            .plan
+            .task(p)
+            .ok_or_else(|| format!("no task {p}"))
+            .and_then(|pt| prior_facts(pt, l).and_then(|f| seal(g, pt, l, *a, &f)));
+        match resealed {
+            Ok(current) => warm::resumable(req.ledger, l, session, req.provider, req.now_ns, Some(&current.hash))
+                .map(|w| (w, current)),
+            Err(e) => Err(format!("its capsule cannot be resealed ({e})")),
+        }
+    });
+    if let (Some((l, ..)), Some(Err(why))) = (&prior, &warm) {
+        notes.push(format!("{id}: does not resume {l}: {why}"));
+    }
+    let candidate = match (&prior, &warm) {
+        (Some((l, ..)), Some(w)) => Some((l.as_str(), w.is_ok())),
+        _ => None,
+    };
+    let routed: Routed = step::route(t, &lineage, candidate, req.ledger, req.caps, ids, clock)?;
+    let mut ledger_events = routed.ledger_events.clone();
+    if routed.conflicted() {
+        let held = routed.conflict_hold(id, req.hold_fix);
+        let append = decide::holds(g, std::slice::from_ref(&held), ids, clock)?;
+        return Ok(Planned::Held { appends: vec![ledger_append(ledger_events), append], held });
+    }
+
+    let runs_as = routed.runs_as;
+    let mut input = req.prompt_text.clone();
+    let mut resumed = None;
+    let mut reconciled = false;
+    if let (Mode::Resume, Some((l, ..)), Some(Ok((w, current)))) = (runs_as, &prior, &warm) {
+        // A stale warm session is reconciled: briefed with its capsule as sealed now.
+        let stale = match w {
+            Warm::Reconcile { recorded, .. } if !req.skip_reconcile => Some((recorded.as_deref(), current)),
+            _ => None,
+        };
+        reconciled = stale.is_some();
+        ledger_events.extend(step::resumed(l, stale, req.now_ns, req.warm_minutes, ids, clock)?);
+        if reconciled {
+            let text =
+                serde_json::to_string_pretty(&current.capsule).map_err(|e| WorkgroupError::Encode(e.to_string()))?;
+            input.push_str(&format!(
+                "\n\n## Reconciliation\n\nWhat you were briefed with changed since your last turn (the integration \
+                 branch moved or the knowledge base changed). Your capsule as sealed now ({}):\n\n```json\n{text}\n```\n",
+                current.hash
+            ));
+            notes.push(format!("{id}: reconciles {l} before resuming it (its capsule went stale)"));
+        }
+        resumed = Some((l.clone(), current.clone()));
+    }
+
+    let mut effects = Vec::new();
+    if t.writer {
+        effects.push(Effect::Worktree);
+    }
+    let capsule_hash = if briefed_with_capsule(runs_as) {
+        match seal(g, t, &lineage, attempt, &req.facts) {
+            Ok(sealed) => {
+                ledger_events
+                    .push(ledger::capsule_sealed(ids, clock, &sealed).map_err(|e| WorkgroupError::Encode(e.detail))?);
+                let text =
+                    serde_json::to_string_pretty(&sealed.capsule).map_err(|e| WorkgroupError::Encode(e.to_string()))?;
+                input.push_str(&format!("\n\n## Context capsule (sealed {})\n\n```json\n{text}\n```\n", sealed.hash));
+                effects.push(Effect::Capsule(text));
+                Some(sealed.hash)
+            }
+            Err(e) => {
+                // Nothing unscanned reaches a worker: a capsule the seal refuses holds the task.
+                let held = Held {
+                    task: id.to_owned(),
+                    blocked_by: Vec::new(),
+                    reason: format!("its capsule was refused: {e}"),
+                };
+                let append = decide::append(g, vec![decide::held(g, &held, ids, clock)?]);
+                return Ok(Planned::Held { appends: vec![append], held });
+            }
+        }
+    } else {
+        None
+    };
+    effects.push(Effect::Input(input));
+    let dispatched = Dispatched {
+        task: id.to_owned(),
+        attempt,
+        lineage_id: lineage,
+        provider: req.provider.to_owned(),
+        routed: routed.route.mode.as_str().to_owned(),
+        runs_as: runs_as.as_str().to_owned(),
+        reason_codes: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
+        prompt: req.prompt,
+        baseline_tokens: req.baseline_tokens,
+        from_session: prior.as_ref().filter(|_| runs_as == Mode::Resume).map(|(_, s, ..)| s.clone()),
+        capsule_hash,
+    };
+    let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
+    Ok(Planned::Dispatch(Box::new(Dispatch {
+        appends: vec![ledger_append(ledger_events), append],
+        dispatched,
+        runs_as,
+        effects,
+        resumed,
+        reconciled,
+        continues: prior.is_some(),
+        notes,
+    })))
+}
