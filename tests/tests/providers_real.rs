@@ -685,11 +685,26 @@ fn hook_waiting(ws: &Path) -> Option<u32> {
         let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
         let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
         let hook = args.iter().any(|a| a == "pre-tool-use") && args.iter().any(|a| a.starts_with(&journal));
-        // Waiting: connected to the daemon's socket.
+        // Waiting: a Unix socket of its beyond stdin, stdout and stderr (which a runtime may
+        // give as socket pairs) is connected (state 03 in /proc/net/unix), not only created (a
+        // connect that is about to be refused holds a socket too).
         let connected = || {
-            std::fs::read_dir(e.path().join("fd")).is_ok_and(|fds| {
-                fds.flatten()
-                    .any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+            let inodes: Vec<String> = std::fs::read_dir(e.path().join("fd"))
+                .map(|fds| {
+                    fds.flatten()
+                        .filter(|f| f.file_name().to_str().and_then(|n| n.parse::<u32>().ok()).is_some_and(|n| n > 2))
+                        .filter_map(|f| std::fs::read_link(f.path()).ok())
+                        .filter_map(|l| {
+                            let l = l.to_string_lossy().into_owned();
+                            l.strip_prefix("socket:[").and_then(|r| r.strip_suffix(']')).map(str::to_owned)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+            table.lines().skip(1).any(|line| {
+                let cols: Vec<&str> = line.split_whitespace().collect();
+                cols.len() > 6 && cols[5] == "03" && inodes.iter().any(|i| i == cols[6])
             })
         };
         (hook && connected()).then_some(pid)
