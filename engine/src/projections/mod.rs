@@ -60,10 +60,30 @@ impl StateHasher {
     }
 }
 
-/// Copies `bytes` into 16-aligned memory, as rkyv's validated access needs (sled values are not
-/// aligned).
-pub(crate) fn aligned(bytes: &[u8]) -> rkyv::util::AlignedVec<16> {
-    let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
-    v.extend_from_slice(bytes);
-    v
+/// `bytes` in 16-aligned memory, as rkyv's validated access needs: borrowed when they already are
+/// (snapshot bodies as loaded), copied otherwise (sled values are not aligned).
+pub(crate) fn aligned(bytes: &[u8]) -> Aligned<'_> {
+    if (bytes.as_ptr() as usize).is_multiple_of(16) {
+        Aligned::Borrowed(bytes)
+    } else {
+        let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(bytes);
+        Aligned::Copied(v)
+    }
+}
+
+/// What [`aligned`] returns.
+pub(crate) enum Aligned<'a> {
+    Borrowed(&'a [u8]),
+    Copied(rkyv::util::AlignedVec<16>),
+}
+
+impl std::ops::Deref for Aligned<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Aligned::Borrowed(b) => b,
+            Aligned::Copied(v) => v,
+        }
+    }
 }
