@@ -23,7 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
 
-use super::paths::{SYSTEM_SUMMARY, artifact_path, entity_summary, glob_match};
+use super::paths::{SYSTEM_SUMMARY, artifact_path, entity_summary, glob_match, matching};
 use super::profile::{Entry, Profile};
 use super::render::{Level, render};
 use super::summary::{self, Summaries};
@@ -383,12 +383,8 @@ impl Ctx<'_> {
                 out.push((Ref::Entity(l.entity.clone()), p, why("")));
             }
         }
-        for n in self.g.artifacts() {
-            let p = artifact_path(n);
-            if glob_match(&glob, &p) {
-                let id = self.g.node_id(&n.key).unwrap_or(0);
-                out.push((Ref::Artifact(id), p, why("")));
-            }
+        for id in matching(self.g, &glob) {
+            out.push((Ref::Artifact(id), artifact_path(self.g.node(id)), why("")));
         }
         if out.is_empty() { Err(format!("{glob} matches nothing")) } else { Ok(out) }
     }
@@ -485,13 +481,7 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     };
     let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
     let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
-    let withheld = Withheld(
-        g.artifacts()
-            .into_iter()
-            .filter(|n| cp.never.iter().any(|glob| glob_match(glob, &artifact_path(n))))
-            .map(|n| &n.key)
-            .collect(),
-    );
+    let withheld = Withheld(cp.never.iter().flat_map(|glob| matching(g, glob)).map(|n| &g.node(n).key).collect());
 
     // 1–3: expand, apply the never-list, de-duplicate.
     let mut kept: Vec<Candidate> = Vec::new();

@@ -82,6 +82,20 @@ pub struct Graph {
     seq: u64,
     /// Entities whose members (or themselves) changed since the last `take_dirty_entities`.
     dirty: BTreeSet<NodeId>,
+    /// Existing artifacts by [`Group`]: the directory of their virtual path, so path globs are
+    /// decided per directory rather than per artifact.
+    groups: BTreeMap<Group, BTreeSet<NodeId>>,
+}
+
+/// Artifacts whose virtual paths share a directory: the kind, and for kinds filed under an
+/// entity (specifications, research notes, devlogs) the `entity` field (`_` when absent; empty
+/// for the other kinds).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Group {
+    /// Kind.
+    pub kind: ArtifactKind,
+    /// Entity the path is filed under, `_` when none, empty for kinds not filed by entity.
+    pub entity: String,
 }
 
 /// A finding of `strata graph validate`.
@@ -368,6 +382,8 @@ impl Graph {
         }
         let about = About::of(r);
         let touched = about.as_ref().and_then(|a| self.touched_entity(r.event_type, a));
+        let node = about.as_ref().and_then(|a| self.about_node(r.event_type, a));
+        let group_before = node.and_then(|n| self.group_of(n));
         let result = match r.event_type {
             event_types::CREATED => self.on_created(r),
             event_types::UPDATED => self.on_updated(r),
@@ -380,7 +396,58 @@ impl Graph {
         // Mark the entity before and after the event (an update may reclassify the artifact).
         let after = about.as_ref().and_then(|a| self.touched_entity(r.event_type, a));
         self.dirty.extend(touched.into_iter().chain(after));
+        // A created node is only interned by the event itself.
+        if let Some(n) = node.or_else(|| about.as_ref().and_then(|a| self.about_node(r.event_type, a))) {
+            let group_after = self.group_of(n);
+            if group_after != group_before {
+                if let Some(g) = group_before
+                    && let Some(set) = self.groups.get_mut(&g)
+                {
+                    set.remove(&n);
+                    if set.is_empty() {
+                        self.groups.remove(&g);
+                    }
+                }
+                if let Some(g) = group_after {
+                    self.groups.entry(g).or_default().insert(n);
+                }
+            }
+        }
         result
+    }
+
+    /// The node an event is about, if the graph has one.
+    fn about_node(&self, event_type: &str, about: &About<'_>) -> Option<NodeId> {
+        let kind = match (event_type, &about.kind) {
+            (event_types::TIER_PROMOTED, _) => ArtifactKind::Entity,
+            (_, Some(k)) => ArtifactKind::from_name(k)?,
+            (_, None) => return None,
+        };
+        self.index.get(&ArtifactKey::new(kind, &about.id)).copied()
+    }
+
+    /// The path group of `n`, if it exists.
+    pub fn group_of(&self, n: NodeId) -> Option<Group> {
+        let node = &self.nodes[n as usize];
+        if !node.exists {
+            return None;
+        }
+        let filed = matches!(
+            node.key.kind,
+            ArtifactKind::BrdRequirement
+                | ArtifactKind::FunctionalDomain
+                | ArtifactKind::BackendModule
+                | ArtifactKind::UiScreen
+                | ArtifactKind::ResearchNote
+                | ArtifactKind::Devlog
+        );
+        let entity = if filed { node.fields.get("entity").and_then(Value::as_str).unwrap_or("_") } else { "" };
+        Some(Group { kind: node.key.kind, entity: entity.to_owned() })
+    }
+
+    /// Existing artifacts by path group.
+    pub fn groups(&self) -> &BTreeMap<Group, BTreeSet<NodeId>> {
+        &self.groups
     }
 
     /// The entity node of the artifact an event is about (the artifact itself if it is one).
@@ -1090,6 +1157,11 @@ impl Graph {
             }
             g.nodes[n].out = out;
         }
+        for n in 0..count as NodeId {
+            if let Some(group) = g.group_of(n) {
+                g.groups.entry(group).or_default().insert(n);
+            }
+        }
         g.seq = snap.seq.to_native();
         Ok(g)
     }
@@ -1153,6 +1225,10 @@ impl Projection for Graph {
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
         *self = Graph::restore_from(bytes)?;
         Ok(())
+    }
+
+    fn event_types(&self) -> Option<&[&'static str]> {
+        Some(&event_types::ALL)
     }
 
     fn reset(&mut self) {
