@@ -87,33 +87,54 @@ fn last_segment_patterns<'a>(p: &[&'a str], d: &[&str], out: &mut Vec<Last<'a>>)
 /// group (its directory) and per artifact only in groups where the glob constrains the id, so the
 /// cost follows the groups and the matches, not the size of the base.
 pub fn matching(g: &Graph, pattern: &str) -> Vec<NodeId> {
-    let p: Vec<&str> = pattern.split('/').collect();
     let mut out = Vec::new();
+    for_matching(g, pattern, &mut |n| {
+        out.push(n);
+        true
+    });
+    out.sort_by(|a, b| g.node(*a).key.cmp(&g.node(*b).key));
+    out
+}
+
+/// Whether any existing artifact's virtual path matches `pattern` (stops at the first).
+pub fn any_matching(g: &Graph, pattern: &str) -> bool {
+    let mut any = false;
+    for_matching(g, pattern, &mut |_| {
+        any = true;
+        false
+    });
+    any
+}
+
+/// Calls `f` for each existing artifact whose virtual path matches `pattern`, group by group,
+/// until it returns false.
+fn for_matching(g: &Graph, pattern: &str, f: &mut dyn FnMut(NodeId) -> bool) {
+    let p: Vec<&str> = pattern.split('/').collect();
     for (group, members) in g.groups() {
         let mut lasts = Vec::new();
         last_segment_patterns(&p, &group_dir(group), &mut lasts);
-        if lasts.contains(&Last::Any) {
-            out.extend(members.iter().copied());
-            continue;
-        }
-        if lasts.is_empty() {
-            // No id can complete a match, unless ids with `/` (more than one segment) exist.
-            out.extend(members.iter().copied().filter(|&n| {
-                let node = g.node(n);
-                node.key.id.contains('/') && glob_match(pattern, &artifact_path(node))
-            }));
-            continue;
-        }
-        out.extend(members.iter().copied().filter(|&n| {
+        let all = lasts.contains(&Last::Any);
+        let candidates: Box<dyn Iterator<Item = &NodeId>> = if lasts.is_empty() {
+            // No one-segment id completes a match; only ids of several segments might.
+            Box::new(g.slashed_ids().iter().filter(|n| members.contains(n)))
+        } else {
+            Box::new(members.iter())
+        };
+        for &n in candidates {
             let node = g.node(n);
-            if node.key.id.contains('/') {
-                return glob_match(pattern, &artifact_path(node));
+            let hit = if all {
+                true
+            } else if node.key.id.contains('/') {
+                // An id of several segments: the directory analysis does not apply.
+                glob_match(pattern, &artifact_path(node))
+            } else {
+                lasts.iter().any(|l| matches!(l, Last::Like(s) if segment_match(s, &node.key.id)))
+            };
+            if hit && !f(n) {
+                return;
             }
-            lasts.iter().any(|l| matches!(l, Last::Like(s) if segment_match(s, &node.key.id)))
-        }));
+        }
     }
-    out.sort_by(|a, b| g.node(*a).key.cmp(&g.node(*b).key));
-    out
 }
 
 /// Glob match over `/`-separated paths: `*` matches within one segment, `**` matches any number
@@ -202,6 +223,7 @@ mod tests {
                 .filter(|n| glob_match(&glob, &artifact_path(n)))
                 .map(|n| g.node_id(&n.key).unwrap())
                 .collect();
+            assert_eq!(any_matching(&g, &glob), !want.is_empty(), "{glob}");
             assert_eq!(matching(&g, &glob), want, "{glob}");
         }
     }

@@ -85,6 +85,9 @@ pub struct Graph {
     /// Existing artifacts by [`Group`]: the directory of their virtual path, so path globs are
     /// decided per directory rather than per artifact.
     groups: BTreeMap<Group, BTreeSet<NodeId>>,
+    /// Existing artifacts whose id contains `/` (none that intake accepts), whose paths have
+    /// more segments than their group's directory and one id.
+    slashed: BTreeSet<NodeId>,
 }
 
 /// Artifacts whose virtual paths share a directory: the kind, and for kinds filed under an
@@ -399,6 +402,11 @@ impl Graph {
         // A created node is only interned by the event itself.
         if let Some(n) = node.or_else(|| about.as_ref().and_then(|a| self.about_node(r.event_type, a))) {
             let group_after = self.group_of(n);
+            if group_after.is_some() && self.nodes[n as usize].key.id.contains('/') {
+                self.slashed.insert(n);
+            } else {
+                self.slashed.remove(&n);
+            }
             if group_after != group_before {
                 if let Some(g) = group_before
                     && let Some(set) = self.groups.get_mut(&g)
@@ -448,6 +456,11 @@ impl Graph {
     /// Existing artifacts by path group.
     pub fn groups(&self) -> &BTreeMap<Group, BTreeSet<NodeId>> {
         &self.groups
+    }
+
+    /// Existing artifacts whose id contains `/`.
+    pub fn slashed_ids(&self) -> &BTreeSet<NodeId> {
+        &self.slashed
     }
 
     /// The entity node of the artifact an event is about (the artifact itself if it is one).
@@ -1160,6 +1173,9 @@ impl Graph {
         for n in 0..count as NodeId {
             if let Some(group) = g.group_of(n) {
                 g.groups.entry(group).or_default().insert(n);
+                if g.nodes[n as usize].key.id.contains('/') {
+                    g.slashed.insert(n);
+                }
             }
         }
         g.seq = snap.seq.to_native();
