@@ -18,7 +18,7 @@
 //! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
 //! rounding is exact) and cached by the hash of the counted text.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
@@ -403,6 +403,9 @@ struct Withheld<'a> {
     never: &'a [String],
     /// Whether the never-list withholds anything at all.
     any: bool,
+    /// Per entity asked about, whether it withholds one of its members (asked again at every
+    /// rendering pass of the budget loop).
+    entities: std::cell::RefCell<BTreeMap<String, bool>>,
 }
 
 impl Withheld<'_> {
@@ -413,7 +416,14 @@ impl Withheld<'_> {
     fn touches(&self, g: &Graph, r: &Ref) -> bool {
         match r {
             Ref::System => self.any,
-            Ref::Entity(e) => self.any && g.members(e).iter().any(|n| self.holds(n)),
+            Ref::Entity(e) if self.any => {
+                if let Some(&t) = self.entities.borrow().get(e) {
+                    return t;
+                }
+                let t = g.members(e).iter().any(|n| self.holds(n));
+                self.entities.borrow_mut().insert(e.clone(), t);
+                t
+            }
             _ => false,
         }
     }
@@ -480,7 +490,11 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     };
     let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
     let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
-    let withheld = Withheld { never: &cp.never, any: cp.never.iter().any(|glob| any_matching(g, glob)) };
+    let withheld = Withheld {
+        never: &cp.never,
+        any: cp.never.iter().any(|glob| any_matching(g, glob)),
+        entities: std::cell::RefCell::new(BTreeMap::new()),
+    };
 
     // 1–3: expand, apply the never-list, de-duplicate.
     let mut kept: Vec<Candidate> = Vec::new();
