@@ -2,7 +2,8 @@
 //!
 //! * durable appends/s of 256-byte payloads with 1 and 12 concurrent writers, in `process` and
 //!   `power` durability, against (a) raw sled inserts of the same payloads with one flush per
-//!   100 and (b) raw `write` + `fdatasync` of the same payloads, one sync per event;
+//!   100, per 10 and none, (b) raw `write` + `fdatasync` of the same payloads, one sync per event,
+//!   and (c) a raw `write` per event (what surviving a process crash needs);
 //! * replay of 1,000,000 events into the standard projections against raw sled iteration of the
 //!   same tree; peak memory of `strata replay` on that journal, as a child process.
 //!
@@ -104,36 +105,68 @@ fn bench_appends(c: &mut Criterion) {
         journal.close_blocking().expect("close");
     }
 
-    // Baseline (a): the same payloads as raw sled inserts, one flush per 100.
+    // Baseline (a): the same payloads as raw sled inserts, one flush per 100; and, to show what
+    // the flush itself costs against the `process` promise, one flush per 10 (about strata's
+    // events per sync with 12 writers) and no flush at all (the bytes stay in sled's buffers).
     let events = 12_000u64;
     let dir = scratch("raw-sled");
-    let db = sled::Config::new().path(&dir).cache_capacity(64 * 1024 * 1024).open().expect("sled");
+    let db = sled::Config::new().path(&dir).cache_capacity(64 * 1024 * 1024).flush_every_ms(None).open().expect("sled");
     let tree = db.open_tree("raw").expect("tree");
     let p = payload(PAYLOAD_BYTES);
     let mut key = 0u64;
     g.throughput(Throughput::Elements(events));
-    g.bench_function("raw-sled-flush-per-100", |b| {
+    for (name, every) in
+        [("raw-sled-flush-per-100", Some(100)), ("raw-sled-flush-per-10", Some(10)), ("raw-sled-no-flush", None)]
+    {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    for i in 0..events {
+                        key += 1;
+                        tree.insert(key.to_be_bytes(), p.as_slice()).expect("insert");
+                        if every.is_some_and(|e| i % e == e - 1) {
+                            tree.flush().expect("flush");
+                        }
+                    }
+                    if every.is_some() {
+                        tree.flush().expect("flush");
+                    }
+                    let d = start.elapsed();
+                    SAMPLES.record(name, events, d);
+                    total += d;
+                }
+                total
+            })
+        });
+    }
+    tree.flush().expect("flush");
+    drop(tree);
+    drop(db);
+
+    // The floor of the `process` promise: a write(2) per event puts the bytes in the kernel,
+    // which is all a process crash needs.
+    let events = 12_000u64;
+    let dir = scratch("raw-write");
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("log")).expect("file");
+    g.throughput(Throughput::Elements(events));
+    g.bench_function("raw-write-per-event", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let start = Instant::now();
-                for i in 0..events {
-                    key += 1;
-                    tree.insert(key.to_be_bytes(), p.as_slice()).expect("insert");
-                    if i % 100 == 99 {
-                        tree.flush().expect("flush");
-                    }
+                for _ in 0..events {
+                    file.write_all(&p).expect("write");
                 }
-                tree.flush().expect("flush");
                 let d = start.elapsed();
-                SAMPLES.record("raw-sled-flush-per-100", events, d);
+                SAMPLES.record("raw-write-per-event", events, d);
                 total += d;
             }
             total
         })
     });
-    drop(tree);
-    drop(db);
+    drop(file);
 
     // Baseline (b): the same payloads as raw write + fdatasync per event.
     let events = 300u64;
@@ -284,6 +317,18 @@ fn summary(_: &mut Criterion) {
             ours: "strata-process-12w",
             baseline: "raw-sled-flush-per-100",
             target: 0.5,
+        },
+        Ratio {
+            label: "process, 12 writers vs raw sled flush/10 (its own batch size)",
+            ours: "strata-process-12w",
+            baseline: "raw-sled-flush-per-10",
+            target: 0.5,
+        },
+        Ratio {
+            label: "raw sled flush/10 vs raw sled without flush (the flush's cost)",
+            ours: "raw-sled-flush-per-10",
+            baseline: "raw-sled-no-flush",
+            target: 0.0,
         },
         Ratio {
             label: "process, 1 writer vs raw sled flush/100",

@@ -45,6 +45,12 @@ pub trait Projection: Send {
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String>;
     /// Back to the empty state.
     fn reset(&mut self);
+    /// The event types this projection folds, when it folds only some (`None`, the default: any
+    /// event). A registry does not call [`Projection::apply`] for other types, which `apply` must
+    /// ignore anyway; it still counts them as applied.
+    fn event_types(&self) -> Option<&[&'static str]> {
+        None
+    }
 }
 
 /// How one projection got to the head.
@@ -67,6 +73,10 @@ pub struct ProjectionStatus {
 /// A set of projections run together.
 pub struct Projections {
     items: Vec<(Box<dyn Projection>, u64)>,
+    /// Per event type met so far, whether each projection folds it (its [`Projection::event_types`]).
+    routes: Vec<(Box<str>, Vec<bool>)>,
+    /// Index in `routes` of the last type met: consecutive events often share a type.
+    last_route: usize,
 }
 
 impl Projections {
@@ -77,7 +87,25 @@ impl Projections {
             names.sort_unstable();
             names.windows(2).all(|w| w[0] != w[1])
         });
-        Projections { items: items.into_iter().map(|p| (p, 0)).collect() }
+        Projections { items: items.into_iter().map(|p| (p, 0)).collect(), routes: Vec::new(), last_route: 0 }
+    }
+
+    /// The index in `routes` of `event_type`, added on first sight.
+    fn route(&mut self, event_type: &str) -> usize {
+        if self.routes.get(self.last_route).is_some_and(|(t, _)| &**t == event_type) {
+            return self.last_route;
+        }
+        let i = match self.routes.iter().position(|(t, _)| &**t == event_type) {
+            Some(i) => i,
+            None => {
+                let wants =
+                    self.items.iter().map(|(p, _)| p.event_types().is_none_or(|ts| ts.contains(&event_type))).collect();
+                self.routes.push((event_type.into(), wants));
+                self.routes.len() - 1
+            }
+        };
+        self.last_route = i;
+        i
     }
 
     /// Sequence every projection has applied up to (the minimum).
@@ -97,8 +125,9 @@ impl Projections {
 
     /// Applies one event to every projection that has not seen it (live, incremental use).
     pub fn apply(&mut self, record: &Record<'_>) -> Result<(), ProjectionError> {
-        for (p, cursor) in &mut self.items {
-            apply_one(p.as_mut(), cursor, record)?;
+        let r = self.route(record.event_type);
+        for ((p, cursor), &wants) in self.items.iter_mut().zip(&self.routes[r].1) {
+            apply_one(p.as_mut(), cursor, record, wants)?;
         }
         Ok(())
     }
@@ -145,8 +174,9 @@ impl Projections {
         let from = self.position() + 1;
         let mut applied = vec![0u64; self.items.len()];
         let r = journal.scan(from, head, |rec, _| {
-            for (i, (p, cursor)) in self.items.iter_mut().enumerate() {
-                if apply_one(p.as_mut(), cursor, rec)? {
+            let r = self.route(rec.event_type);
+            for (i, ((p, cursor), &wants)) in self.items.iter_mut().zip(&self.routes[r].1).enumerate() {
+                if apply_one(p.as_mut(), cursor, rec, wants)? {
                     applied[i] += 1;
                 }
             }
@@ -201,7 +231,7 @@ pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<Proje
     let from_snapshot = cursor;
     let mut applied = 0u64;
     let r = journal.scan(cursor + 1, journal.head().seq, |rec, _| {
-        if apply_one(p, &mut cursor, rec)? {
+        if apply_one(p, &mut cursor, rec, true)? {
             applied += 1;
         }
         Ok::<bool, ProjectionError>(true)
@@ -230,14 +260,20 @@ pub fn save_one<P: Projection + ?Sized>(p: &P, journal: &Journal, seq: u64) -> R
     Ok(())
 }
 
-/// Applies `record` to `p` unless its cursor is already past it; true if applied.
+/// Applies `record` to `p` unless its cursor is already past it; true if applied. When `p` does
+/// not fold the record's type (`wants` false) it only moves the cursor.
 fn apply_one<P: Projection + ?Sized>(
     p: &mut P,
     cursor: &mut u64,
     record: &Record<'_>,
+    wants: bool,
 ) -> Result<bool, ProjectionError> {
     if record.seq <= *cursor {
         return Ok(false);
+    }
+    if !wants {
+        *cursor = record.seq;
+        return Ok(true);
     }
     p.apply(record).map_err(|detail| ProjectionError {
         projection: p.name().to_owned(),

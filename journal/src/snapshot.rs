@@ -1,24 +1,59 @@
 //! The snapshot store: derived state saved beside the journal so an open can skip a replay.
 //!
-//! Keys are `name || 0x00 || version (u32 BE) || sequence (u64 BE)`; values are *sealed*:
+//! Keys of snapshots are `name || 0x00 || version (u32 BE) || sequence (u64 BE)`; values are
+//! *sealed* manifests:
 //!
 //! ```text
 //! b"SNP1" | u32 version | u64 sequence | [32] journal hash at that sequence | [32] blake3(body) | body
+//! b"SNP2" | u32 version | u64 sequence | [32] journal hash at that sequence | [32] blake3(list) | list
+//! list = u32 chunk count | per chunk: [32] blake3(chunk), u32 chunk length
 //! ```
 //!
 //! The header is 80 bytes, so a body read into 16-aligned memory stays 16-aligned, as rkyv's
 //! validated access needs.
 //!
-//! A snapshot is trusted only if its version is the reader's, its checksum holds, the journal
-//! still has the same event hash at its sequence (so a rewritten or restored journal cannot pair
-//! with old derived state), and the body decodes. Anything else is deleted and rebuilt from the
-//! journal.
+//! A body of up to [`INLINE_BYTES_MAX`] is kept inline (`SNP1`). A larger one is cut into
+//! content-defined chunks (a gear rolling hash picks the cut points, so an edit in the middle of a
+//! body moves the cuts near it and no others) stored once each under
+//! `0x00 "chunk" 0x00 || blake3(chunk)`; its manifest (`SNP2`) lists them. Saving a snapshot
+//! writes only the chunks the store does not hold yet, so a body that changed in one place costs
+//! a few chunks, not the whole body; after the manifest is written, older manifests of the same
+//! projection are deleted and so is every chunk no manifest lists, without reading either.
+//!
+//! A snapshot is trusted only if its version is the reader's, its checksum holds, every chunk it
+//! lists is present with its hash and length, the journal still has the same event hash at its
+//! sequence (so a rewritten or restored journal cannot pair with old derived state), and the body
+//! decodes. Anything else is deleted and rebuilt from the journal.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, PoisonError};
+
+use rkyv::util::AlignedVec;
 
 use crate::error::JournalError;
 use crate::hash::Hash;
+#[cfg(test)]
+use crate::store::CHUNK_PREFIX;
 use crate::store::Store;
 
 const MAGIC: &[u8; 4] = b"SNP1";
+const MAGIC_CHUNKED: &[u8; 4] = b"SNP2";
+
+/// Largest body kept inline in its manifest; larger bodies are chunked.
+pub const INLINE_BYTES_MAX: usize = 64 * 1024;
+/// Smallest chunk a cut makes (the last chunk of a body may be shorter).
+pub const CHUNK_BYTES_MIN: usize = 16 * 1024;
+/// Largest chunk: a cut is forced here when the rolling hash found none.
+pub const CHUNK_BYTES_MAX: usize = 128 * 1024;
+/// Cut when the top bits of the rolling hash are zero: one position in 2^15, so chunks average
+/// about `CHUNK_BYTES_MIN + 32 KiB`.
+const CUT_BITS: u32 = 15;
+/// Largest chunk count a manifest may list (16 GiB of body at the smallest chunk).
+pub const CHUNKS_MAX: usize = 1 << 20;
+
+/// Saves (and the collection of unreferenced chunks that follows each one) run one at a time in
+/// a process, so a collection never deletes a chunk a concurrent save has just written.
+static SAVING: Mutex<()> = Mutex::new(());
 /// Bytes before the body of a sealed snapshot.
 pub const HEADER_BYTES: usize = 4 + 4 + 8 + 32 + 32;
 
@@ -26,8 +61,12 @@ const _: () = assert!(HEADER_BYTES.is_multiple_of(16), "bodies must stay 16-alig
 
 /// Seals `body` as the state after event `seq` (whose hash is `journal_hash`).
 pub fn seal(version: u32, seq: u64, journal_hash: &Hash, body: &[u8]) -> Vec<u8> {
+    seal_as(MAGIC, version, seq, journal_hash, body)
+}
+
+fn seal_as(magic: &[u8; 4], version: u32, seq: u64, journal_hash: &Hash, body: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(HEADER_BYTES + body.len());
-    value.extend_from_slice(MAGIC);
+    value.extend_from_slice(magic);
     value.extend_from_slice(&version.to_be_bytes());
     value.extend_from_slice(&seq.to_be_bytes());
     value.extend_from_slice(&journal_hash.0);
@@ -37,13 +76,14 @@ pub fn seal(version: u32, seq: u64, journal_hash: &Hash, body: &[u8]) -> Vec<u8>
 }
 
 /// Checks a sealed value: magic, version, checksum, and that the journal still has the recorded
-/// hash at the recorded sequence. Returns `(seq, body)` or why it must be discarded.
+/// hash at the recorded sequence. Returns `(seq, body)` (for a chunked manifest, its chunk list)
+/// or why it must be discarded.
 pub fn unseal<'a>(
     value: &'a [u8],
     version: u32,
     hash_at: &dyn Fn(u64) -> Result<Option<Hash>, JournalError>,
 ) -> Result<Result<(u64, &'a [u8]), Discarded>, JournalError> {
-    if value.len() < HEADER_BYTES || &value[..4] != MAGIC {
+    if value.len() < HEADER_BYTES || (&value[..4] != MAGIC && &value[..4] != MAGIC_CHUNKED) {
         return Ok(Err(Discarded::Damaged));
     }
     let found_version = u32::from_be_bytes([value[4], value[5], value[6], value[7]]);
@@ -79,7 +119,8 @@ fn key(name: &str, version: u32, seq: u64) -> Vec<u8> {
 }
 
 /// Saves a snapshot of `name` at `version` taken after applying event `seq` (whose hash is
-/// `journal_hash`), then deletes older snapshots of the same name.
+/// `journal_hash`), then deletes older snapshots of the same name and every chunk no snapshot
+/// lists any more.
 pub fn save(
     store: &dyn Store,
     name: &str,
@@ -88,15 +129,127 @@ pub fn save(
     journal_hash: &Hash,
     body: &[u8],
 ) -> Result<(), JournalError> {
-    let value = seal(version, seq, journal_hash, body);
+    let _one_at_a_time = SAVING.lock().unwrap_or_else(PoisonError::into_inner);
     let new_key = key(name, version, seq);
-    store.put_snapshot(&new_key, &value)?;
-    for (k, _) in store.snapshots(&prefix(name))? {
-        if k != new_key {
-            store.delete_snapshot(&k)?;
+    if body.len() <= INLINE_BYTES_MAX {
+        store.put_snapshot(&new_key, &seal(version, seq, journal_hash, body))?;
+    } else {
+        let held: BTreeSet<[u8; 32]> = store.chunk_hashes()?.into_iter().collect();
+        let mut list = Vec::new();
+        let mut fresh: Vec<([u8; 32], &[u8])> = Vec::new();
+        let cuts = chunk_ends(body);
+        list.extend_from_slice(&(cuts.len() as u32).to_be_bytes());
+        let mut start = 0;
+        for end in cuts {
+            let chunk = &body[start..end];
+            let h = *blake3::hash(chunk).as_bytes();
+            list.extend_from_slice(&h);
+            list.extend_from_slice(&(chunk.len() as u32).to_be_bytes());
+            if !held.contains(&h) && !fresh.iter().any(|(fh, _)| *fh == h) {
+                fresh.push((h, chunk));
+            }
+            start = end;
+        }
+        // Chunks first: a manifest is never stored before what it lists.
+        store.put_chunks(&fresh)?;
+        store.put_snapshot(&new_key, &seal_as(MAGIC_CHUNKED, version, seq, journal_hash, &list))?;
+    }
+    let older: Vec<Vec<u8>> = store.snapshot_keys(&prefix(name))?.into_iter().filter(|k| *k != new_key).collect();
+    store.delete_snapshots(&older)?;
+    collect_chunks(store)
+}
+
+/// Deletes every chunk that no stored manifest lists. Reads manifests (small), never chunks.
+fn collect_chunks(store: &dyn Store) -> Result<(), JournalError> {
+    let chunks = store.chunk_hashes()?;
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    let mut listed: BTreeSet<[u8; 32]> = BTreeSet::new();
+    for m in store.snapshot_keys(b"")? {
+        let Some(v) = store.snapshot(&m)? else { continue };
+        if let Some(list) = chunk_list(&v) {
+            listed.extend(list.into_iter().map(|(h, _)| h));
         }
     }
-    Ok(())
+    let unlisted: Vec<[u8; 32]> = chunks.into_iter().filter(|h| !listed.contains(h)).collect();
+    store.delete_chunks(&unlisted)
+}
+
+/// The `(hash, length)` list of a chunked manifest whose list checksum holds; `None` for an
+/// inline or damaged one.
+fn chunk_list(value: &[u8]) -> Option<Vec<([u8; 32], usize)>> {
+    if value.len() < HEADER_BYTES + 4 || &value[..4] != MAGIC_CHUNKED {
+        return None;
+    }
+    let list = &value[HEADER_BYTES..];
+    if blake3::hash(list).as_bytes()[..] != value[48..80] {
+        return None;
+    }
+    parse_list(list)
+}
+
+/// Parses a chunk list: `u32 count | count × ([32] hash, u32 length)`.
+fn parse_list(list: &[u8]) -> Option<Vec<([u8; 32], usize)>> {
+    if list.len() < 4 {
+        return None;
+    }
+    let count = u32::from_be_bytes([list[0], list[1], list[2], list[3]]) as usize;
+    if count > CHUNKS_MAX || list.len() != 4 + count * 36 {
+        return None;
+    }
+    Some(
+        list[4..]
+            .chunks_exact(36)
+            .map(|c| {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(&c[..32]);
+                (h, u32::from_be_bytes([c[32], c[33], c[34], c[35]]) as usize)
+            })
+            .collect(),
+    )
+}
+
+/// The gear table of the rolling hash: fixed pseudo-random words (splitmix64 from a constant),
+/// so cut points are the same on every machine and in every version that keeps this table.
+const GEAR: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut state: u64 = 0x5354_5241_5441_534e; // "STRATASN"
+    let mut i = 0;
+    while i < 256 {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        t[i] = z ^ (z >> 31);
+        i += 1;
+    }
+    t
+};
+
+/// End offsets of the content-defined chunks of `body`: a cut after a position where the gear
+/// hash of the 64 bytes before it has its top [`CUT_BITS`] bits zero, no chunk shorter than
+/// [`CHUNK_BYTES_MIN`] (but the last) or longer than [`CHUNK_BYTES_MAX`].
+pub fn chunk_ends(body: &[u8]) -> Vec<usize> {
+    let mut ends = Vec::with_capacity(body.len() / (CHUNK_BYTES_MIN * 2) + 1);
+    let mut start = 0;
+    while start < body.len() {
+        let rest = &body[start..body.len().min(start + CHUNK_BYTES_MAX)];
+        let mut cut = rest.len();
+        if rest.len() > CHUNK_BYTES_MIN {
+            let mut h = 0u64;
+            for (i, &b) in rest.iter().enumerate().skip(CHUNK_BYTES_MIN - 64) {
+                h = (h << 1).wrapping_add(GEAR[usize::from(b)]);
+                if i >= CHUNK_BYTES_MIN && h >> (64 - CUT_BITS) == 0 {
+                    cut = i + 1;
+                    break;
+                }
+            }
+        }
+        start += cut;
+        ends.push(start);
+    }
+    ends
 }
 
 /// Why a stored snapshot was not used.
@@ -114,13 +267,17 @@ pub enum Discarded {
         /// The snapshot's sequence.
         seq: u64,
     },
+    /// A chunk the manifest lists is missing or does not match its hash or length (a partial
+    /// save, or a damaged chunk).
+    Incomplete,
 }
 
 /// What [`load`] found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Loaded {
-    /// The newest snapshot that passed every check, as `(seq, body)`.
-    pub found: Option<(u64, Vec<u8>)>,
+    /// The newest snapshot that passed every check, as `(seq, body)`; the body is 16-aligned, so
+    /// rkyv can validate it in place.
+    pub found: Option<(u64, AlignedVec<16>)>,
     /// What was discarded (and deleted) on the way.
     pub discarded: Vec<Discarded>,
 }
@@ -145,9 +302,17 @@ pub fn load(
             continue;
         }
         let rest = &k[p.len()..];
-        let verdict = check(rest, &v, version, hash_at)?;
+        let verdict = match check(rest, &v, version, hash_at)? {
+            Ok((seq, body)) if v.starts_with(MAGIC_CHUNKED) => assemble(store, body).map(|b| (seq, b)),
+            Ok((seq, body)) => {
+                let mut b = AlignedVec::<16>::with_capacity(body.len());
+                b.extend_from_slice(body);
+                Ok((seq, b))
+            }
+            Err(why) => Err(why),
+        };
         match verdict {
-            Ok((seq, body)) => found = Some((seq, body.to_vec())),
+            Ok(got) => found = Some(got),
             Err(why) => {
                 discarded.push(why);
                 store.delete_snapshot(&k)?;
@@ -155,6 +320,22 @@ pub fn load(
         }
     }
     Ok(Loaded { found, discarded })
+}
+
+/// The body a chunk list (already checksummed) names, read chunk by chunk into aligned memory.
+fn assemble(store: &dyn Store, list: &[u8]) -> Result<AlignedVec<16>, Discarded> {
+    let chunks = parse_list(list).ok_or(Discarded::Damaged)?;
+    let total: usize = chunks.iter().map(|(_, len)| *len).sum();
+    let mut body = AlignedVec::<16>::with_capacity(total);
+    for (h, len) in chunks {
+        // A store that cannot read a chunk is as good as a missing chunk: rebuild.
+        let Ok(Some(chunk)) = store.chunk(&h) else { return Err(Discarded::Incomplete) };
+        if chunk.len() != len || blake3::hash(&chunk).as_bytes() != &h {
+            return Err(Discarded::Incomplete);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 type Checked<'a> = Result<(u64, &'a [u8]), Discarded>;
@@ -192,15 +373,16 @@ mod tests {
         let good = Hash([1; 32]);
         let hash_at = |seq: u64| -> Result<Option<Hash>, JournalError> { Ok((seq <= 10).then_some(good)) };
         save(&store, "p", 2, 5, &good, b"five").unwrap();
-        assert_eq!(load(&store, "p", 2, &hash_at).unwrap().found, Some((5, b"five".to_vec())));
+        let found = |l: Loaded| l.found.map(|(s, b)| (s, b.to_vec()));
+        assert_eq!(found(load(&store, "p", 2, &hash_at).unwrap()), Some((5, b"five".to_vec())));
         // Wrong version is discarded.
         let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
-        assert_eq!(got, None);
+        assert!(got.is_none());
         assert_eq!(why, vec![Discarded::WrongVersion { found: 2 }]);
         // Journal mismatch is discarded.
         save(&store, "p", 3, 11, &good, b"eleven").unwrap();
         let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
-        assert_eq!(got, None);
+        assert!(got.is_none());
         assert_eq!(why, vec![Discarded::JournalMismatch { seq: 11 }]);
         // Damaged body is discarded.
         save(&store, "p", 3, 7, &good, b"seven").unwrap();
@@ -210,8 +392,47 @@ mod tests {
         v[last] ^= 1;
         store.put_snapshot(&k, &v).unwrap();
         let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
-        assert_eq!(got, None);
+        assert!(got.is_none());
         assert_eq!(why, vec![Discarded::Damaged]);
         assert!(store.snapshots(b"p\0").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_edit_in_the_middle_moves_only_the_cuts_near_it_and_chunks_are_shared() {
+        // Pseudo-random bytes (not a repeating pattern, which would offer no cut points).
+        let mut x = 1u64;
+        let body: Vec<u8> = (0..2_000_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let ends = chunk_ends(&body);
+        assert_eq!(*ends.last().unwrap(), body.len());
+        let sizes: Vec<usize> = ends.iter().scan(0, |s, &e| Some(e - std::mem::replace(s, e))).collect();
+        assert!(sizes[..sizes.len() - 1].iter().all(|&n| (CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&n)));
+        let mut edited = body.clone();
+        edited.splice(1_000_000..1_000_010, *b"an edit that is longer");
+        let cuts_of = |b: &[u8]| -> BTreeSet<Vec<u8>> {
+            let mut start = 0;
+            chunk_ends(b).into_iter().map(|e| b[std::mem::replace(&mut start, e)..e].to_vec()).collect()
+        };
+        let (a, b) = (cuts_of(&body), cuts_of(&edited));
+        assert!(b.difference(&a).count() <= 2, "{} new chunks", b.difference(&a).count());
+
+        let store = MemStore::new("t");
+        let good = Hash([1; 32]);
+        let hash_at = |_: u64| -> Result<Option<Hash>, JournalError> { Ok(Some(good)) };
+        save(&store, "big", 1, 1, &good, &body).unwrap();
+        let chunks = store.chunk_hashes().unwrap().len();
+        save(&store, "big", 1, 2, &good, &edited).unwrap();
+        // The old manifest and its own chunks are gone; shared chunks stay.
+        assert_eq!(store.snapshot_keys(b"big\0").unwrap().len(), 1);
+        assert!(store.chunk_hashes().unwrap().len() <= chunks + 2);
+        assert_eq!(store.snapshot_keys(CHUNK_PREFIX).unwrap().len(), store.chunk_hashes().unwrap().len());
+        let got = load(&store, "big", 1, &hash_at).unwrap().found.unwrap();
+        assert_eq!((got.0, &got.1[..]), (2, &edited[..]));
     }
 }

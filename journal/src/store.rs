@@ -17,6 +17,7 @@ use rkyv::util::AlignedVec;
 
 use crate::error::JournalError;
 use crate::frame::{FRAME_PREFIX, frame_key, frame_key_seq};
+use crate::hash::Hash;
 
 /// What an acknowledged append survives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +101,36 @@ pub trait Store: Send + Sync + 'static {
     fn snapshots(&self, prefix: &[u8]) -> Result<SnapshotEntries, JournalError>;
     /// Deletes snapshot `key`.
     fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError>;
+    /// Deletes several snapshot entries; a backend should do it without reading their values.
+    fn delete_snapshots(&self, keys: &[Vec<u8>]) -> Result<(), JournalError> {
+        keys.iter().try_for_each(|k| self.delete_snapshot(k))
+    }
+    /// Keys of the snapshot entries whose key starts with `prefix`, in key order; a backend
+    /// should list them without reading their values.
+    fn snapshot_keys(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, JournalError> {
+        Ok(self.snapshots(prefix)?.into_iter().map(|(k, _)| k).collect())
+    }
+    /// The snapshot entry `key`, if stored.
+    fn snapshot(&self, key: &[u8]) -> Result<Option<Vec<u8>>, JournalError> {
+        Ok(self.snapshots(key)?.into_iter().find(|(k, _)| k == key).map(|(_, v)| v))
+    }
+    /// Stores snapshot chunks, each named by the blake3 hash of its bytes (see
+    /// [`crate::snapshot`]). By default they are snapshot entries under [`CHUNK_PREFIX`].
+    fn put_chunks(&self, chunks: &[([u8; 32], &[u8])]) -> Result<(), JournalError> {
+        chunks.iter().try_for_each(|(h, bytes)| self.put_snapshot(&chunk_key(h), bytes))
+    }
+    /// The chunk named `hash`, if stored (its bytes are checked by the reader, not here).
+    fn chunk(&self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>, JournalError> {
+        self.snapshot(&chunk_key(hash))
+    }
+    /// Names of every stored chunk.
+    fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {
+        Ok(self.snapshot_keys(CHUNK_PREFIX)?.iter().filter_map(|k| k[CHUNK_PREFIX.len()..].try_into().ok()).collect())
+    }
+    /// Deletes chunks.
+    fn delete_chunks(&self, hashes: &[[u8; 32]]) -> Result<(), JournalError> {
+        self.delete_snapshots(&hashes.iter().map(chunk_key).collect::<Vec<_>>())
+    }
     /// Replaces the journal index snapshot (sealed bytes).
     fn save_index_snapshot(&self, sealed: &[u8]) -> Result<(), JournalError>;
     /// The journal index snapshot, in 16-aligned memory so rkyv can validate it in place.
@@ -111,6 +142,16 @@ pub trait Store: Send + Sync + 'static {
     fn shared_order(&self) -> Option<&dyn crate::shared::SharedOrder> {
         None
     }
+}
+
+/// Prefix of the snapshot entries that hold chunks where a backend keeps them with the other
+/// snapshot entries; no projection name starts with a zero byte.
+pub const CHUNK_PREFIX: &[u8] = b"\0chunk\0";
+
+fn chunk_key(hash: &[u8; 32]) -> Vec<u8> {
+    let mut k = CHUNK_PREFIX.to_vec();
+    k.extend_from_slice(hash);
+    k
 }
 
 fn meta_key(name: &str) -> Vec<u8> {
@@ -127,6 +168,7 @@ pub const INDEX_SNAPSHOT_BYTES_MAX: u64 = 4 * 1024 * 1024 * 1024;
 pub struct SledStore {
     dir: PathBuf,
     index_path: PathBuf,
+    chunk_dir: PathBuf,
     db: sled::Db,
     journal: sled::Tree,
     snapshots: sled::Tree,
@@ -163,6 +205,7 @@ impl SledStore {
         Ok(SledStore {
             dir: dir.to_owned(),
             index_path: dir.parent().unwrap_or(dir).join("index.snapshot"),
+            chunk_dir: dir.parent().unwrap_or(dir).join("snapshot-chunks"),
             db,
             journal,
             snapshots,
@@ -295,7 +338,93 @@ impl Store for SledStore {
     }
 
     fn delete_snapshot(&self, key: &[u8]) -> Result<(), JournalError> {
-        self.snapshots.remove(key).map_err(|e| JournalError::storage(&self.dir, e))?;
+        self.delete_snapshots(&[key.to_vec()])
+    }
+
+    fn delete_snapshots(&self, keys: &[Vec<u8>]) -> Result<(), JournalError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // A batch removal, unlike `Tree::remove`, does not hand back (so does not read) the old
+        // values.
+        let mut batch = sled::Batch::default();
+        for k in keys {
+            batch.remove(k.as_slice());
+        }
+        self.snapshots.apply_batch(batch).map_err(|e| JournalError::storage(&self.dir, e))
+    }
+
+    fn snapshot_keys(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, JournalError> {
+        self.snapshots
+            .scan_prefix(prefix)
+            .keys()
+            .map(|r| r.map(|k| k.to_vec()).map_err(|e| JournalError::storage(&self.dir, e)))
+            .collect()
+    }
+
+    fn snapshot(&self, key: &[u8]) -> Result<Option<Vec<u8>>, JournalError> {
+        Ok(self.snapshots.get(key).map_err(|e| JournalError::storage(&self.dir, e))?.map(|v| v.to_vec()))
+    }
+
+    // Chunks are files, one per chunk, beside sled: deleting one frees its disk at once, where a
+    // sled value would wait for sled to rewrite its segment (and large sled leaves are rewritten
+    // whole, as blob files, on every change). A chunk is derived data checked against its name
+    // on every read, so a torn write is a missing chunk, not a trusted one: no fsync.
+    fn put_chunks(&self, chunks: &[([u8; 32], &[u8])]) -> Result<(), JournalError> {
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.chunk_dir).map_err(|e| JournalError::io(&self.chunk_dir, e))?;
+        for (h, bytes) in chunks {
+            let path = self.chunk_dir.join(Hash(*h).to_hex());
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, bytes).map_err(|e| JournalError::io(&tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| JournalError::io(&path, e))?;
+        }
+        Ok(())
+    }
+
+    fn chunk(&self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>, JournalError> {
+        let path = self.chunk_dir.join(Hash(*hash).to_hex());
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(JournalError::io(&path, e)),
+        }
+    }
+
+    fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {
+        let entries = match std::fs::read_dir(&self.chunk_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(JournalError::io(&self.chunk_dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| JournalError::io(&self.chunk_dir, e))?;
+            // Anything that is not a chunk's name (a `.tmp` left by a crash) is listed under a
+            // name no manifest has, so collection removes it.
+            let name = entry.file_name();
+            match name.to_str().and_then(Hash::from_hex) {
+                Some(h) => out.push(h.0),
+                None => {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn delete_chunks(&self, hashes: &[[u8; 32]]) -> Result<(), JournalError> {
+        for h in hashes {
+            let path = self.chunk_dir.join(Hash(*h).to_hex());
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(JournalError::io(&path, e)),
+            }
+        }
         Ok(())
     }
 

@@ -17,8 +17,11 @@ use std::process::Command;
 
 use anyhow::Context as _;
 
-/// Author of strata's commits.
-const IDENTITY: [&str; 4] = ["-c", "user.name=strata", "-c", "user.email=strata@localhost"];
+/// Author of strata's commits; and no `git maintenance run --auto` after each of strata's commits
+/// and picks (one more process each, in the middle of a run; the repository's owner's own git use
+/// still runs it).
+const IDENTITY: [&str; 6] =
+    ["-c", "user.name=strata", "-c", "user.email=strata@localhost", "-c", "maintenance.auto=false"];
 
 /// Runs `git -C dir args…`; its stdout, or an error with its stderr.
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
@@ -44,6 +47,59 @@ fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
 
 /// Largest `info/exclude` read.
 const EXCLUDE_BYTES_MAX: u64 = 1024 * 1024;
+
+/// Largest `.git` file, `HEAD`, `commondir` or loose ref read without `git`.
+const REF_FILE_BYTES_MAX: u64 = 4096;
+/// Largest `packed-refs` read without `git` (a larger one is left to `git rev-parse`).
+const PACKED_REFS_BYTES_MAX: u64 = 8 * 1024 * 1024;
+
+// Reads of a worktree's administrative files, so a task does not start a `git` process to learn
+// a commit id or to drop its worktree. Each returns `None` on anything unexpected (a layout this
+// code does not know, such as the reftable backend), and the caller then runs `git` as before.
+
+fn small_file(path: &Path, max: u64) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > max {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
+}
+
+/// The administrative directory of the worktree at `worktree` (what its `.git` file names).
+fn admin_dir(worktree: &Path) -> Option<PathBuf> {
+    let text = small_file(&worktree.join(".git"), REF_FILE_BYTES_MAX)?;
+    let dir = text.strip_prefix("gitdir:")?.trim();
+    Some(worktree.join(dir))
+}
+
+fn is_object_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The commit `HEAD` of the worktree at `worktree` points at: detached, or through a branch's
+/// loose or packed ref.
+fn read_head(worktree: &Path) -> Option<String> {
+    let admin = admin_dir(worktree)?;
+    let head = small_file(&admin.join("HEAD"), REF_FILE_BYTES_MAX)?;
+    let head = head.trim();
+    if is_object_id(head) {
+        return Some(head.to_owned());
+    }
+    let name = head.strip_prefix("ref: ")?.trim();
+    if !name.starts_with("refs/heads/") || name.split('/').any(|s| s.is_empty() || s == "..") {
+        return None;
+    }
+    let common = admin.join(small_file(&admin.join("commondir"), REF_FILE_BYTES_MAX)?.trim());
+    if let Some(loose) = small_file(&common.join(name), REF_FILE_BYTES_MAX) {
+        let id = loose.trim();
+        return is_object_id(id).then(|| id.to_owned());
+    }
+    let packed = small_file(&common.join("packed-refs"), PACKED_REFS_BYTES_MAX)?;
+    packed.lines().find_map(|l| {
+        let (id, r) = l.split_once(' ')?;
+        (r == name && is_object_id(id)).then(|| id.to_owned())
+    })
+}
 
 /// The top directory and `HEAD` commit of the git repository holding `dir`, if it is one.
 pub fn top_and_head(dir: &Path) -> Option<(PathBuf, String)> {
@@ -157,7 +213,11 @@ impl Repo {
 
     /// The integration branch's tip.
     pub fn tip(&self) -> anyhow::Result<String> {
-        Ok(git(&self.integration(), &["rev-parse", "HEAD"])?.trim().to_owned())
+        let integration = self.integration();
+        match read_head(&integration) {
+            Some(id) => Ok(id),
+            None => Ok(git(&integration, &["rev-parse", "HEAD"])?.trim().to_owned()),
+        }
     }
 
     /// The repository's top directory.
@@ -181,22 +241,34 @@ impl Repo {
         if path.exists() {
             self.remove(&path)?;
         }
-        let tip = self.tip()?;
-        git(&self.root, &["worktree", "add", "--detach", &path.to_string_lossy(), &tip])?;
+        // The branch, not a commit id read first: `--detach` checks out its tip, as it is now.
+        git(
+            &self.root,
+            &["worktree", "add", "--detach", &path.to_string_lossy(), &format!("refs/heads/{}", self.branch)],
+        )?;
         Ok(path)
     }
 
     /// Stages and commits everything changed in `worktree`; the files and the commit.
+    ///
+    /// The files are what `git status` reports against `HEAD` (untracked files one by one,
+    /// ignored ones left out, no rename pairing): the same set `git add -A` then stages. Nothing
+    /// changed costs one `git` process; changes cost three (status, add, commit).
     pub fn collect(&self, worktree: &Path, message: &str) -> anyhow::Result<Changes> {
-        git(worktree, &["add", "-A"])?;
-        let names = git(worktree, &["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"])?;
-        let mut files: Vec<String> = names.split('\0').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+        let status = git(worktree, &["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"])?;
+        let mut files: Vec<String> =
+            status.split('\0').filter_map(|e| e.get(3..)).filter(|s| !s.is_empty()).map(str::to_owned).collect();
         files.sort();
+        files.dedup();
         if files.is_empty() {
             return Ok(Changes::default());
         }
+        git(worktree, &["add", "-A"])?;
         git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
-        let commit = git(worktree, &["rev-parse", "HEAD"])?.trim().to_owned();
+        let commit = match read_head(worktree) {
+            Some(id) => id,
+            None => git(worktree, &["rev-parse", "HEAD"])?.trim().to_owned(),
+        };
         Ok(Changes { files, commit: Some(commit) })
     }
 
@@ -212,8 +284,18 @@ impl Repo {
         Ok(Err(conflicted.lines().map(str::to_owned).collect()))
     }
 
-    /// Removes a task's worktree.
+    /// Removes a task's worktree: its directory and its administrative directory, as `git
+    /// worktree remove --force` does (which runs when the layout is not the expected one).
     pub fn remove(&self, worktree: &Path) -> anyhow::Result<()> {
+        let common = self.root.join(".git").join("worktrees");
+        if let Some(admin) = admin_dir(worktree)
+            && let (Ok(admin), Ok(common)) = (std::fs::canonicalize(&admin), std::fs::canonicalize(&common))
+            && admin.parent() == Some(common.as_path())
+        {
+            std::fs::remove_dir_all(worktree).with_context(|| format!("cannot remove {}", worktree.display()))?;
+            std::fs::remove_dir_all(&admin).with_context(|| format!("cannot remove {}", admin.display()))?;
+            return Ok(());
+        }
         git(&self.root, &["worktree", "remove", "--force", &worktree.to_string_lossy()])
             .or_else(|e| if worktree.exists() { Err(e) } else { Ok(String::new()) })?;
         Ok(())

@@ -18,15 +18,15 @@
 //! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
 //! rounding is exact) and cached by the hash of the counted text.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
 
-use super::paths::{SYSTEM_SUMMARY, artifact_path, entity_summary, glob_match};
+use super::paths::{SYSTEM_SUMMARY, any_matching, artifact_path, entity_summary, glob_match, matching};
 use super::profile::{Entry, Profile};
 use super::render::{Level, render};
-use super::summary::{self, Summaries};
+use super::summary::Summaries;
 use crate::kb::graph::{Graph, NodeId};
 use crate::kb::kind::{ArtifactKey, ArtifactKind};
 
@@ -383,12 +383,8 @@ impl Ctx<'_> {
                 out.push((Ref::Entity(l.entity.clone()), p, why("")));
             }
         }
-        for n in self.g.artifacts() {
-            let p = artifact_path(n);
-            if glob_match(&glob, &p) {
-                let id = self.g.node_id(&n.key).unwrap_or(0);
-                out.push((Ref::Artifact(id), p, why("")));
-            }
+        for id in matching(self.g, &glob) {
+            out.push((Ref::Artifact(id), artifact_path(self.g.node(id)), why("")));
         }
         if out.is_empty() { Err(format!("{glob} matches nothing")) } else { Ok(out) }
     }
@@ -401,37 +397,46 @@ struct Rendered {
 }
 
 /// The artifacts a profile's never-list withholds; summaries included in its prompts are made
-/// without them, so nothing never-listed reaches a prompt through a summary either.
-struct Withheld<'a>(BTreeSet<&'a ArtifactKey>);
+/// without them, so nothing never-listed reaches a prompt through a summary either. Decided per
+/// artifact on demand (only for the members of summaries that are made), never for the whole base.
+struct Withheld<'a> {
+    never: &'a [String],
+    /// Whether the never-list withholds anything at all.
+    any: bool,
+    /// Per entity asked about, whether it withholds one of its members (asked again at every
+    /// rendering pass of the budget loop).
+    entities: std::cell::RefCell<BTreeMap<String, bool>>,
+}
 
 impl Withheld<'_> {
+    fn holds(&self, n: &crate::kb::graph::Node) -> bool {
+        self.any && self.never.iter().any(|glob| glob_match(glob, &artifact_path(n)))
+    }
+
     fn touches(&self, g: &Graph, r: &Ref) -> bool {
         match r {
-            Ref::System => !self.0.is_empty(),
-            Ref::Entity(e) => g.members(e).iter().any(|n| self.0.contains(&n.key)),
+            Ref::System => self.any,
+            Ref::Entity(e) if self.any => {
+                if let Some(&t) = self.entities.borrow().get(e) {
+                    return t;
+                }
+                let t = g.members(e).iter().any(|n| self.holds(n));
+                self.entities.borrow_mut().insert(e.clone(), t);
+                t
+            }
             _ => false,
         }
     }
 }
 
 fn render_item(g: &Graph, s: &Summaries, w: &Withheld<'_>, r: &Ref, level: Level, tc: &mut TokenCounter) -> Rendered {
-    let keep = |n: &crate::kb::graph::Node| !w.0.contains(&n.key);
+    let keep = |n: &crate::kb::graph::Node| !w.holds(n);
     let (text, content_hash) = match r {
         Ref::Rules => (PIPELINE_RULES.to_owned(), Hash(*blake3::hash(PIPELINE_RULES.as_bytes()).as_bytes())),
-        Ref::System if w.touches(g, r) => {
-            let sum = summary::system_with(g, &keep);
-            (sum.text, sum.hash)
-        }
-        Ref::System => {
-            let sum = s.system(g);
-            (sum.text, sum.hash)
-        }
+        Ref::System if w.touches(g, r) => s.system_without(g, w.never, &keep),
+        Ref::System => s.system_text(g),
         Ref::Entity(e) if w.touches(g, r) => {
-            let node = g.get(&ArtifactKey::new(ArtifactKind::Entity, e));
-            let sum = node.map(|n| {
-                if level == Level::L3 { summary::l3_line_with(g, n, &keep) } else { summary::l2_with(g, n, &keep) }
-            });
-            sum.map(|x| (x.text, x.hash)).unwrap_or_default()
+            s.entity_without(g, w.never, e, level == Level::L3, &keep).unwrap_or_default()
         }
         Ref::Entity(e) => {
             let sum = if level == Level::L3 { s.line(e) } else { s.entity(e) };
@@ -485,13 +490,11 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     };
     let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
     let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
-    let withheld = Withheld(
-        g.artifacts()
-            .into_iter()
-            .filter(|n| cp.never.iter().any(|glob| glob_match(glob, &artifact_path(n))))
-            .map(|n| &n.key)
-            .collect(),
-    );
+    let withheld = Withheld {
+        never: &cp.never,
+        any: cp.never.iter().any(|glob| any_matching(g, glob)),
+        entities: std::cell::RefCell::new(BTreeMap::new()),
+    };
 
     // 1–3: expand, apply the never-list, de-duplicate.
     let mut kept: Vec<Candidate> = Vec::new();

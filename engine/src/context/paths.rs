@@ -5,7 +5,7 @@
 //! a `never` glob excludes the same thing however it was reached (a literal entry, a template
 //! variable, or the impact closure of a change request).
 
-use crate::kb::graph::Node;
+use crate::kb::graph::{Graph, Group, Node, NodeId};
 use crate::kb::kind::ArtifactKind;
 
 /// The virtual path of the system summary.
@@ -31,6 +31,109 @@ pub fn artifact_path(node: &Node) -> String {
         ArtifactKind::Issue => format!("issues/{id}"),
         ArtifactKind::ResearchNote => format!("docs/{entity}/research/{id}"),
         ArtifactKind::Devlog => format!("docs/{entity}/devlog/{id}"),
+    }
+}
+
+/// The directory segments of the virtual paths of a path group (the id is the last segment).
+fn group_dir(g: &Group) -> Vec<&str> {
+    let e = g.entity.as_str();
+    match g.kind {
+        ArtifactKind::Entity => vec!["entities"],
+        ArtifactKind::BrdRequirement => vec!["specs", e, "requirements"],
+        ArtifactKind::FunctionalDomain => vec!["specs", e, "domains"],
+        ArtifactKind::BackendModule => vec!["specs", e, "backend"],
+        ArtifactKind::UiScreen => vec!["specs", e, "screens"],
+        ArtifactKind::ChangeRequest => vec!["changes"],
+        ArtifactKind::BacklogItem => vec!["backlog"],
+        ArtifactKind::Issue => vec!["issues"],
+        ArtifactKind::ResearchNote => vec!["docs", e, "research"],
+        ArtifactKind::Devlog => vec!["docs", e, "devlog"],
+    }
+}
+
+/// What the last segment of a path must match once a glob has matched its directory.
+#[derive(Debug, PartialEq, Eq)]
+enum Last<'a> {
+    /// Any segment.
+    Any,
+    /// Segments matching this segment pattern.
+    Like(&'a str),
+}
+
+/// Every way glob segments `p` can match directory segments `d` followed by exactly one more
+/// segment, as what that segment must match. `**` may match segments of `d`, the last segment,
+/// or nothing.
+fn last_segment_patterns<'a>(p: &[&'a str], d: &[&str], out: &mut Vec<Last<'a>>) {
+    if d.is_empty() {
+        let mut single = p.iter().filter(|s| **s != "**");
+        match (single.next(), single.next()) {
+            (None, None) if !p.is_empty() => out.push(Last::Any),
+            (Some(s), None) if !s.is_empty() && s.chars().all(|c| c == '*') => out.push(Last::Any),
+            (Some(s), None) => out.push(Last::Like(s)),
+            _ => {}
+        }
+        return;
+    }
+    let Some((first, rest)) = p.split_first() else { return };
+    if *first == "**" {
+        last_segment_patterns(rest, d, out);
+        last_segment_patterns(p, &d[1..], out);
+    } else if segment_match(first, d[0]) {
+        last_segment_patterns(rest, &d[1..], out);
+    }
+}
+
+/// Existing artifacts whose virtual path matches `pattern`, sorted by key: decided once per path
+/// group (its directory) and per artifact only in groups where the glob constrains the id, so the
+/// cost follows the groups and the matches, not the size of the base.
+pub fn matching(g: &Graph, pattern: &str) -> Vec<NodeId> {
+    let mut out = Vec::new();
+    for_matching(g, pattern, &mut |n| {
+        out.push(n);
+        true
+    });
+    out.sort_by(|a, b| g.node(*a).key.cmp(&g.node(*b).key));
+    out
+}
+
+/// Whether any existing artifact's virtual path matches `pattern` (stops at the first).
+pub fn any_matching(g: &Graph, pattern: &str) -> bool {
+    let mut any = false;
+    for_matching(g, pattern, &mut |_| {
+        any = true;
+        false
+    });
+    any
+}
+
+/// Calls `f` for each existing artifact whose virtual path matches `pattern`, group by group,
+/// until it returns false.
+fn for_matching(g: &Graph, pattern: &str, f: &mut dyn FnMut(NodeId) -> bool) {
+    let p: Vec<&str> = pattern.split('/').collect();
+    for (group, members) in g.groups() {
+        let mut lasts = Vec::new();
+        last_segment_patterns(&p, &group_dir(group), &mut lasts);
+        let all = lasts.contains(&Last::Any);
+        let candidates: Box<dyn Iterator<Item = &NodeId>> = if lasts.is_empty() {
+            // No one-segment id completes a match; only ids of several segments might.
+            Box::new(g.slashed_ids().iter().filter(|n| members.contains(n)))
+        } else {
+            Box::new(members.iter())
+        };
+        for &n in candidates {
+            let node = g.node(n);
+            let hit = if all {
+                true
+            } else if node.key.id.contains('/') {
+                // An id of several segments: the directory analysis does not apply.
+                glob_match(pattern, &artifact_path(node))
+            } else {
+                lasts.iter().any(|l| matches!(l, Last::Like(s) if segment_match(s, &node.key.id)))
+            };
+            if hit && !f(n) {
+                return;
+            }
+        }
     }
 }
 
@@ -82,6 +185,48 @@ fn wildcard<T>(p: &[T], s: &[T], star: impl Fn(&T) -> bool, one: impl Fn(&T, &T)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn matching_by_group_equals_matching_every_path() {
+        let fx = crate::kb::fixture::generate(&crate::kb::fixture::FixtureSpec::seed_scale(3));
+        let (_, g) = fx.in_memory("strata.test/paths").unwrap();
+        let entity = g.groups().keys().find(|k| !k.entity.is_empty() && k.entity != "_").unwrap().entity.clone();
+        let some_id = g.artifacts()[17].key.id.clone();
+        let globs = [
+            "specs/*/screens/**".to_owned(),
+            "specs/*/backend/**".into(),
+            "changes/*/plan-internal/**".into(),
+            "changes/*".into(),
+            "changes/CR-1?".into(),
+            "**".into(),
+            "**/screens/*".into(),
+            "**/*".into(),
+            "*/*".into(),
+            "specs/**".into(),
+            format!("specs/{entity}/**"),
+            format!("specs/{entity}/*/*"),
+            format!("docs/{entity}/research/*"),
+            format!("**/{some_id}"),
+            format!("**/**/{some_id}"),
+            "specs/*/*/*-1*".into(),
+            "entities/*".into(),
+            "summaries/L3".into(),
+            "specs".into(),
+            "**/requirements/**/*".into(),
+            "changes//*".into(),
+            "changes/".into(),
+        ];
+        for glob in globs {
+            let want: Vec<NodeId> = g
+                .artifacts()
+                .into_iter()
+                .filter(|n| glob_match(&glob, &artifact_path(n)))
+                .map(|n| g.node_id(&n.key).unwrap())
+                .collect();
+            assert_eq!(any_matching(&g, &glob), !want.is_empty(), "{glob}");
+            assert_eq!(matching(&g, &glob), want, "{glob}");
+        }
+    }
 
     #[test]
     fn globs_match_segments_like_the_seed_profiles_expect() {

@@ -176,6 +176,51 @@ pub struct Summaries {
     l2: BTreeMap<String, Summary>,
     /// Summaries regenerated since creation (two per dirty entity), for tests and benchmarks.
     pub regenerated: u64,
+    memo: MemoCell,
+}
+
+/// Most never-lists whose summaries [`Summaries`] keeps at once (one per profile in practice);
+/// past it, the kept ones are dropped and made again on demand.
+pub const MEMO_NEVER_LISTS_MAX: usize = 32;
+
+/// Rendered text and hash of summaries assembly asks for on every call: the system summary, and
+/// per never-list the summaries made without the never-listed artifacts. Each is made once and
+/// dropped, entity by entity, when [`Summaries::refresh`] regenerates that entity, so an
+/// assembly costs what its prompt holds, not the size of the base.
+#[derive(Clone, Default)]
+struct Memo {
+    system: Option<(String, Hash)>,
+    without: BTreeMap<Vec<String>, Without>,
+}
+
+/// The summaries made without the artifacts one never-list withholds.
+#[derive(Clone, Default)]
+struct Without {
+    system: Option<(String, Hash)>,
+    l3: BTreeMap<String, (String, Hash)>,
+    l2: BTreeMap<String, (String, Hash)>,
+}
+
+#[derive(Default)]
+struct MemoCell(std::sync::Mutex<Memo>);
+
+impl MemoCell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memo> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Clone for MemoCell {
+    fn clone(&self) -> Self {
+        MemoCell(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl std::fmt::Debug for MemoCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.lock();
+        write!(f, "Memo {{ system: {}, never_lists: {} }}", m.system.is_some(), m.without.len())
+    }
 }
 
 impl Summaries {
@@ -194,7 +239,19 @@ impl Summaries {
     /// Regenerates the summaries of the entities `g` marked dirty since the last call, and only
     /// those; drops the summaries of entities that no longer exist.
     pub fn refresh(&mut self, g: &mut Graph) {
-        for e in g.take_dirty_entities() {
+        let dirty = g.take_dirty_entities();
+        if !dirty.is_empty() {
+            let mut memo = self.memo.lock();
+            memo.system = None;
+            for w in memo.without.values_mut() {
+                w.system = None;
+                for e in &dirty {
+                    w.l3.remove(e);
+                    w.l2.remove(e);
+                }
+            }
+        }
+        for e in dirty {
             match g.get(&ArtifactKey::new(ArtifactKind::Entity, &e)) {
                 Some(n) => {
                     self.l3.insert(e.clone(), l3_line(g, n));
@@ -228,6 +285,68 @@ impl Summaries {
     pub fn system(&self, g: &Graph) -> Summary {
         system_of(g, self.l3.values().collect())
     }
+
+    /// The system summary's text and hash, made once per regeneration.
+    pub fn system_text(&self, g: &Graph) -> (String, Hash) {
+        let mut memo = self.memo.lock();
+        if let Some(t) = &memo.system {
+            return t.clone();
+        }
+        let t = system_text(g, self.l3.values().map(|l| (l.entity.as_str(), l.text.as_str())).collect());
+        memo.system = Some(t.clone());
+        t
+    }
+
+    /// The system summary made only from the members `keep` accepts, where `keep` withholds what
+    /// the never-list `never` names (the caller's promise: the same list, the same `keep`).
+    /// Lines of entities not regenerated since are reused.
+    pub fn system_without(&self, g: &Graph, never: &[String], keep: Keep<'_>) -> (String, Hash) {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never);
+        if let Some(t) = &w.system {
+            return t.clone();
+        }
+        for e in self.l3.keys() {
+            if !w.l3.contains_key(e)
+                && let Some(n) = g.get(&ArtifactKey::new(ArtifactKind::Entity, e))
+            {
+                let l = l3_line_with(g, n, keep);
+                w.l3.insert(e.clone(), (l.text, l.hash));
+            }
+        }
+        let t = system_text(g, w.l3.iter().map(|(e, (text, _))| (e.as_str(), text.as_str())).collect());
+        w.system = Some(t.clone());
+        t
+    }
+
+    /// Entity `e`'s L3 line (`l3`) or L2 summary made only from the members `keep` accepts (see
+    /// [`Summaries::system_without`]).
+    pub fn entity_without(
+        &self,
+        g: &Graph,
+        never: &[String],
+        e: &str,
+        l3: bool,
+        keep: Keep<'_>,
+    ) -> Option<(String, Hash)> {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never);
+        let map = if l3 { &mut w.l3 } else { &mut w.l2 };
+        if let Some(t) = map.get(e) {
+            return Some(t.clone());
+        }
+        let n = g.get(&ArtifactKey::new(ArtifactKind::Entity, e))?;
+        let s = if l3 { l3_line_with(g, n, keep) } else { l2_with(g, n, keep) };
+        map.insert(e.to_owned(), (s.text.clone(), s.hash));
+        Some((s.text, s.hash))
+    }
+}
+
+fn without<'m>(memo: &'m mut Memo, never: &[String]) -> &'m mut Without {
+    if !memo.without.contains_key(never) && memo.without.len() >= MEMO_NEVER_LISTS_MAX {
+        memo.without.clear();
+    }
+    memo.without.entry(never.to_vec()).or_default()
 }
 
 /// The system summary made only from the members `keep` accepts (every line regenerated).
@@ -241,11 +360,19 @@ pub fn system_with(g: &Graph, keep: Keep<'_>) -> Summary {
     system_of(g, lines.iter().collect())
 }
 
-fn system_of(g: &Graph, mut lines: Vec<&Summary>) -> Summary {
-    lines.sort_by_key(|l| (tier_rank(g, &l.entity), l.entity.clone()));
+fn system_of(g: &Graph, lines: Vec<&Summary>) -> Summary {
+    let (text, hash) = system_text(g, lines.iter().map(|l| (l.entity.as_str(), l.text.as_str())).collect());
+    let mut sources: Vec<Source> = lines.iter().flat_map(|l| l.sources.iter().cloned()).collect();
+    sources.sort();
+    Summary { level: "L3", entity: String::new(), hash, text, sources }
+}
+
+/// The system summary's text from `(entity, L3 line)` pairs, and its hash.
+fn system_text(g: &Graph, mut lines: Vec<(&str, &str)>) -> (String, Hash) {
+    lines.sort_by_key(|(e, _)| (tier_rank(g, e), e.to_string()));
     let mut tiers: BTreeMap<usize, (String, usize)> = BTreeMap::new();
-    for l in &lines {
-        let r = tier_rank(g, &l.entity);
+    for (e, _) in &lines {
+        let r = tier_rank(g, e);
         let name = TIERS.get(r).copied().unwrap_or("other").to_owned();
         tiers.entry(r).or_insert((name, 0)).1 += 1;
     }
@@ -255,13 +382,11 @@ fn system_of(g: &Graph, mut lines: Vec<&Summary>) -> Summary {
         lines.len(),
         counts.join(", ")
     );
-    let mut sources = Vec::new();
-    for l in lines {
-        text.push_str(&l.text);
-        sources.extend(l.sources.iter().cloned());
+    for (_, l) in lines {
+        text.push_str(l);
     }
-    sources.sort();
-    Summary { level: "L3", entity: String::new(), hash: text_hash(&text), text, sources }
+    let hash = text_hash(&text);
+    (text, hash)
 }
 
 /// `summary.published` v1: a summary handed out as a document.

@@ -82,6 +82,23 @@ pub struct Graph {
     seq: u64,
     /// Entities whose members (or themselves) changed since the last `take_dirty_entities`.
     dirty: BTreeSet<NodeId>,
+    /// Existing artifacts by [`Group`]: the directory of their virtual path, so path globs are
+    /// decided per directory rather than per artifact.
+    groups: BTreeMap<Group, BTreeSet<NodeId>>,
+    /// Existing artifacts whose id contains `/` (none that intake accepts), whose paths have
+    /// more segments than their group's directory and one id.
+    slashed: BTreeSet<NodeId>,
+}
+
+/// Artifacts whose virtual paths share a directory: the kind, and for kinds filed under an
+/// entity (specifications, research notes, devlogs) the `entity` field (`_` when absent; empty
+/// for the other kinds).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Group {
+    /// Kind.
+    pub kind: ArtifactKind,
+    /// Entity the path is filed under, `_` when none, empty for kinds not filed by entity.
+    pub entity: String,
 }
 
 /// A finding of `strata graph validate`.
@@ -175,6 +192,22 @@ pub struct EntitySummary {
     pub state: String,
     /// Existing artifacts classified under it, by kind.
     pub counts: BTreeMap<ArtifactKind, usize>,
+}
+
+/// The artifact a knowledge-base event is about: its kind and id, borrowed from the payload.
+#[derive(serde::Deserialize)]
+struct About<'a> {
+    #[serde(default, borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> About<'a> {
+    /// `None` when the payload does not name one (the event's own parse reports why).
+    fn of(r: &'a Record<'_>) -> Option<About<'a>> {
+        serde_json::from_slice(r.payload).ok()
+    }
 }
 
 fn link_targets(value: &Value) -> Vec<&str> {
@@ -345,35 +378,96 @@ impl Graph {
     /// contradicts the graph (an illegal transition, an update of a missing artifact) is an
     /// error, because the deciders never append one.
     pub fn apply_record(&mut self, r: &Record<'_>) -> Result<(), String> {
-        let touched = self.touched_entities(r);
+        // The type first: most of a journal is not knowledge-base events, and those must cost a
+        // string comparison, not a JSON parse.
+        if !event_types::ALL.contains(&r.event_type) {
+            return Ok(());
+        }
+        let about = About::of(r);
+        let touched = about.as_ref().and_then(|a| self.touched_entity(r.event_type, a));
+        let node = about.as_ref().and_then(|a| self.about_node(r.event_type, a));
+        let group_before = node.and_then(|n| self.group_of(n));
         let result = match r.event_type {
             event_types::CREATED => self.on_created(r),
             event_types::UPDATED => self.on_updated(r),
             event_types::TRANSITIONED => self.on_transitioned(r),
             event_types::REVIEWED => self.on_reviewed(r),
             event_types::DELETED => self.on_deleted(r),
-            event_types::TIER_PROMOTED => self.on_tier_promoted(r),
-            _ => return Ok(()),
+            _ => self.on_tier_promoted(r),
         };
         self.seq = r.seq;
         // Mark the entity before and after the event (an update may reclassify the artifact).
-        let after = self.touched_entities(r);
+        let after = about.as_ref().and_then(|a| self.touched_entity(r.event_type, a));
         self.dirty.extend(touched.into_iter().chain(after));
+        // A created node is only interned by the event itself.
+        if let Some(n) = node.or_else(|| about.as_ref().and_then(|a| self.about_node(r.event_type, a))) {
+            let group_after = self.group_of(n);
+            if group_after.is_some() && self.nodes[n as usize].key.id.contains('/') {
+                self.slashed.insert(n);
+            } else {
+                self.slashed.remove(&n);
+            }
+            if group_after != group_before {
+                if let Some(g) = group_before
+                    && let Some(set) = self.groups.get_mut(&g)
+                {
+                    set.remove(&n);
+                    if set.is_empty() {
+                        self.groups.remove(&g);
+                    }
+                }
+                if let Some(g) = group_after {
+                    self.groups.entry(g).or_default().insert(n);
+                }
+            }
+        }
         result
     }
 
-    /// The entity node of the artifact an event is about (the artifact itself if it is one).
-    fn touched_entities(&self, r: &Record<'_>) -> Option<NodeId> {
-        #[derive(serde::Deserialize)]
-        struct About {
-            #[serde(default)]
-            kind: Option<String>,
-            id: String,
-        }
-        let about: About = serde_json::from_slice(r.payload).ok()?;
-        let kind = match (r.event_type, about.kind) {
+    /// The node an event is about, if the graph has one.
+    fn about_node(&self, event_type: &str, about: &About<'_>) -> Option<NodeId> {
+        let kind = match (event_type, &about.kind) {
             (event_types::TIER_PROMOTED, _) => ArtifactKind::Entity,
-            (_, Some(k)) => ArtifactKind::from_name(&k)?,
+            (_, Some(k)) => ArtifactKind::from_name(k)?,
+            (_, None) => return None,
+        };
+        self.index.get(&ArtifactKey::new(kind, &about.id)).copied()
+    }
+
+    /// The path group of `n`, if it exists.
+    pub fn group_of(&self, n: NodeId) -> Option<Group> {
+        let node = &self.nodes[n as usize];
+        if !node.exists {
+            return None;
+        }
+        let filed = matches!(
+            node.key.kind,
+            ArtifactKind::BrdRequirement
+                | ArtifactKind::FunctionalDomain
+                | ArtifactKind::BackendModule
+                | ArtifactKind::UiScreen
+                | ArtifactKind::ResearchNote
+                | ArtifactKind::Devlog
+        );
+        let entity = if filed { node.fields.get("entity").and_then(Value::as_str).unwrap_or("_") } else { "" };
+        Some(Group { kind: node.key.kind, entity: entity.to_owned() })
+    }
+
+    /// Existing artifacts by path group.
+    pub fn groups(&self) -> &BTreeMap<Group, BTreeSet<NodeId>> {
+        &self.groups
+    }
+
+    /// Existing artifacts whose id contains `/`.
+    pub fn slashed_ids(&self) -> &BTreeSet<NodeId> {
+        &self.slashed
+    }
+
+    /// The entity node of the artifact an event is about (the artifact itself if it is one).
+    fn touched_entity(&self, event_type: &str, about: &About<'_>) -> Option<NodeId> {
+        let kind = match (event_type, &about.kind) {
+            (event_types::TIER_PROMOTED, _) => ArtifactKind::Entity,
+            (_, Some(k)) => ArtifactKind::from_name(k)?,
             (_, None) => return None,
         };
         let n = *self.index.get(&ArtifactKey::new(kind, &about.id))?;
@@ -898,6 +992,11 @@ impl Graph {
     }
 }
 
+/// Nodes per segment of a graph snapshot. Each segment is its own rkyv archive, so a change to
+/// one artifact changes the bytes of its segment (and the small segment table) and no others,
+/// and the snapshot store's content-defined chunks around the other segments stay as they were.
+const SEGMENT_NODES: usize = 256;
+
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct NodeSnapshot {
     kind: u8,
@@ -906,13 +1005,17 @@ struct NodeSnapshot {
     state: String,
     fields_json: String,
     body: String,
+    /// The content hash as folded (not recomputed on restore).
+    hash: [u8; 32],
     version: u64,
     last_seq: u64,
+    /// Outgoing edges as folded, so a restore need not re-derive them from the fields.
+    out: Vec<(u16, u32)>,
+    suspects: Vec<SuspicionSnapshot>,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct SuspicionSnapshot {
-    node: u32,
     cause: u32,
     cause_hash: [u8; 32],
     seq: u64,
@@ -920,14 +1023,164 @@ struct SuspicionSnapshot {
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct NodeSegment {
+    nodes: Vec<NodeSnapshot>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct GraphSnapshot {
     seq: u64,
-    nodes: Vec<NodeSnapshot>,
-    suspects: Vec<SuspicionSnapshot>,
+    /// [`links_fingerprint`] of the code that wrote it: stored edges are only valid for the
+    /// same link table.
+    links: [u8; 32],
+    node_count: u32,
+    /// rkyv bytes of each [`NodeSegment`], in node order.
+    segments: Vec<Vec<u8>>,
 }
 
 fn kind_code(k: ArtifactKind) -> u8 {
     ArtifactKind::ALL.iter().position(|x| *x == k).unwrap_or(0) as u8
+}
+
+/// blake3 over every link's (from, field, to), in table order, and the kind order.
+fn links_fingerprint() -> [u8; 32] {
+    let mut h = StateHasher::new("graph-links/1");
+    for k in ArtifactKind::ALL {
+        h.str(k.name());
+    }
+    for l in LINKS {
+        h.str(l.from.name());
+        h.str(l.field);
+        h.str(l.to.name());
+    }
+    h.finish().0
+}
+
+impl Graph {
+    fn encode_segment(&self, nodes: std::ops::Range<usize>) -> Result<Vec<u8>, String> {
+        let seg = NodeSegment {
+            nodes: nodes
+                .map(|i| {
+                    let n = &self.nodes[i];
+                    NodeSnapshot {
+                        kind: kind_code(n.key.kind),
+                        id: n.key.id.clone(),
+                        exists: n.exists,
+                        state: n.state.clone(),
+                        fields_json: crate::canonical::to_string(&Value::Object(n.fields.clone())),
+                        body: n.body.clone(),
+                        hash: n.hash.0,
+                        version: n.version,
+                        last_seq: n.last_seq,
+                        out: n.out.clone(),
+                        suspects: self
+                            .suspects
+                            .get(&(i as NodeId))
+                            .map(|v| {
+                                v.iter()
+                                    .map(|s| SuspicionSnapshot {
+                                        cause: s.cause,
+                                        cause_hash: s.cause_hash.0,
+                                        seq: s.seq,
+                                        path: s.path.clone(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    }
+                })
+                .collect(),
+        };
+        rkyv::to_bytes::<rancor::Error>(&seg).map(|b| b.to_vec()).map_err(|e| e.to_string())
+    }
+
+    /// Restores from a snapshot body, reading it in place (validated) segment by segment.
+    fn restore_from(bytes: &[u8]) -> Result<Graph, String> {
+        let outer = aligned(bytes);
+        let snap = rkyv::access::<ArchivedGraphSnapshot, rancor::Error>(&outer).map_err(|e| e.to_string())?;
+        if snap.links != links_fingerprint() {
+            return Err("snapshot was written for another link table".into());
+        }
+        let count = snap.node_count.to_native() as usize;
+        let mut g = Graph::new();
+        g.nodes.reserve(count);
+        g.index.reserve(count);
+        for seg in snap.segments.iter() {
+            let seg_bytes = aligned(seg.as_slice());
+            let seg = rkyv::access::<ArchivedNodeSegment, rancor::Error>(&seg_bytes).map_err(|e| e.to_string())?;
+            for ns in seg.nodes.iter() {
+                let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
+                let n = g.nodes.len() as NodeId;
+                let key = ArtifactKey::new(kind, ns.id.as_str());
+                if g.index.insert(key.clone(), n).is_some() {
+                    return Err("duplicate node in snapshot".into());
+                }
+                let fields: Map<String, Value> =
+                    serde_json::from_str(ns.fields_json.as_str()).map_err(|e| e.to_string())?;
+                let mut out = Vec::with_capacity(ns.out.len());
+                for e in ns.out.iter() {
+                    let (l, t) = (e.0.to_native(), e.1.to_native());
+                    if usize::from(l) >= LINKS.len() || t as usize >= count {
+                        return Err("edge refers outside the snapshot".into());
+                    }
+                    out.push((l, t));
+                }
+                for s in ns.suspects.iter() {
+                    let cause = s.cause.to_native();
+                    let path: Vec<(LinkId, NodeId)> =
+                        s.path.iter().map(|e| (e.0.to_native(), e.1.to_native())).collect();
+                    if cause as usize >= count
+                        || path.iter().any(|&(l, v)| usize::from(l) >= LINKS.len() || v as usize >= count)
+                    {
+                        return Err("suspicion refers outside the snapshot".into());
+                    }
+                    g.suspects.entry(n).or_default().push(Suspicion {
+                        cause,
+                        cause_hash: Hash(s.cause_hash),
+                        seq: s.seq.to_native(),
+                        path,
+                    });
+                }
+                g.nodes.push(Node {
+                    key,
+                    exists: ns.exists,
+                    state: ns.state.as_str().to_owned(),
+                    fields,
+                    body: ns.body.as_str().to_owned(),
+                    hash: Hash(ns.hash),
+                    version: ns.version.to_native(),
+                    last_seq: ns.last_seq.to_native(),
+                    entity: None,
+                    out,
+                    inn: Vec::new(),
+                });
+            }
+        }
+        if g.nodes.len() != count {
+            return Err("snapshot holds another number of nodes than it says".into());
+        }
+        // Incoming edges and entities as relinking every node in id order would set them.
+        for n in 0..count {
+            let out = std::mem::take(&mut g.nodes[n].out);
+            for &(l, t) in &out {
+                if LINKS[usize::from(l)].field == "entity" {
+                    g.nodes[n].entity = Some(t);
+                }
+                g.nodes[t as usize].inn.push((l, n as NodeId));
+            }
+            g.nodes[n].out = out;
+        }
+        for n in 0..count as NodeId {
+            if let Some(group) = g.group_of(n) {
+                g.groups.entry(group).or_default().insert(n);
+                if g.nodes[n as usize].key.id.contains('/') {
+                    g.slashed.insert(n);
+                }
+            }
+        }
+        g.seq = snap.seq.to_native();
+        Ok(g)
+    }
 }
 
 impl Projection for Graph {
@@ -936,7 +1189,8 @@ impl Projection for Graph {
     }
 
     fn version(&self) -> u32 {
-        1
+        // 2: segmented snapshots with stored hashes, edges and suspicion per node.
+        2
     }
 
     fn apply(&mut self, record: &Record<'_>) -> Result<(), String> {
@@ -971,81 +1225,26 @@ impl Projection for Graph {
     }
 
     fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
+        let segments = (0..self.nodes.len())
+            .step_by(SEGMENT_NODES)
+            .map(|start| self.encode_segment(start..self.nodes.len().min(start + SEGMENT_NODES)))
+            .collect::<Result<Vec<_>, String>>()?;
         let snap = GraphSnapshot {
             seq: self.seq,
-            nodes: self
-                .nodes
-                .iter()
-                .map(|n| NodeSnapshot {
-                    kind: kind_code(n.key.kind),
-                    id: n.key.id.clone(),
-                    exists: n.exists,
-                    state: n.state.clone(),
-                    fields_json: crate::canonical::to_string(&Value::Object(n.fields.clone())),
-                    body: n.body.clone(),
-                    version: n.version,
-                    last_seq: n.last_seq,
-                })
-                .collect(),
-            suspects: self
-                .suspects
-                .iter()
-                .flat_map(|(&node, v)| {
-                    v.iter().map(move |s| SuspicionSnapshot {
-                        node,
-                        cause: s.cause,
-                        cause_hash: s.cause_hash.0,
-                        seq: s.seq,
-                        path: s.path.clone(),
-                    })
-                })
-                .collect(),
+            links: links_fingerprint(),
+            node_count: u32::try_from(self.nodes.len()).map_err(|_| "too many nodes for a snapshot")?,
+            segments,
         };
         rkyv::to_bytes::<rancor::Error>(&snap).map(|b| b.to_vec()).map_err(|e| e.to_string())
     }
 
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
-        let snap: GraphSnapshot =
-            rkyv::from_bytes::<GraphSnapshot, rancor::Error>(&aligned(bytes)).map_err(|e| e.to_string())?;
-        let mut g = Graph::new();
-        for ns in &snap.nodes {
-            let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
-            let n = g.intern(ArtifactKey::new(kind, &ns.id));
-            let fields: Map<String, Value> = serde_json::from_str(&ns.fields_json).map_err(|e| e.to_string())?;
-            let node = &mut g.nodes[n as usize];
-            node.exists = ns.exists;
-            node.state = ns.state.clone();
-            node.hash =
-                if ns.exists || ns.version > 0 { content_hash(&node.key, &fields, &ns.body) } else { Hash::ZERO };
-            node.fields = fields;
-            node.body = ns.body.clone();
-            node.version = ns.version;
-            node.last_seq = ns.last_seq;
-        }
-        if g.nodes.len() != snap.nodes.len() {
-            return Err("duplicate node in snapshot".into());
-        }
-        for n in 0..g.nodes.len() as NodeId {
-            g.relink(n);
-        }
-        // relink may intern placeholders that were already in the snapshot; it must not add any.
-        if g.nodes.len() != snap.nodes.len() {
-            return Err("snapshot references a node it does not contain".into());
-        }
-        for s in snap.suspects {
-            if s.node as usize >= g.nodes.len() || s.cause as usize >= g.nodes.len() {
-                return Err("suspicion refers outside the snapshot".into());
-            }
-            g.suspects.entry(s.node).or_default().push(Suspicion {
-                cause: s.cause,
-                cause_hash: Hash(s.cause_hash),
-                seq: s.seq,
-                path: s.path,
-            });
-        }
-        g.seq = snap.seq;
-        *self = g;
+        *self = Graph::restore_from(bytes)?;
         Ok(())
+    }
+
+    fn event_types(&self) -> Option<&[&'static str]> {
+        Some(&event_types::ALL)
     }
 
     fn reset(&mut self) {

@@ -1,19 +1,19 @@
 //! Event counts by type and by stream category.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rkyv::rancor;
 use strata_journal::projection::Projection;
 use strata_journal::{Hash, Record};
 
-use super::{StateHasher, aligned};
+use super::{FastMap, StateHasher, aligned};
 
 /// Counts of events by (type, schema version) and by stream category.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct EventTypeCounts {
     /// A short list: event types are bounded by the catalogue, so a scan beats hashing the name.
     by_type: Vec<(Box<str>, u32, u64)>,
-    by_category: HashMap<Box<str>, u64>,
+    by_category: FastMap<Box<str>, u64>,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]

@@ -148,6 +148,10 @@ macro_rules! kept_projection {
             fn reset(&mut self) {
                 *self = <$ty>::default();
             }
+
+            fn event_types(&self) -> Option<&[&'static str]> {
+                Some(&$types)
+            }
         }
     };
 }

@@ -35,6 +35,47 @@ pub fn standard_projections() -> Vec<Box<dyn Projection>> {
     ]
 }
 
+/// A hash map for projection state on the replay path, keyed by names read from the journal
+/// (stream ids, categories). Its order is never observed: every output of these maps is sorted.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+
+/// The Fx hash (rustc's): a multiply and a rotate per word, several times cheaper than SipHash
+/// on short keys. Not DoS-resistant, which state folded from one's own journal does not need.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(w);
+            self.add(u64::from_le_bytes(b));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut b = [0u8; 8];
+            b[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Incremental blake3 over length-prefixed fields, for canonical state hashes.
 pub(crate) struct StateHasher(blake3::Hasher);
 
@@ -60,10 +101,30 @@ impl StateHasher {
     }
 }
 
-/// Copies `bytes` into 16-aligned memory, as rkyv's validated access needs (sled values are not
-/// aligned).
-pub(crate) fn aligned(bytes: &[u8]) -> rkyv::util::AlignedVec<16> {
-    let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
-    v.extend_from_slice(bytes);
-    v
+/// `bytes` in 16-aligned memory, as rkyv's validated access needs: borrowed when they already are
+/// (snapshot bodies as loaded), copied otherwise (sled values are not aligned).
+pub(crate) fn aligned(bytes: &[u8]) -> Aligned<'_> {
+    if (bytes.as_ptr() as usize).is_multiple_of(16) {
+        Aligned::Borrowed(bytes)
+    } else {
+        let mut v = rkyv::util::AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(bytes);
+        Aligned::Copied(v)
+    }
+}
+
+/// What [`aligned`] returns.
+pub(crate) enum Aligned<'a> {
+    Borrowed(&'a [u8]),
+    Copied(rkyv::util::AlignedVec<16>),
+}
+
+impl std::ops::Deref for Aligned<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Aligned::Borrowed(b) => b,
+            Aligned::Copied(v) => v,
+        }
+    }
 }

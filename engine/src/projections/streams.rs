@@ -1,12 +1,10 @@
 //! The stream catalogue projection.
 
-use std::collections::HashMap;
-
 use rkyv::rancor;
 use strata_journal::projection::Projection;
 use strata_journal::{Hash, Record};
 
-use super::{StateHasher, aligned};
+use super::{FastMap, StateHasher, aligned};
 
 /// What the catalogue knows about one stream.
 #[derive(Clone, Debug, PartialEq, Eq, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -24,7 +22,7 @@ pub struct StreamInfo {
 /// Every stream, by id.
 #[derive(Default, Debug, Clone, PartialEq, Eq)]
 pub struct StreamCatalog {
-    streams: HashMap<Box<str>, StreamInfo>,
+    streams: FastMap<Box<str>, StreamInfo>,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
