@@ -49,7 +49,7 @@ use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
-use strata_engine::workgroup::dispatch::{self, CapsuleFacts, Planned};
+use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, PromptRef, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
@@ -348,8 +348,6 @@ impl Run {
     fn dispatch(&mut self, task: &str) -> Result<(), Failure> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
         let Some(t) = g.plan.task(task).cloned() else { return Ok(()) };
-        let attempt = g.tasks.get(task).map_or(1, |s| s.attempts + 1);
-        let lineage = lineage_id(WG, task);
         let req = dispatch::Request {
             group: g,
             ledger: &self.ledger,
@@ -358,24 +356,34 @@ impl Run {
             caps: &sim::CAPABILITIES,
             now_ns: self.clock.now_ns(),
             warm_minutes: WARM_MINUTES,
+            hold_fix: "",
+            skip_reconcile: self.cfg.defects.stale_resume,
+        };
+        let ledger = &self.ledger;
+        let routing =
+            dispatch::route(req, &mut |pt, _| Ok(Self::capsule_facts(ledger, pt.id())), &mut self.ids, &self.clock)
+                .map_err(|e| self.fail("decide", e.to_string()))?;
+        // A writer another lineage's claim blocks is held, as `strata run` holds it; the
+        // simulation's effects are its own bookkeeping (no files, no worktrees).
+        let cleared = match routing {
+            Routing::Held { appends, .. } => return self.commit(appends),
+            Routing::Cleared(c) => c,
+        };
+        let brief = Brief {
             prompt: PromptRef {
-                prompt_task: lineage,
+                prompt_task: lineage_id(WG, task),
                 prompt_hash: format!("sha256:{}", "0".repeat(64)),
                 tokens: 20_000,
             },
             prompt_text: String::new(),
             baseline_tokens: 600_000,
             facts: Self::capsule_facts(&self.ledger, task),
-            hold_fix: "",
-            skip_reconcile: self.cfg.defects.stale_resume,
         };
-        let ledger = &self.ledger;
-        let planned =
-            dispatch::plan(req, &mut |pt, _| Ok(Self::capsule_facts(ledger, pt.id())), &mut self.ids, &self.clock)
-                .map_err(|e| self.fail("decide", e.to_string()))?;
-        // A writer another lineage's claim blocks is held, as `strata run` holds it; the
-        // simulation's effects are its own bookkeeping (no files, no worktrees).
-        let d = match planned {
+        let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
+        let d = match cleared
+            .brief(g, &t, brief, &mut self.ids, &self.clock)
+            .map_err(|e| self.fail("decide", e.to_string()))?
+        {
             Planned::Held { appends, .. } => return self.commit(appends),
             Planned::Dispatch(d) => d,
         };
@@ -387,6 +395,7 @@ impl Run {
             }
         }
         self.report.reconciliations += u64::from(d.reconciled);
+        let attempt = d.dispatched.attempt;
         self.commit(d.appends)?;
         self.report.dispatches += 1;
         if let Some((l, current)) = &d.resumed {

@@ -278,7 +278,7 @@ fn the_dispatch_rule_catches_a_copy() {
 }
 
 /// `strata run` and the coordinator-faults simulation both decide dispatches through
-/// `workgroup::dispatch::plan`: neither crate holds a copy of its parts.
+/// `workgroup::dispatch` (`route`, then `Cleared::brief`): neither crate holds a copy of its parts.
 #[test]
 fn no_crate_but_the_engine_decides_a_dispatch() {
     let mut found = Vec::new();

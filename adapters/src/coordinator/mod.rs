@@ -51,7 +51,7 @@ use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
 use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
-use strata_engine::workgroup::dispatch::{self, CapsuleFacts, Effect, Planned};
+use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Effect, Planned, Routing};
 use strata_engine::workgroup::events::RunStart;
 use strata_engine::workgroup::events::{self, PromptRef, Violation};
 use strata_engine::workgroup::plan::{Checked, overlaps};
@@ -541,8 +541,8 @@ impl<'j> Coordinator<'j> {
     }
 
     /// Routes, assembles, claims and records task `id` through the engine's one dispatch
-    /// decision ([`dispatch::plan`]), carries out its effects, then appends; the runner starts
-    /// its worker.
+    /// decision ([`dispatch::route`], then [`dispatch::Cleared::brief`] once its prompt is
+    /// assembled), carries out its effects, then appends; the runner starts its worker.
     fn dispatch(&mut self, wg: &str, id: &str) -> anyhow::Result<()> {
         let began = Instant::now();
         let g = self.group(wg)?;
@@ -557,18 +557,10 @@ impl<'j> Coordinator<'j> {
         let provider_name = provider.name().to_owned();
         let caps = provider.capabilities();
 
-        // The facts a capsule is drafted from: the knowledge its prompt was assembled from at the
-        // head, and the integration tip; for the task continued, as they stand now.
+        // The capsule facts of the task continued, as they stand now.
         let mut prior_facts = prior.as_ref().map(|(prior_lineage, _, prior_id, _)| {
             self.capsule_facts(wg, prior_id, prior_lineage).map_err(|e| format!("{e:#}"))
         });
-        let (assembly, factor) = self.assemble_prompt(&t, &lineage)?;
-        let baseline = self.baseline(factor);
-        let facts = CapsuleFacts {
-            knowledge: Some(assembly.manifest.knowledge_digest()),
-            checkpoint: self.repo.as_ref().and_then(|r| r.tip().ok()),
-            ..CapsuleFacts::default()
-        };
         let req = dispatch::Request {
             group: self.group(wg)?,
             ledger: &self.ledger,
@@ -577,29 +569,33 @@ impl<'j> Coordinator<'j> {
             caps: &caps,
             now_ns: SystemClock.now_ns(),
             warm_minutes: WARM_MINUTES,
+            hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
+            skip_reconcile: false,
+        };
+        let routing = dispatch::route(
+            req,
+            &mut |_, _| prior_facts.take().unwrap_or_else(|| Err("no task it continues".to_owned())),
+            &mut V7Ids,
+            &SystemClock,
+        )?;
+        let cleared = match routing {
+            Routing::Held { appends, held } => return self.hold(appends, &held),
+            Routing::Cleared(c) => c,
+        };
+        // Assembled only for an attempt no claim blocks.
+        let (assembly, factor) = self.assemble_prompt(&t, &lineage)?;
+        let brief = Brief {
             prompt: PromptRef {
                 prompt_task: lineage.clone(),
                 prompt_hash: assembly.manifest.prompt_hash.clone(),
                 tokens: assembly.manifest.total_tokens as u64,
             },
             prompt_text: assembly.prompt.clone(),
-            baseline_tokens: baseline,
-            facts,
-            hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
-            skip_reconcile: false,
+            baseline_tokens: self.baseline(factor),
+            facts: self.facts_of(&assembly),
         };
-        let planned = dispatch::plan(
-            req,
-            &mut |_, _| prior_facts.take().unwrap_or_else(|| Err("no task it continues".to_owned())),
-            &mut V7Ids,
-            &SystemClock,
-        )?;
-        let d = match planned {
-            Planned::Held { appends, held } => {
-                self.commit(appends)?;
-                self.progress(format_args!("{id}: held, {}", held.reason));
-                return Ok(());
-            }
+        let d = match cleared.brief(self.group(wg)?, &t, brief, &mut V7Ids, &SystemClock)? {
+            Planned::Held { appends, held } => return self.hold(appends, &held),
             Planned::Dispatch(d) => d,
         };
         for n in &d.notes {
@@ -669,16 +665,29 @@ impl<'j> Coordinator<'j> {
         Ok(())
     }
 
-    /// The capsule facts of the completed task `prior` (run as `lineage`) as they stand now: its
-    /// prompt's knowledge reassembled at the head, and the integration tip.
-    fn capsule_facts(&mut self, wg: &str, prior: &str, lineage: &str) -> anyhow::Result<CapsuleFacts> {
-        let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
-        let (assembly, _) = self.assemble_prompt(&t, lineage)?;
-        Ok(CapsuleFacts {
+    /// Commits a hold and says so.
+    fn hold(&mut self, appends: Vec<StreamAppend>, held: &events::Held) -> anyhow::Result<()> {
+        self.commit(appends)?;
+        self.progress(format_args!("{}: held, {}", held.task, held.reason));
+        Ok(())
+    }
+
+    /// The capsule facts of a prompt assembled now: the knowledge it was assembled from, and the
+    /// integration tip.
+    fn facts_of(&self, assembly: &strata_engine::context::assemble::Assembly) -> CapsuleFacts {
+        CapsuleFacts {
             knowledge: Some(assembly.manifest.knowledge_digest()),
             checkpoint: self.repo.as_ref().and_then(|r| r.tip().ok()),
             ..CapsuleFacts::default()
-        })
+        }
+    }
+
+    /// The capsule facts of the completed task `prior` (run as `lineage`) as they stand now: its
+    /// prompt reassembled at the head.
+    fn capsule_facts(&mut self, wg: &str, prior: &str, lineage: &str) -> anyhow::Result<CapsuleFacts> {
+        let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
+        let (assembly, _) = self.assemble_prompt(&t, lineage)?;
+        Ok(self.facts_of(&assembly))
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token

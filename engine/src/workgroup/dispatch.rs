@@ -2,8 +2,9 @@
 //! continues, resumable only while its lease lives and its capsule, resealed now, agrees or is
 //! reconciled), the hold of a writer another lineage blocks, the one capsule rule, the
 //! `task.dispatched` event, and what the edge must do before its append as data ([`Effect`]).
-//! `strata run` and the `coordinator-faults` simulation both call [`plan`]; they differ only in
-//! how they carry out effects and where a capsule's facts come from ([`CapsuleFacts`]).
+//! `strata run` and the `coordinator-faults` simulation both call [`route`], then (for an attempt
+//! no claim blocks, once they have its prompt) [`Cleared::brief`]; they differ only in how they
+//! carry out effects and where a prompt and a capsule's facts come from ([`Brief`]).
 
 use serde_json::{Value, json};
 use strata_journal::{ExpectedVersion, StreamAppend};
@@ -113,6 +114,17 @@ pub struct Request<'a> {
     pub now_ns: i64,
     /// How long a warm session's lease lasts.
     pub warm_minutes: u64,
+    /// How the user frees a path another lineage holds (added to a conflict hold's reason).
+    pub hold_fix: &'a str,
+    /// Resume a stale session without reconciling it: a defect the `coordinator-faults`
+    /// simulation injects to show its checker catches it; never set by `strata run`.
+    pub skip_reconcile: bool,
+}
+
+/// What the edge assembled for a routed attempt that was not held: its prompt and the facts of
+/// its own capsule.
+#[derive(Clone, Debug)]
+pub struct Brief {
     /// The task's assembled prompt.
     pub prompt: PromptRef,
     /// Its text.
@@ -121,11 +133,6 @@ pub struct Request<'a> {
     pub baseline_tokens: u64,
     /// The facts of this attempt's own capsule.
     pub facts: CapsuleFacts,
-    /// How the user frees a path another lineage holds (added to a conflict hold's reason).
-    pub hold_fix: &'a str,
-    /// Resume a stale session without reconciling it: a defect the `coordinator-faults`
-    /// simulation injects to show its checker catches it; never set by `strata run`.
-    pub skip_reconcile: bool,
 }
 
 /// Something the edge does before it appends a dispatch, in order.
@@ -175,15 +182,49 @@ pub enum Planned {
     Dispatch(Box<Dispatch>),
 }
 
-/// Decides the next attempt of `req.task`. `prior_facts` gives the capsule facts of a completed
+/// A routed attempt no claim blocks, waiting for its [`Brief`]: what [`Cleared::brief`] turns
+/// into the dispatch.
+#[derive(Clone, Debug)]
+pub struct Cleared {
+    attempt: u32,
+    lineage: String,
+    provider: String,
+    routed: String,
+    runs_as: Mode,
+    reasons: Vec<String>,
+    ledger_events: Vec<strata_journal::EventData>,
+    ledger_version: u64,
+    from_session: Option<String>,
+    reconciliation: Option<String>,
+    resumed: Option<(String, Sealed)>,
+    continues: bool,
+    notes: Vec<String>,
+}
+
+/// What routing an attempt came to.
+#[derive(Clone, Debug)]
+pub enum Routing {
+    /// Another lineage's claim blocks it: held (ledger and workgroup appends).
+    Held {
+        /// The hold's appends.
+        appends: Vec<StreamAppend>,
+        /// The hold.
+        held: Held,
+    },
+    /// Not blocked: the edge assembles its prompt, then [`Cleared::brief`] decides the rest.
+    Cleared(Box<Cleared>),
+}
+
+/// Routes the next attempt of `req.task`. `prior_facts` gives the capsule facts of a completed
 /// task as they stand now (the edge's port to the world a capsule is drafted from), so the warm
-/// session it left can be checked against its capsule resealed now.
-pub fn plan(
+/// session it left can be checked against its capsule resealed now. Nothing is assembled for an
+/// attempt that is held.
+pub fn route(
     req: Request<'_>,
     prior_facts: &mut dyn FnMut(&Task, &str) -> Result<CapsuleFacts, String>,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
-) -> Result<Planned, WorkgroupError> {
+) -> Result<Routing, WorkgroupError> {
     let g = req.group;
     let t = req.task;
     let id = t.id();
@@ -223,25 +264,24 @@ pub fn plan(
     if routed.conflicted() {
         let held = routed.conflict_hold(id, req.hold_fix);
         let append = decide::holds(g, std::slice::from_ref(&held), ids, clock)?;
-        return Ok(Planned::Held { appends: vec![ledger_append(ledger_events), append], held });
+        return Ok(Routing::Held { appends: vec![ledger_append(ledger_events), append], held });
     }
 
     let runs_as = routed.runs_as;
-    let mut input = req.prompt_text.clone();
+    let mut reconciliation = None;
     let mut resumed = None;
-    let mut reconciled = false;
     if let (Mode::Resume, Some((l, ..)), Some(Ok((w, current)))) = (runs_as, &prior, &warm) {
         // A stale warm session is reconciled: briefed with its capsule as sealed now.
         let stale = match w {
             Warm::Reconcile { recorded, .. } if !req.skip_reconcile => Some((recorded.as_deref(), current)),
             _ => None,
         };
-        reconciled = stale.is_some();
+        let reconciled = stale.is_some();
         ledger_events.extend(step::resumed(l, stale, req.now_ns, req.warm_minutes, ids, clock)?);
         if reconciled {
             let text =
                 serde_json::to_string_pretty(&current.capsule).map_err(|e| WorkgroupError::Encode(e.to_string()))?;
-            input.push_str(&format!(
+            reconciliation = Some(format!(
                 "\n\n## Reconciliation\n\nWhat you were briefed with changed since your last turn (the integration \
                  branch moved or the knowledge base changed). Your capsule as sealed now ({}):\n\n```json\n{text}\n```\n",
                 current.hash
@@ -250,59 +290,117 @@ pub fn plan(
         }
         resumed = Some((l.clone(), current.clone()));
     }
-
-    let mut effects = Vec::new();
-    if t.writer {
-        effects.push(Effect::Worktree);
-    }
-    let capsule_hash = if briefed_with_capsule(runs_as) {
-        match seal(g, t, &lineage, attempt, &req.facts) {
-            Ok(sealed) => {
-                ledger_events
-                    .push(ledger::capsule_sealed(ids, clock, &sealed).map_err(|e| WorkgroupError::Encode(e.detail))?);
-                let text =
-                    serde_json::to_string_pretty(&sealed.capsule).map_err(|e| WorkgroupError::Encode(e.to_string()))?;
-                input.push_str(&format!("\n\n## Context capsule (sealed {})\n\n```json\n{text}\n```\n", sealed.hash));
-                effects.push(Effect::Capsule(text));
-                Some(sealed.hash)
-            }
-            Err(e) => {
-                // Nothing unscanned reaches a worker: a capsule the seal refuses holds the task.
-                let held = Held {
-                    task: id.to_owned(),
-                    blocked_by: Vec::new(),
-                    reason: format!("its capsule was refused: {e}"),
-                };
-                let append = decide::append(g, vec![decide::held(g, &held, ids, clock)?]);
-                return Ok(Planned::Held { appends: vec![append], held });
-            }
-        }
-    } else {
-        None
-    };
-    effects.push(Effect::Input(input));
-    let dispatched = Dispatched {
-        task: id.to_owned(),
+    Ok(Routing::Cleared(Box::new(Cleared {
         attempt,
-        lineage_id: lineage,
+        lineage,
         provider: req.provider.to_owned(),
         routed: routed.route.mode.as_str().to_owned(),
-        runs_as: runs_as.as_str().to_owned(),
-        reason_codes: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
-        prompt: req.prompt,
-        baseline_tokens: req.baseline_tokens,
-        from_session: prior.as_ref().filter(|_| runs_as == Mode::Resume).map(|(_, s, ..)| s.clone()),
-        capsule_hash,
-    };
-    let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
-    Ok(Planned::Dispatch(Box::new(Dispatch {
-        appends: vec![ledger_append(ledger_events), append],
-        dispatched,
         runs_as,
-        effects,
+        reasons: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
+        ledger_events,
+        ledger_version: req.ledger.version(),
+        from_session: prior.as_ref().filter(|_| runs_as == Mode::Resume).map(|(_, s, ..)| s.clone()),
+        reconciliation,
         resumed,
-        reconciled,
         continues: prior.is_some(),
         notes,
     })))
+}
+
+impl Cleared {
+    /// Completes the dispatch of `t`'s attempt in `g` with what the edge assembled: the one
+    /// capsule rule (a capsule the seal refuses holds the task: nothing unscanned reaches a
+    /// worker), the worker's input, `task.dispatched`, and the effects before the append.
+    pub fn brief(
+        self,
+        g: &Workgroup,
+        t: &Task,
+        brief: Brief,
+        ids: &mut dyn Ids,
+        clock: &dyn Clock,
+    ) -> Result<Planned, WorkgroupError> {
+        let Cleared {
+            attempt,
+            lineage,
+            provider,
+            routed,
+            runs_as,
+            reasons,
+            mut ledger_events,
+            ledger_version,
+            from_session,
+            reconciliation,
+            resumed,
+            continues,
+            notes,
+        } = self;
+        let id = t.id();
+        let mut input = brief.prompt_text;
+        input.push_str(reconciliation.as_deref().unwrap_or_default());
+        let mut effects = Vec::new();
+        if t.writer {
+            effects.push(Effect::Worktree);
+        }
+        let capsule_hash = if briefed_with_capsule(runs_as) {
+            match seal(g, t, &lineage, attempt, &brief.facts) {
+                Ok(sealed) => {
+                    ledger_events.push(
+                        ledger::capsule_sealed(ids, clock, &sealed).map_err(|e| WorkgroupError::Encode(e.detail))?,
+                    );
+                    let text = serde_json::to_string_pretty(&sealed.capsule)
+                        .map_err(|e| WorkgroupError::Encode(e.to_string()))?;
+                    input.push_str(&format!(
+                        "\n\n## Context capsule (sealed {})\n\n```json\n{text}\n```\n",
+                        sealed.hash
+                    ));
+                    effects.push(Effect::Capsule(text));
+                    Some(sealed.hash)
+                }
+                Err(e) => {
+                    // Nothing unscanned reaches a worker: a capsule the seal refuses holds the task.
+                    let held = Held {
+                        task: id.to_owned(),
+                        blocked_by: Vec::new(),
+                        reason: format!("its capsule was refused: {e}"),
+                    };
+                    let append = decide::append(g, vec![decide::held(g, &held, ids, clock)?]);
+                    return Ok(Planned::Held { appends: vec![append], held });
+                }
+            }
+        } else {
+            None
+        };
+        effects.push(Effect::Input(input));
+        let dispatched = Dispatched {
+            task: id.to_owned(),
+            attempt,
+            lineage_id: lineage,
+            provider,
+            routed,
+            runs_as: runs_as.as_str().to_owned(),
+            reason_codes: reasons,
+            prompt: brief.prompt,
+            baseline_tokens: brief.baseline_tokens,
+            from_session,
+            capsule_hash,
+        };
+        let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
+        Ok(Planned::Dispatch(Box::new(Dispatch {
+            appends: vec![
+                StreamAppend {
+                    stream: ownership::STREAM.to_owned(),
+                    expected: ExpectedVersion::Exact(ledger_version),
+                    events: ledger_events,
+                },
+                append,
+            ],
+            dispatched,
+            runs_as,
+            effects,
+            reconciled: resumed.is_some() && reconciliation.is_some(),
+            resumed,
+            continues,
+            notes,
+        })))
+    }
 }
