@@ -465,6 +465,7 @@ impl Journal {
             since_snapshot,
             snapshot_seq,
             flusher: Some((wake, flusher)),
+            order_held: false,
         };
         let handle = std::thread::Builder::new()
             .name("strata-journal-writer".into())
@@ -982,8 +983,15 @@ fn catch_up(store: &dyn Store, shared: &Shared) -> Result<u64, JournalError> {
 }
 
 /// Under the ordering lock (`held` is the stored head it found): catches up and checks that
-/// the stored events end exactly at the stored head.
+/// the stored events end exactly at the stored head. When the index already ends there (nobody
+/// else committed since), there is nothing to read.
 fn check_shared_head(store: &dyn Store, shared: &Shared, held: (u64, Hash)) -> Result<(), JournalError> {
+    {
+        let ix = shared.index();
+        if (ix.head_seq, ix.head_hash) == held {
+            return Ok(());
+        }
+    }
     catch_up(store, shared)?;
     let ix = shared.index();
     if (ix.head_seq, ix.head_hash) != held {
@@ -1002,10 +1010,15 @@ fn check_shared_head(store: &dyn Store, shared: &Shared, held: (u64, Hash)) -> R
 fn run_follower(store: Arc<dyn Store>, shared: Arc<Shared>) {
     let Some(order) = store.shared_order() else { return };
     while !shared.closed.load(Ordering::SeqCst) {
-        if order.wait_for_appends(crate::shared::FOLLOW_POLL).is_err() {
-            let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = shared.head_cv.wait_timeout(head, crate::shared::FOLLOW_POLL);
-            continue;
+        match order.wait_for_appends(crate::shared::FOLLOW_POLL) {
+            Err(_) => {
+                let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = shared.head_cv.wait_timeout(head, crate::shared::FOLLOW_POLL);
+                continue;
+            }
+            // This process's own commit (or one it has read already): nothing new to read.
+            Ok(Some(announced)) if announced <= shared.index().head_seq => continue,
+            Ok(_) => {}
         }
         if shared.closed.load(Ordering::SeqCst) {
             return;
@@ -1122,6 +1135,26 @@ struct Writer {
     /// Wakes the flusher thread, which syncs batches of asynchronous-commit appends so that
     /// the writer does not wait for them.
     flusher: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+    /// A shared store's ordering lock is held for the batch about to be committed.
+    order_held: bool,
+}
+
+/// Adds an append request to the batch being gathered; returns the batch's new (events, bytes).
+fn add_to_group(
+    group: &mut Vec<(Vec<StreamAppend>, Sink)>,
+    (events, bytes): (usize, usize),
+    streams: Vec<StreamAppend>,
+    reply: oneshot::Sender<AppendResult>,
+    ack: Ack,
+) -> (usize, usize) {
+    let events = events + streams.iter().map(|s| s.events.len()).sum::<usize>();
+    let bytes = bytes + streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
+    let sink = match ack {
+        Ack::Durable => Sink::Append(reply),
+        Ack::Written => Sink::Written(Some(reply)),
+    };
+    group.push((streams, sink));
+    (events, bytes)
 }
 
 /// Syncs the store whenever woken, until its channel closes; a failure poisons the journal.
@@ -1139,19 +1172,15 @@ impl Writer {
         let mut group: Vec<(Vec<StreamAppend>, Sink)> = Vec::new();
         let mut shutdown_reply = None;
         let mut last_batch_requests = 0usize;
-        'outer: while let Some(first) = rx.blocking_recv() {
+        // A command taken off the queue after the batch was closed, handled first next time.
+        let mut carried: Option<Command> = None;
+        'outer: while let Some(first) = carried.take().or_else(|| rx.blocking_recv()) {
             let mut next = Some(first);
             let (mut events, mut bytes) = (0usize, 0usize);
             while let Some(cmd) = next.take() {
                 match cmd {
                     Command::Append { streams, reply, ack } => {
-                        events += streams.iter().map(|s| s.events.len()).sum::<usize>();
-                        bytes += streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
-                        let sink = match ack {
-                            Ack::Durable => Sink::Append(reply),
-                            Ack::Written => Sink::Written(Some(reply)),
-                        };
-                        group.push((streams, sink));
+                        (events, bytes) = add_to_group(&mut group, (events, bytes), streams, reply, ack);
                     }
                     Command::Checkpoint { key, event, reply } => {
                         self.commit(std::mem::take(&mut group));
@@ -1174,6 +1203,34 @@ impl Writer {
                         std::thread::yield_now();
                         yields += 1;
                         next = rx.try_recv().ok();
+                    }
+                }
+            }
+            if !group.is_empty() && self.store.shared_order().is_some() {
+                // A shared store: take the ordering lock first, then add what queued while
+                // waiting for it. With several processes contending for the lock, the wait
+                // fills this batch instead of leaving the appenders behind it for the next.
+                match self.take_order() {
+                    Ok(()) => {
+                        self.order_held = true;
+                        while events < BATCH_EVENTS_MAX.saturating_sub(crate::limits::EVENTS_PER_APPEND_MAX)
+                            && bytes < BATCH_BYTES_MAX / 2
+                        {
+                            match rx.try_recv() {
+                                Ok(Command::Append { streams, reply, ack }) => {
+                                    (events, bytes) = add_to_group(&mut group, (events, bytes), streams, reply, ack);
+                                }
+                                Ok(other) => {
+                                    carried = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        fail_group(&self.shared, std::mem::take(&mut group), e);
+                        continue;
                     }
                 }
             }
@@ -1286,13 +1343,17 @@ impl Writer {
         if group.is_empty() {
             return;
         }
+        let held = std::mem::take(&mut self.order_held);
         if let Some(cause) = self.poisoned() {
+            if held {
+                self.release_order();
+            }
             for (_, sink) in group {
                 sink.fail(JournalError::Poisoned { cause: cause.clone() });
             }
             return;
         }
-        if let Err(e) = self.take_order() {
+        if !held && let Err(e) = self.take_order() {
             fail_group(&self.shared, group, e);
             return;
         }

@@ -21,9 +21,11 @@ pub trait SharedOrder: Send + Sync {
     /// Releases the lock without writing anything (every request of the batch was a retry or a
     /// conflict, or the batch failed).
     fn release_order(&self);
-    /// Waits at most `timeout` for a sign that someone committed; `Ok(false)` on a timeout. The
-    /// sign carries nothing: the caller reads by sequence either way.
-    fn wait_for_appends(&self, timeout: Duration) -> Result<bool, JournalError>;
+    /// Waits at most `timeout` for a sign that someone committed: `Ok(Some(seq))` when one came
+    /// (`seq`: the highest head it announced, `u64::MAX` when unknown), `Ok(None)` on a timeout.
+    /// The sign is only a hint: the caller reads by sequence either way, and only skips a read
+    /// when what was announced is already in its index.
+    fn wait_for_appends(&self, timeout: Duration) -> Result<Option<u64>, JournalError>;
 }
 
 /// Longest a follower waits for a wake-up before reading anyway (a lost notification costs at
