@@ -25,6 +25,7 @@
 mod announce;
 pub mod conn;
 pub mod error;
+pub mod import;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ use uuid::Uuid;
 
 pub use conn::{PgEnv, PgOptions, SCHEMA_DEFAULT, check_schema};
 pub use error::PgError;
+pub use import::import_new_postgres;
 pub use schema::{Migrated, SCHEMA_VERSION};
 
 use crate::error::JournalError;
@@ -163,6 +165,11 @@ impl PgStore {
     /// `postgresql://user@host:port/database#schema`, for messages.
     pub fn label(&self) -> &str {
         &self.target.label
+    }
+
+    /// The label of the journal `options` name, without connecting.
+    pub fn label_of(options: &PgOptions) -> String {
+        resolve(options).map_or_else(|_| format!("{}#{}", options.url, options.schema), |t| t.label)
     }
 
     /// The value of a server setting in this store's sessions (`SHOW`-style text), e.g.
