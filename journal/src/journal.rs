@@ -408,6 +408,12 @@ impl Journal {
         Journal::start(None, store, None)
     }
 
+    /// [`Journal::with_store`] for a shared store, with `dir` as this machine's journal
+    /// directory (where deferred appends wait).
+    pub(crate) fn with_store_at(store: Arc<dyn Store>, dir: &Path) -> Result<Journal, JournalError> {
+        Journal::start(Some(dir.to_owned()), store, None)
+    }
+
     fn start(dir: Option<PathBuf>, store: Arc<dyn Store>, lock: Option<File>) -> Result<Journal, JournalError> {
         let loc = store.location().to_owned();
         match store.meta(META_FORMAT)? {
@@ -501,7 +507,8 @@ impl Journal {
         &self.inner.origin
     }
 
-    /// The journal directory, for a sled journal.
+    /// The journal directory: a sled journal's own, or the one on this machine a shared journal
+    /// was opened with ([`Journal::open_postgres_at`]), where deferred appends wait.
     pub fn dir(&self) -> Option<&Path> {
         self.inner.dir.as_deref()
     }
@@ -606,8 +613,8 @@ impl Journal {
     }
 
     /// Signs a checkpoint over the current head with `key`, appends it as a `journal.checkpoint`
-    /// event (with the id and time in `event`; its type and payload are set here) and, for a
-    /// journal on disk, writes the note to `checkpoints/<size>.note`. Blocking.
+    /// event (with the id and time in `event`; its type and payload are set here) and saves the
+    /// note beside the journal ([`Journal::save_note`]). Blocking.
     pub fn checkpoint_blocking(
         &self,
         key: Arc<SignerKey>,
@@ -626,14 +633,36 @@ impl Journal {
         let (reply, rx) = oneshot::channel();
         self.sender()?.blocking_send(Command::Checkpoint { key, event, reply }).map_err(|_| JournalError::Closed)?;
         let signed = rx.blocking_recv().map_err(|_| JournalError::Closed)??;
+        self.save_note(signed.checkpoint.size, &signed.note)?;
+        Ok(signed)
+    }
+
+    /// Keeps a signed checkpoint note beside the journal, where `journal verify` and bundles find
+    /// it: a sled journal as `checkpoints/<size>.note`, a shared store in the store itself (every
+    /// process sharing it sees it). A no-op for an in-memory journal.
+    pub fn save_note(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        if let Some(order) = self.inner.store.shared_order() {
+            return order.save_note(size, note);
+        }
         if let Some(dir) = &self.inner.dir {
             let cdir = checkpoints_dir(dir);
-            let path = cdir.join(format!("{:020}.note", signed.checkpoint.size));
+            let path = cdir.join(format!("{size:020}.note"));
             let mut f = File::create(&path).map_err(|e| JournalError::io(&path, e))?;
-            f.write_all(signed.note.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&path, e))?;
+            f.write_all(note.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&path, e))?;
             sync_dir(&cdir)?;
         }
-        Ok(signed)
+        Ok(())
+    }
+
+    /// The checkpoint notes kept beside the journal ([`Journal::save_note`]), as (where, text).
+    pub fn saved_notes(&self) -> Result<Vec<(String, String)>, JournalError> {
+        if let Some(order) = self.inner.store.shared_order() {
+            return order.notes();
+        }
+        match &self.inner.dir {
+            Some(dir) => crate::verify::read_notes(&checkpoints_dir(dir)),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Flushes, snapshots the index and stops the writer. Later appends fail with

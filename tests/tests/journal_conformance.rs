@@ -309,6 +309,10 @@ fn export_then_import_keeps_every_hash(t: &Target) {
     let mut again = Vec::new();
     export_jsonl(&copy, &mut again).unwrap();
     assert_eq!(again, out, "the import exports byte for byte the same");
+    // The checkpoint's note is kept beside the copy as beside the original.
+    let notes = |j: &Journal| j.saved_notes().unwrap().into_iter().map(|(_, n)| n).collect::<Vec<_>>();
+    assert_eq!(notes(&copy).len(), 1);
+    assert_eq!(notes(&copy), notes(&j));
 }
 
 fn verify_passes_then_names_the_tampered_event(t: &Target) {
@@ -392,6 +396,21 @@ fn migrations_are_idempotent_and_a_newer_schema_is_refused() {
     let j = Journal::create_postgres(&options, ORIGIN).unwrap();
     j.append_blocking("s/a", ExpectedVersion::EMPTY, vec![ev(1)]).unwrap().unwrap();
     assert!(matches!(Journal::create_postgres(&options, ORIGIN), Err(JournalError::AlreadyExists { .. })));
+    // A journal made by the previous schema version: refused until `init` upgrades it, then
+    // the same journal.
+    let head = j.head();
+    drop(j);
+    let s = &options.schema;
+    pg::psql(
+        &url,
+        &format!("DROP TABLE {s}.strata_checkpoints; DELETE FROM {s}.strata_schema_version WHERE version = 2"),
+    );
+    let older = Journal::open_postgres(&options).unwrap_err();
+    assert!(older.to_string().starts_with("[STRATA-E2304]"), "{older}");
+    let up = PgStore::migrate(&options).unwrap();
+    assert_eq!((up.from, up.to), (1, 2));
+    let j = Journal::open_postgres(&options).unwrap();
+    assert_eq!(j.head(), head);
     drop(j);
     pg::psql(&url, &format!("INSERT INTO {}.strata_schema_version (version) VALUES (99)", options.schema));
     for e in [Journal::open_postgres(&options).unwrap_err(), PgStore::migrate(&options).unwrap_err()] {
@@ -668,4 +687,82 @@ fn journal_import_into_postgres_through_the_cli_is_all_or_nothing() {
         strata_tests::strata_ok(BIN, &ws, &["journal", "export", "--jsonl"]),
         std::fs::read_to_string(&big).unwrap()
     );
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn checkpoint_notes_on_postgres_are_kept_in_the_journal_for_every_process_and_verified() {
+    let url = pg::url();
+    let options = pg::fresh_options(&url);
+    let j = Journal::create_postgres(&options, ORIGIN).unwrap();
+    for i in 1..=10u128 {
+        j.append_blocking("s/n", ExpectedVersion::Any, vec![ev(i)]).unwrap().unwrap();
+    }
+    let key = Arc::new(SignerKey::from_seed("auditor", [3; 32]).unwrap());
+    let signed = j.checkpoint_blocking(key.clone(), Uuid::from_u128(500), 1_795_000_000_000_000_000).unwrap();
+    let table = format!("{}.strata_checkpoints", options.schema);
+    assert_eq!(pg::psql(&url, &format!("SELECT size FROM {table}")), "10");
+    // Another coordinator (its own handle) finds the note; saving it again keeps one row.
+    let other = Journal::open_postgres(&options).unwrap();
+    let notes = other.saved_notes().unwrap();
+    assert_eq!(notes.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>(), [signed.note.as_str()]);
+    other.save_note(10, &signed.note).unwrap();
+    assert_eq!(pg::psql(&url, &format!("SELECT count(*) FROM {table}")), "1");
+    // `journal verify` checks the table's notes like sled's note files.
+    let report = verify_store(&PgStore::connect(&options).unwrap(), None, vec![key.verifier()], &[]).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert!(
+        report.checkpoints.iter().any(|c| c.source.contains("strata_checkpoints") && c.root_matches),
+        "{:?}",
+        report.checkpoints
+    );
+    // A note over another history (a fork, or a forgery) kept there is a finding.
+    let forged =
+        strata_journal::note::Checkpoint { origin: ORIGIN.into(), size: 5, root: strata_journal::Hash([9; 32]) };
+    other.save_note(5, &key.sign_note(&forged.body()).unwrap()).unwrap();
+    let head = other.head();
+    let bad = verify_store(&PgStore::connect(&options).unwrap(), None, vec![key.verifier()], &[]).unwrap();
+    assert!(!bad.ok());
+    assert!(bad.problems.iter().any(|p| p.kind == "checkpoint-root"), "{:?}", bad.problems);
+    assert_eq!(other.refresh().unwrap(), head, "saving a note appends nothing");
+    // A bundle carries every note kept.
+    let mut bundle = Vec::new();
+    strata_journal::export::export_bundle(&j, &mut bundle, &[key.verifier()], &[]).unwrap();
+    let text = String::from_utf8(bundle).unwrap();
+    assert_eq!(text.lines().filter(|l| l.starts_with("{\"checkpoint\"")).count(), 2);
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn deferred_appends_in_the_local_pending_directory_reach_a_postgres_journal() {
+    use strata_journal::pending;
+    let url = pg::url();
+    let options = pg::fresh_options(&url);
+    let first = Journal::create_postgres(&options, ORIGIN).unwrap();
+    first.append_blocking("s/a", ExpectedVersion::EMPTY, vec![ev(1)]).unwrap().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".strata/journal");
+    // Two denials a write guard could not record in time, one already recorded (its retry), and
+    // a damaged file.
+    for id in [11u128, 12, 1] {
+        let stream = if id == 1 { "s/a" } else { "guard/L-1" };
+        pending::defer(&dir, stream, &ev(id)).unwrap();
+    }
+    std::fs::write(pending::pending_dir(&dir).join("01a00000-0000-7000-8000-000000000000.json"), "{not json").unwrap();
+    assert_eq!(pending::count(&dir), 4);
+    let head = first.head().seq;
+    let j = Journal::open_postgres_at(&options, &dir).unwrap();
+    assert_eq!(j.dir(), Some(dir.as_path()));
+    let guard: Vec<u128> = j.read_stream("guard/L-1", 1, 10).unwrap().iter().map(|e| e.id.as_u128()).collect();
+    assert_eq!(guard, [11, 12], "folded at open, in the order they were made");
+    assert_eq!(j.head().seq, head + 2, "the retry was not appended twice");
+    assert_eq!(pending::count(&dir), 0);
+    assert_eq!(std::fs::read_dir(pending::pending_dir(&dir).join("rejected")).unwrap().count(), 1);
+    // While it runs, the next one is folded when it looks; every other coordinator sees it.
+    pending::defer(&dir, "guard/L-1", &ev(13)).unwrap();
+    assert_eq!(j.fold_pending().unwrap(), 1);
+    assert_eq!(first.refresh().unwrap().seq, head + 3);
+    assert_eq!(first.read_stream("guard/L-1", 3, 1).unwrap()[0].id.as_u128(), 13);
+    // Without a directory there is nothing to fold.
+    assert_eq!(first.fold_pending().unwrap(), 0);
 }

@@ -85,6 +85,7 @@ struct Tables {
     meta: String,
     snapshots: String,
     index_snapshot: String,
+    checkpoints: String,
     channel: String,
 }
 
@@ -141,6 +142,7 @@ impl PgStore {
                 meta: format!("{s}.strata_meta"),
                 snapshots: format!("{s}.strata_snapshots"),
                 index_snapshot: format!("{s}.strata_index_snapshot"),
+                checkpoints: format!("{s}.strata_checkpoints"),
                 channel: format!("strata_{s}"),
             },
             announcer: announce::Announcer::new(target.clone(), options.clone(), format!("strata_{s}")),
@@ -572,6 +574,39 @@ impl SharedOrder for PgStore {
             }
         }
     }
+
+    fn save_note(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        self.save_note_row(size, note)
+    }
+
+    fn notes(&self) -> Result<Vec<(String, String)>, JournalError> {
+        self.note_rows()
+    }
+}
+
+impl PgStore {
+    fn save_note_row(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        let sql = format!(
+            "INSERT INTO {} (note_hash, size, note) VALUES ($1, $2, $3) ON CONFLICT (note_hash) DO NOTHING",
+            self.t.checkpoints
+        );
+        let hash = blake3::hash(note.as_bytes());
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        self.read("saving a checkpoint note", |c| c.execute(&sql, &[&hash.as_bytes().as_slice(), &size, &note]))?;
+        Ok(())
+    }
+
+    fn note_rows(&self) -> Result<Vec<(String, String)>, JournalError> {
+        let sql = format!("SELECT size, note FROM {} ORDER BY size, note LIMIT $1", self.t.checkpoints);
+        let rows = self.read("reading checkpoint notes", |c| c.query(&sql, &[&crate::shared::NOTES_MAX]))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let (size, note): (i64, String) = (r.get(0), r.get(1));
+                (format!("{} checkpoint note at size {size}", self.t.checkpoints), note)
+            })
+            .collect())
+    }
 }
 
 impl Journal {
@@ -589,5 +624,17 @@ impl Journal {
     pub fn open_postgres(options: &PgOptions) -> Result<Journal, JournalError> {
         let store = PgStore::connect(options)?;
         Journal::with_store(Arc::new(store))
+    }
+
+    /// [`Journal::open_postgres`] for a workspace whose journal directory on this machine is
+    /// `dir` ([`Journal::dir`]): the appends deferred into `dir/pending/` (a write guard's
+    /// denials that could not reach the journal in time, [`crate::pending`]) are appended now,
+    /// and by every [`Journal::fold_pending`].
+    pub fn open_postgres_at(options: &PgOptions, dir: &Path) -> Result<Journal, JournalError> {
+        let store = PgStore::connect(options)?;
+        let journal = Journal::with_store_at(Arc::new(store), dir)?;
+        // As for sled: not being able to fold them now is no reason to refuse the open.
+        let _ = journal.fold_pending();
+        Ok(journal)
     }
 }
