@@ -97,6 +97,31 @@ pub fn timed_per_call(
     g.finish();
 }
 
+/// Runs `n` threads: thread `w` calls `setup(w)` (connections, statements: not timed), all wait
+/// until every one is set up, then each runs the work its `setup` returned. Returns the time
+/// from the moment they all start until the last one ends.
+pub fn timed_threads<W: FnOnce()>(n: usize, setup: impl Fn(usize) -> W + Sync) -> Duration {
+    let barrier = std::sync::Barrier::new(n + 1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|w| {
+                let (barrier, setup) = (&barrier, &setup);
+                s.spawn(move || {
+                    let work = setup(w);
+                    barrier.wait();
+                    work();
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = std::time::Instant::now();
+        for h in handles {
+            h.join().expect("a timed thread");
+        }
+        start.elapsed()
+    })
+}
+
 /// One line of the ratio report.
 pub struct Ratio<'a> {
     /// What is compared.

@@ -301,11 +301,9 @@ pub fn export_bundle(
         Ok::<bool, std::convert::Infallible>(true)
     })?;
     let Ok(()) = r;
-    if let Some(dir) = journal.dir() {
-        for (_, note) in crate::verify::read_notes(&crate::journal::checkpoints_dir(dir))? {
-            if let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text)) {
-                notes.insert((cp.size, note), ());
-            }
+    for (_, note) in journal.saved_notes()? {
+        if let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text)) {
+            notes.insert((cp.size, note), ());
         }
     }
     let leaves: Vec<Hash> = journal.event_hashes()?.iter().map(leaf_hash).collect();
@@ -624,7 +622,7 @@ pub fn check_bytes<'a>(
 /// Loads a checked export into an empty journal of the same origin by appending every event again
 /// through the normal write path; the writer assigns the same sequences, versions and chain, and
 /// each resulting hash is compared with the exported one. The checkpoint notes the events carry
-/// are saved beside the journal again.
+/// are saved beside the journal again ([`Journal::save_note`]).
 pub fn load(journal: &Journal, checked: &CheckedExport<'_>) -> Result<(), ImportError> {
     let (path, check) = (checked.path.as_path(), &checked.check);
     let head = journal.head();
@@ -710,19 +708,15 @@ pub fn load(journal: &Journal, checked: &CheckedExport<'_>) -> Result<(), Import
             JournalError::corrupt(path, Some(head.seq), "imported journal does not end at the exported head").into()
         );
     }
-    if let Some(dir) = journal.dir() {
-        let cdir = crate::journal::checkpoints_dir(dir);
-        let r = journal.scan(1, head.seq, |rec, _| {
-            if let Some(note) = checkpoint_note(rec)
-                && let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text))
-            {
-                let p = cdir.join(format!("{:020}.note", cp.size));
-                std::fs::write(&p, note).map_err(|e| JournalError::io(&p, e))?;
-            }
-            Ok::<bool, JournalError>(true)
-        })?;
-        r?;
-    }
+    let r = journal.scan(1, head.seq, |rec, _| {
+        if let Some(note) = checkpoint_note(rec)
+            && let Ok(cp) = SignedNote::parse(&note).and_then(|n| Checkpoint::parse_body(&n.text))
+        {
+            journal.save_note(cp.size, &note)?;
+        }
+        Ok::<bool, JournalError>(true)
+    })?;
+    r?;
     Ok(())
 }
 

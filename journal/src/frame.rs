@@ -111,6 +111,18 @@ impl FrameBuilder {
     }
 }
 
+/// Writes a frame of the one record `record` with hash `hash` into `out` (cleared first), so a
+/// reader producing one frame per record reuses one buffer.
+pub fn write_single(out: &mut Vec<u8>, hash: &Hash, record: &[u8]) {
+    out.clear();
+    out.push(FORMAT_V1);
+    out.extend_from_slice(&1u32.to_be_bytes());
+    out.extend_from_slice(&hash.0);
+    // Records are bounded by RECORD_BYTES_MAX (< u32::MAX).
+    out.extend_from_slice(&(record.len() as u32).to_be_bytes());
+    out.extend_from_slice(record);
+}
+
 /// Iterates the `(stored hash, record bytes)` entries of an encoded frame.
 pub fn entries(frame: &[u8]) -> Result<FrameEntries<'_>, RecordError> {
     if frame.len() < 5 {
@@ -188,5 +200,14 @@ mod tests {
         assert!(entries(&extra).unwrap().any(|e| e.is_err()));
         assert_eq!(frame_key_seq(&frame_key(42)), Some(42));
         assert_eq!(frame_key_seq(b"m"), None);
+    }
+
+    #[test]
+    fn a_single_record_frame_is_the_built_one() {
+        let mut b = FrameBuilder::new();
+        b.push(&Hash([3; 32]), b"record");
+        let mut out = b"left over".to_vec();
+        write_single(&mut out, &Hash([3; 32]), b"record");
+        assert_eq!(out, b.finish());
     }
 }

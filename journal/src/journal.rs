@@ -408,6 +408,12 @@ impl Journal {
         Journal::start(None, store, None)
     }
 
+    /// [`Journal::with_store`] for a shared store, with `dir` as this machine's journal
+    /// directory (where deferred appends wait).
+    pub(crate) fn with_store_at(store: Arc<dyn Store>, dir: &Path) -> Result<Journal, JournalError> {
+        Journal::start(Some(dir.to_owned()), store, None)
+    }
+
     fn start(dir: Option<PathBuf>, store: Arc<dyn Store>, lock: Option<File>) -> Result<Journal, JournalError> {
         let loc = store.location().to_owned();
         match store.meta(META_FORMAT)? {
@@ -465,6 +471,7 @@ impl Journal {
             since_snapshot,
             snapshot_seq,
             flusher: Some((wake, flusher)),
+            order_held: false,
         };
         let handle = std::thread::Builder::new()
             .name("strata-journal-writer".into())
@@ -500,7 +507,8 @@ impl Journal {
         &self.inner.origin
     }
 
-    /// The journal directory, for a sled journal.
+    /// The journal directory: a sled journal's own, or the one on this machine a shared journal
+    /// was opened with ([`Journal::open_postgres_at`]), where deferred appends wait.
     pub fn dir(&self) -> Option<&Path> {
         self.inner.dir.as_deref()
     }
@@ -605,8 +613,8 @@ impl Journal {
     }
 
     /// Signs a checkpoint over the current head with `key`, appends it as a `journal.checkpoint`
-    /// event (with the id and time in `event`; its type and payload are set here) and, for a
-    /// journal on disk, writes the note to `checkpoints/<size>.note`. Blocking.
+    /// event (with the id and time in `event`; its type and payload are set here) and saves the
+    /// note beside the journal ([`Journal::save_note`]). Blocking.
     pub fn checkpoint_blocking(
         &self,
         key: Arc<SignerKey>,
@@ -625,14 +633,36 @@ impl Journal {
         let (reply, rx) = oneshot::channel();
         self.sender()?.blocking_send(Command::Checkpoint { key, event, reply }).map_err(|_| JournalError::Closed)?;
         let signed = rx.blocking_recv().map_err(|_| JournalError::Closed)??;
+        self.save_note(signed.checkpoint.size, &signed.note)?;
+        Ok(signed)
+    }
+
+    /// Keeps a signed checkpoint note beside the journal, where `journal verify` and bundles find
+    /// it: a sled journal as `checkpoints/<size>.note`, a shared store in the store itself (every
+    /// process sharing it sees it). A no-op for an in-memory journal.
+    pub fn save_note(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        if let Some(order) = self.inner.store.shared_order() {
+            return order.save_note(size, note);
+        }
         if let Some(dir) = &self.inner.dir {
             let cdir = checkpoints_dir(dir);
-            let path = cdir.join(format!("{:020}.note", signed.checkpoint.size));
+            let path = cdir.join(format!("{size:020}.note"));
             let mut f = File::create(&path).map_err(|e| JournalError::io(&path, e))?;
-            f.write_all(signed.note.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&path, e))?;
+            f.write_all(note.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| JournalError::io(&path, e))?;
             sync_dir(&cdir)?;
         }
-        Ok(signed)
+        Ok(())
+    }
+
+    /// The checkpoint notes kept beside the journal ([`Journal::save_note`]), as (where, text).
+    pub fn saved_notes(&self) -> Result<Vec<(String, String)>, JournalError> {
+        if let Some(order) = self.inner.store.shared_order() {
+            return order.notes();
+        }
+        match &self.inner.dir {
+            Some(dir) => crate::verify::read_notes(&checkpoints_dir(dir)),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Flushes, snapshots the index and stops the writer. Later appends fail with
@@ -982,8 +1012,15 @@ fn catch_up(store: &dyn Store, shared: &Shared) -> Result<u64, JournalError> {
 }
 
 /// Under the ordering lock (`held` is the stored head it found): catches up and checks that
-/// the stored events end exactly at the stored head.
+/// the stored events end exactly at the stored head. When the index already ends there (nobody
+/// else committed since), there is nothing to read.
 fn check_shared_head(store: &dyn Store, shared: &Shared, held: (u64, Hash)) -> Result<(), JournalError> {
+    {
+        let ix = shared.index();
+        if (ix.head_seq, ix.head_hash) == held {
+            return Ok(());
+        }
+    }
     catch_up(store, shared)?;
     let ix = shared.index();
     if (ix.head_seq, ix.head_hash) != held {
@@ -1002,10 +1039,15 @@ fn check_shared_head(store: &dyn Store, shared: &Shared, held: (u64, Hash)) -> R
 fn run_follower(store: Arc<dyn Store>, shared: Arc<Shared>) {
     let Some(order) = store.shared_order() else { return };
     while !shared.closed.load(Ordering::SeqCst) {
-        if order.wait_for_appends(crate::shared::FOLLOW_POLL).is_err() {
-            let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
-            let _ = shared.head_cv.wait_timeout(head, crate::shared::FOLLOW_POLL);
-            continue;
+        match order.wait_for_appends(crate::shared::FOLLOW_POLL) {
+            Err(_) => {
+                let head = shared.head_mu.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = shared.head_cv.wait_timeout(head, crate::shared::FOLLOW_POLL);
+                continue;
+            }
+            // This process's own commit (or one it has read already): nothing new to read.
+            Ok(Some(announced)) if announced <= shared.index().head_seq => continue,
+            Ok(_) => {}
         }
         if shared.closed.load(Ordering::SeqCst) {
             return;
@@ -1122,6 +1164,26 @@ struct Writer {
     /// Wakes the flusher thread, which syncs batches of asynchronous-commit appends so that
     /// the writer does not wait for them.
     flusher: Option<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
+    /// A shared store's ordering lock is held for the batch about to be committed.
+    order_held: bool,
+}
+
+/// Adds an append request to the batch being gathered; returns the batch's new (events, bytes).
+fn add_to_group(
+    group: &mut Vec<(Vec<StreamAppend>, Sink)>,
+    (events, bytes): (usize, usize),
+    streams: Vec<StreamAppend>,
+    reply: oneshot::Sender<AppendResult>,
+    ack: Ack,
+) -> (usize, usize) {
+    let events = events + streams.iter().map(|s| s.events.len()).sum::<usize>();
+    let bytes = bytes + streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
+    let sink = match ack {
+        Ack::Durable => Sink::Append(reply),
+        Ack::Written => Sink::Written(Some(reply)),
+    };
+    group.push((streams, sink));
+    (events, bytes)
 }
 
 /// Syncs the store whenever woken, until its channel closes; a failure poisons the journal.
@@ -1139,19 +1201,15 @@ impl Writer {
         let mut group: Vec<(Vec<StreamAppend>, Sink)> = Vec::new();
         let mut shutdown_reply = None;
         let mut last_batch_requests = 0usize;
-        'outer: while let Some(first) = rx.blocking_recv() {
+        // A command taken off the queue after the batch was closed, handled first next time.
+        let mut carried: Option<Command> = None;
+        'outer: while let Some(first) = carried.take().or_else(|| rx.blocking_recv()) {
             let mut next = Some(first);
             let (mut events, mut bytes) = (0usize, 0usize);
             while let Some(cmd) = next.take() {
                 match cmd {
                     Command::Append { streams, reply, ack } => {
-                        events += streams.iter().map(|s| s.events.len()).sum::<usize>();
-                        bytes += streams.iter().flat_map(|s| &s.events).map(|e| e.payload.len() + 128).sum::<usize>();
-                        let sink = match ack {
-                            Ack::Durable => Sink::Append(reply),
-                            Ack::Written => Sink::Written(Some(reply)),
-                        };
-                        group.push((streams, sink));
+                        (events, bytes) = add_to_group(&mut group, (events, bytes), streams, reply, ack);
                     }
                     Command::Checkpoint { key, event, reply } => {
                         self.commit(std::mem::take(&mut group));
@@ -1174,6 +1232,34 @@ impl Writer {
                         std::thread::yield_now();
                         yields += 1;
                         next = rx.try_recv().ok();
+                    }
+                }
+            }
+            if !group.is_empty() && self.store.shared_order().is_some() {
+                // A shared store: take the ordering lock first, then add what queued while
+                // waiting for it. With several processes contending for the lock, the wait
+                // fills this batch instead of leaving the appenders behind it for the next.
+                match self.take_order() {
+                    Ok(()) => {
+                        self.order_held = true;
+                        while events < BATCH_EVENTS_MAX.saturating_sub(crate::limits::EVENTS_PER_APPEND_MAX)
+                            && bytes < BATCH_BYTES_MAX / 2
+                        {
+                            match rx.try_recv() {
+                                Ok(Command::Append { streams, reply, ack }) => {
+                                    (events, bytes) = add_to_group(&mut group, (events, bytes), streams, reply, ack);
+                                }
+                                Ok(other) => {
+                                    carried = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        fail_group(&self.shared, std::mem::take(&mut group), e);
+                        continue;
                     }
                 }
             }
@@ -1286,13 +1372,17 @@ impl Writer {
         if group.is_empty() {
             return;
         }
+        let held = std::mem::take(&mut self.order_held);
         if let Some(cause) = self.poisoned() {
+            if held {
+                self.release_order();
+            }
             for (_, sink) in group {
                 sink.fail(JournalError::Poisoned { cause: cause.clone() });
             }
             return;
         }
-        if let Err(e) = self.take_order() {
+        if !held && let Err(e) = self.take_order() {
             fail_group(&self.shared, group, e);
             return;
         }

@@ -514,8 +514,8 @@ impl Verifier {
     }
 }
 
-/// Verifies everything stored in `store`, plus the notes in `notes_dir` (if given) and the
-/// caller's `extra` notes (source, text).
+/// Verifies everything stored in `store`, plus the notes in `notes_dir` (if given), the notes a
+/// shared store keeps, and the caller's `extra` notes (source, text).
 pub fn verify_store(
     store: &dyn Store,
     notes_dir: Option<&Path>,
@@ -561,6 +561,12 @@ pub fn verify_store(
     })?;
     if let Some(dir) = notes_dir {
         for (source, note) in read_notes(dir)? {
+            v.add_checkpoint(&source, &note);
+        }
+    }
+    // A shared store keeps its notes itself.
+    if let Some(order) = store.shared_order() {
+        for (source, note) in order.notes()? {
             v.add_checkpoint(&source, &note);
         }
     }

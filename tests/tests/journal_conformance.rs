@@ -309,6 +309,10 @@ fn export_then_import_keeps_every_hash(t: &Target) {
     let mut again = Vec::new();
     export_jsonl(&copy, &mut again).unwrap();
     assert_eq!(again, out, "the import exports byte for byte the same");
+    // The checkpoint's note is kept beside the copy as beside the original.
+    let notes = |j: &Journal| j.saved_notes().unwrap().into_iter().map(|(_, n)| n).collect::<Vec<_>>();
+    assert_eq!(notes(&copy).len(), 1);
+    assert_eq!(notes(&copy), notes(&j));
 }
 
 fn verify_passes_then_names_the_tampered_event(t: &Target) {
@@ -392,6 +396,21 @@ fn migrations_are_idempotent_and_a_newer_schema_is_refused() {
     let j = Journal::create_postgres(&options, ORIGIN).unwrap();
     j.append_blocking("s/a", ExpectedVersion::EMPTY, vec![ev(1)]).unwrap().unwrap();
     assert!(matches!(Journal::create_postgres(&options, ORIGIN), Err(JournalError::AlreadyExists { .. })));
+    // A journal made by the previous schema version: refused until `init` upgrades it, then
+    // the same journal.
+    let head = j.head();
+    drop(j);
+    let s = &options.schema;
+    pg::psql(
+        &url,
+        &format!("DROP TABLE {s}.strata_checkpoints; DELETE FROM {s}.strata_schema_version WHERE version = 2"),
+    );
+    let older = Journal::open_postgres(&options).unwrap_err();
+    assert!(older.to_string().starts_with("[STRATA-E2304]"), "{older}");
+    let up = PgStore::migrate(&options).unwrap();
+    assert_eq!((up.from, up.to), (1, 2));
+    let j = Journal::open_postgres(&options).unwrap();
+    assert_eq!(j.head(), head);
     drop(j);
     pg::psql(&url, &format!("INSERT INTO {}.strata_schema_version (version) VALUES (99)", options.schema));
     for e in [Journal::open_postgres(&options).unwrap_err(), PgStore::migrate(&options).unwrap_err()] {
@@ -521,4 +540,229 @@ fn two_workspaces_that_name_one_database_see_one_journal() {
         assert_eq!(log.matches("workspace.initialized").count(), 1, "{log}");
         strata_tests::strata_ok(BIN, ws, &["journal", "verify"]);
     }
+}
+
+/// A sled workspace at `dir` holding `events` events on 8 streams (plus `workspace.initialized`
+/// and a signed checkpoint), exported through the CLI to `dir/export.jsonl`.
+fn sled_export(bin: &str, dir: &std::path::Path, events: u128) -> PathBuf {
+    strata_tests::strata_ok(bin, dir, &["init", "--durability", "process", "--origin", ORIGIN]);
+    let j = Journal::open(&dir.join(".strata/journal"), &options(Durability::Process)).unwrap();
+    let mut n = 0u128;
+    while n < events {
+        let appends: Vec<StreamAppend> = (0..8u128)
+            .map(|s| StreamAppend {
+                stream: format!("s/{s}"),
+                expected: ExpectedVersion::Any,
+                events: (0..(events - n).div_ceil(8).min(512)).map(|k| ev(1 + n + s * 512 + k)).collect(),
+            })
+            .collect();
+        n += appends.iter().map(|a| a.events.len() as u128).sum::<u128>();
+        j.append_multi_blocking(appends).unwrap().unwrap();
+    }
+    let key = SignerKey::from_seed("auditor", [5; 32]).unwrap();
+    j.checkpoint_blocking(Arc::new(key), Uuid::from_u128(u128::MAX), 1_795_000_000_000_000_000).unwrap();
+    j.close_blocking().unwrap();
+    drop(j);
+    let file = dir.join("export.jsonl");
+    strata_tests::strata_ok(bin, dir, &["journal", "export", "--jsonl", "--out", file.to_str().unwrap()]);
+    file
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn journal_import_into_postgres_through_the_cli_is_all_or_nothing() {
+    const BIN: &str = strata_tests::strata_bin!();
+    let url = pg::url();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let file = sled_export(BIN, &src, 200);
+    let exported = std::fs::read_to_string(&file).unwrap();
+    let schema_exists =
+        |s: &str| pg::psql(&url, &format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{s}'")) == "1";
+    let import = |ws: &std::path::Path, file: &std::path::Path, schema: &str| {
+        std::fs::create_dir_all(ws).unwrap();
+        let args =
+            ["journal", "import", file.to_str().unwrap(), "--backend", "postgres", "--url", &url, "--schema", schema];
+        strata_tests::strata(BIN, ws, &args)
+    };
+
+    // A good import: the journal lands in a new schema, the workspace names it, and it exports
+    // byte for byte what was imported.
+    let schema = pg::fresh_options(&url).schema;
+    let dst = tmp.path().join("dst");
+    let out = import(&dst, &file, &schema);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config = std::fs::read_to_string(dst.join(".strata/config.toml")).unwrap();
+    assert!(
+        config.contains("backend = \"postgres\"") && config.contains(&format!("schema = \"{schema}\"")),
+        "{config}"
+    );
+    strata_tests::strata_ok(BIN, &dst, &["journal", "verify"]);
+    assert_eq!(strata_tests::strata_ok(BIN, &dst, &["journal", "export", "--jsonl"]), exported);
+
+    // Refused imports leave nothing: no workspace, no schema, no temporary schema.
+    let lines: Vec<&str> = exported.lines().collect();
+    let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    edited[3] = edited[3].replacen("\"payload\":{\"n\":", "\"payload\":{\"n\":1", 1);
+    assert_ne!(edited[3], lines[3]);
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(&bad, edited.join("\n") + "\n").unwrap();
+    let existing = pg::fresh_options(&url).schema;
+    pg::psql(&url, &format!("CREATE SCHEMA {existing}"));
+    let cases = [
+        ("an altered export", bad.as_path(), pg::fresh_options(&url).schema, "STRATA-E0305"),
+        ("a schema holding a journal", file.as_path(), schema.clone(), "STRATA-E0306"),
+        ("a schema that exists", file.as_path(), existing.clone(), "STRATA-E2310"),
+    ];
+    let head = strata_tests::strata_ok(BIN, &dst, &["--json", "journal", "log", "--limit", "1"]);
+    for (i, (what, f, target, code)) in cases.iter().enumerate() {
+        let ws = tmp.path().join(format!("refused-{i}"));
+        let out = import(&ws, f, target);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(err.contains(code), "{what}: expected {code}: {err}");
+        assert!(!ws.join(".strata").exists(), "{what}: the workspace was left behind");
+        assert_eq!(schema_exists(target), target == &schema || target == &existing, "{what}");
+    }
+    assert_eq!(strata_tests::strata_ok(BIN, &dst, &["--json", "journal", "log", "--limit", "1"]), head);
+    assert_eq!(pg::psql(&url, &format!("SELECT count(*) FROM pg_tables WHERE schemaname = '{existing}'")), "0");
+
+    // An import killed half-way leaves no journal in its target; the next import drops what it
+    // left and puts the whole journal in place.
+    let big_src = tmp.path().join("big");
+    std::fs::create_dir_all(&big_src).unwrap();
+    let big = sled_export(BIN, &big_src, 40_000);
+    let target = pg::fresh_options(&url).schema;
+    let ws = tmp.path().join("killed");
+    std::fs::create_dir_all(&ws).unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .arg("--dir")
+        .arg(&ws)
+        .args(["journal", "import", big.to_str().unwrap(), "--backend", "postgres", "--url", &url])
+        .args(["--schema", &target])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let temp_like = format!("strata_importing_%_{}", child.id());
+    let mut watcher = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // Bounded poll for the temporary schema's first events, then hold its ordering lock (the
+    // import's next append waits on it) and kill the import there.
+    let mut temp = None;
+    for _ in 0..2_000_000 {
+        let found = watcher
+            .query_opt("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE $1", &[&temp_like])
+            .unwrap()
+            .map(|r| r.get::<_, String>(0));
+        if let Some(t) = found
+            && watcher
+                .query_one(&format!("SELECT to_regclass('{t}.strata_head') IS NOT NULL"), &[])
+                .unwrap()
+                .get::<_, bool>(0)
+            && watcher.query_one(&format!("SELECT last_seq FROM {t}.strata_head"), &[]).unwrap().get::<_, i64>(0) > 0
+        {
+            temp = Some(t);
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the import ended before it could be interrupted");
+    }
+    let temp = temp.expect("the import started loading");
+    let mut hold = watcher.transaction().unwrap();
+    let loaded: i64 =
+        hold.query_one(&format!("SELECT last_seq FROM {temp}.strata_head FOR UPDATE"), &[]).unwrap().get(0);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    hold.rollback().unwrap();
+    let total = std::fs::read_to_string(&big).unwrap().lines().count() as i64 - 2;
+    assert!(loaded > 0 && loaded < total, "killed half-way: {loaded} of {total} loaded");
+    assert!(!schema_exists(&target), "no journal where the import was going");
+    let log = strata_tests::strata(BIN, &ws, &["journal", "log"]);
+    assert!(String::from_utf8_lossy(&log.stderr).contains("STRATA-E0204"), "{}", String::from_utf8_lossy(&log.stderr));
+    let again = import(&ws, &big, &target);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(!schema_exists(&temp), "the leftover of the killed import was dropped");
+    strata_tests::strata_ok(BIN, &ws, &["journal", "verify"]);
+    assert_eq!(
+        strata_tests::strata_ok(BIN, &ws, &["journal", "export", "--jsonl"]),
+        std::fs::read_to_string(&big).unwrap()
+    );
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn checkpoint_notes_on_postgres_are_kept_in_the_journal_for_every_process_and_verified() {
+    let url = pg::url();
+    let options = pg::fresh_options(&url);
+    let j = Journal::create_postgres(&options, ORIGIN).unwrap();
+    for i in 1..=10u128 {
+        j.append_blocking("s/n", ExpectedVersion::Any, vec![ev(i)]).unwrap().unwrap();
+    }
+    let key = Arc::new(SignerKey::from_seed("auditor", [3; 32]).unwrap());
+    let signed = j.checkpoint_blocking(key.clone(), Uuid::from_u128(500), 1_795_000_000_000_000_000).unwrap();
+    let table = format!("{}.strata_checkpoints", options.schema);
+    assert_eq!(pg::psql(&url, &format!("SELECT size FROM {table}")), "10");
+    // Another coordinator (its own handle) finds the note; saving it again keeps one row.
+    let other = Journal::open_postgres(&options).unwrap();
+    let notes = other.saved_notes().unwrap();
+    assert_eq!(notes.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>(), [signed.note.as_str()]);
+    other.save_note(10, &signed.note).unwrap();
+    assert_eq!(pg::psql(&url, &format!("SELECT count(*) FROM {table}")), "1");
+    // `journal verify` checks the table's notes like sled's note files.
+    let report = verify_store(&PgStore::connect(&options).unwrap(), None, vec![key.verifier()], &[]).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    assert!(
+        report.checkpoints.iter().any(|c| c.source.contains("strata_checkpoints") && c.root_matches),
+        "{:?}",
+        report.checkpoints
+    );
+    // A note over another history (a fork, or a forgery) kept there is a finding.
+    let forged =
+        strata_journal::note::Checkpoint { origin: ORIGIN.into(), size: 5, root: strata_journal::Hash([9; 32]) };
+    other.save_note(5, &key.sign_note(&forged.body()).unwrap()).unwrap();
+    let head = other.head();
+    let bad = verify_store(&PgStore::connect(&options).unwrap(), None, vec![key.verifier()], &[]).unwrap();
+    assert!(!bad.ok());
+    assert!(bad.problems.iter().any(|p| p.kind == "checkpoint-root"), "{:?}", bad.problems);
+    assert_eq!(other.refresh().unwrap(), head, "saving a note appends nothing");
+    // A bundle carries every note kept.
+    let mut bundle = Vec::new();
+    strata_journal::export::export_bundle(&j, &mut bundle, &[key.verifier()], &[]).unwrap();
+    let text = String::from_utf8(bundle).unwrap();
+    assert_eq!(text.lines().filter(|l| l.starts_with("{\"checkpoint\"")).count(), 2);
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn deferred_appends_in_the_local_pending_directory_reach_a_postgres_journal() {
+    use strata_journal::pending;
+    let url = pg::url();
+    let options = pg::fresh_options(&url);
+    let first = Journal::create_postgres(&options, ORIGIN).unwrap();
+    first.append_blocking("s/a", ExpectedVersion::EMPTY, vec![ev(1)]).unwrap().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join(".strata/journal");
+    // Two denials a write guard could not record in time, one already recorded (its retry), and
+    // a damaged file.
+    for id in [11u128, 12, 1] {
+        let stream = if id == 1 { "s/a" } else { "guard/L-1" };
+        pending::defer(&dir, stream, &ev(id)).unwrap();
+    }
+    std::fs::write(pending::pending_dir(&dir).join("01a00000-0000-7000-8000-000000000000.json"), "{not json").unwrap();
+    assert_eq!(pending::count(&dir), 4);
+    let head = first.head().seq;
+    let j = Journal::open_postgres_at(&options, &dir).unwrap();
+    assert_eq!(j.dir(), Some(dir.as_path()));
+    let guard: Vec<u128> = j.read_stream("guard/L-1", 1, 10).unwrap().iter().map(|e| e.id.as_u128()).collect();
+    assert_eq!(guard, [11, 12], "folded at open, in the order they were made");
+    assert_eq!(j.head().seq, head + 2, "the retry was not appended twice");
+    assert_eq!(pending::count(&dir), 0);
+    assert_eq!(std::fs::read_dir(pending::pending_dir(&dir).join("rejected")).unwrap().count(), 1);
+    // While it runs, the next one is folded when it looks; every other coordinator sees it.
+    pending::defer(&dir, "guard/L-1", &ev(13)).unwrap();
+    assert_eq!(j.fold_pending().unwrap(), 1);
+    assert_eq!(first.refresh().unwrap().seq, head + 3);
+    assert_eq!(first.read_stream("guard/L-1", 3, 1).unwrap()[0].id.as_u128(), 13);
+    // Without a directory there is nothing to fold.
+    assert_eq!(first.fold_pending().unwrap(), 0);
 }

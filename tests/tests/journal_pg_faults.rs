@@ -1,6 +1,8 @@
 //! Faults on a PostgreSQL journal, for real: the server SIGKILLed and restarted under twelve
-//! concurrent appenders, and a writer process SIGKILLed while it commits. Each test runs a
-//! server of its own (it kills it), started like `.ci/postgres` starts the shared one.
+//! concurrent appenders, a writer process SIGKILLed while it commits, and a coordinator cut off
+//! from the server by a network partition (two network namespaces and a veth pair). Each test
+//! runs a server of its own (it kills or partitions it), started like `.ci/postgres` starts the
+//! shared one.
 
 mod pg;
 
@@ -203,4 +205,193 @@ fn sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on() 
     assert!(batches.values().all(|&n| n == 6), "every batch whole or absent: {batches:?}");
     let report = verify_store(&PgStore::connect(&options).unwrap(), None, Vec::new(), &[]).unwrap();
     assert!(report.ok(), "{:?}", report.problems);
+}
+
+/// The child side of the partition test, run inside the coordinator's network namespace. Reads
+/// commands on stdin and answers each on stdout:
+/// `append N` → N single-event appends, each answered `acked <id> <seq>`, then `ok`;
+/// `hold` → takes the ordering lock on a session of its own (with the journal's settings) and
+/// keeps it, answering `holding`; `try` → one append of a new event, answered `acked <id> <seq>`
+/// or `failed <id> <ms> <error>`; `retry` → the failed events again, same ids, until acknowledged.
+fn partition_child(schema: &str, url: &str) {
+    use strata_journal::shared::SharedOrder as _;
+    let mut options = pg::fresh_options(url).with_schema(schema).unwrap();
+    options.tcp_user_timeout = std::time::Duration::from_secs(3);
+    options.keepalive_idle = std::time::Duration::from_secs(1);
+    options.keepalive_interval = std::time::Duration::from_secs(1);
+    options.keepalive_retries = 2;
+    options.connect_timeout = std::time::Duration::from_secs(3);
+    options.statement_timeout = std::time::Duration::from_secs(10);
+    options.idle_in_transaction_timeout = std::time::Duration::from_secs(2);
+    let j = Journal::open_postgres(&options).unwrap();
+    let holder = PgStore::connect(&options).unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: String| {
+        // Marked: the test harness writes to the same stdout, not always at a line start.
+        std::io::Write::write_all(&mut out, format!("@@ {line}\n").as_bytes()).unwrap();
+        std::io::Write::flush(&mut out).unwrap();
+    };
+    let (mut next, mut failed) = (1u128, Vec::new());
+    for line in std::io::stdin().lock().lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split(' ').collect();
+        match words[0] {
+            "append" => {
+                for _ in 0..words[1].parse::<u32>().unwrap() {
+                    let id = (3u128 << 64) | next;
+                    next += 1;
+                    let a = j.append_blocking("part/child", ExpectedVersion::Any, vec![ev(id)]).unwrap().unwrap();
+                    say(format!("acked {id} {}", a.positions[0].seq));
+                }
+                say("ok".into());
+            }
+            "hold" => {
+                let (seq, _) = holder.lock_order().unwrap();
+                say(format!("holding {seq}"));
+            }
+            "try" => {
+                let id = (3u128 << 64) | next;
+                next += 1;
+                let started = std::time::Instant::now();
+                match j.append_blocking("part/child", ExpectedVersion::Any, vec![ev(id)]) {
+                    Ok(a) => say(format!("acked {id} {}", a.unwrap().positions[0].seq)),
+                    Err(e) => {
+                        failed.push(id);
+                        say(format!("failed {id} {} {e}", started.elapsed().as_millis()));
+                    }
+                }
+            }
+            "retry" => {
+                for id in std::mem::take(&mut failed) {
+                    let mut tries = 0;
+                    let a = loop {
+                        tries += 1;
+                        match j.append_blocking("part/child", ExpectedVersion::Any, vec![ev(id)]) {
+                            Ok(a) => break a.unwrap(),
+                            Err(e) => assert!(tries < 20, "the retry of {id} never got through: {e}"),
+                        }
+                    };
+                    say(format!("acked {id} {}", a.positions[0].seq));
+                }
+                say("ok".into());
+            }
+            other => panic!("unknown command {other}"),
+        }
+    }
+    let _ = j.close_blocking();
+}
+
+#[test]
+#[ignore = "needs PostgreSQL and root (network namespaces); CI runs them"]
+fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing() {
+    const NAME: &str = "a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing";
+    if let (Ok(schema), Ok(url)) = (std::env::var("STRATA_PARTITION_SCHEMA"), std::env::var("STRATA_PARTITION_URL")) {
+        return partition_child(&schema, &url);
+    }
+    assert_eq!(euid(), 0, "network namespaces need root (CI runs as root)");
+    let net = pg::Partition::new();
+    let server = pg::Server::start_in(&server_dir("pg-partition"), Some(&net.server_ns), pg::Partition::SERVER_ADDR);
+    // This process reaches the server through its Unix socket, which no partition cuts.
+    let mut options = pg::fresh_options(&server.socket_url());
+    options.lock_timeout = std::time::Duration::from_secs(60);
+    let j = Journal::create_postgres(&options, ORIGIN).unwrap();
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &net.client_ns])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--include-ignored", "--nocapture", "--test-threads=1"])
+        .env("STRATA_PARTITION_SCHEMA", &options.schema)
+        .env("STRATA_PARTITION_URL", server.url())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let (tx, answers) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // Every answer is awaited with a bound: a coordinator that hangs fails the test.
+    let bound = std::time::Duration::from_secs(120);
+    let mut ask = |cmd: &str| std::io::Write::write_all(&mut to_child, format!("{cmd}\n").as_bytes()).unwrap();
+    let next = |what: &str| loop {
+        let line = answers.recv_timeout(bound).unwrap_or_else(|_| panic!("no answer to {what} within {bound:?}"));
+        if let Some((_, answer)) = line.split_once("@@ ") {
+            return answer.to_owned();
+        }
+    };
+    let mut acked: BTreeMap<u128, u64> = BTreeMap::new();
+    let take_acks = |what: &str, acked: &mut BTreeMap<u128, u64>| loop {
+        let line = next(what);
+        let Some(rest) = line.strip_prefix("acked ") else {
+            assert_eq!(line, "ok", "{what}");
+            return;
+        };
+        let (id, seq) = rest.split_once(' ').unwrap();
+        acked.insert(id.parse().unwrap(), seq.parse().unwrap());
+    };
+    ask("append 20");
+    take_acks("append 20", &mut acked);
+    assert_eq!(acked.len(), 20);
+
+    // Cut off while it holds the ordering lock: the server ends that session once it has been
+    // idle in its transaction for idle_in_transaction_session_timeout (2 s in the child), so a
+    // coordinator on the other side of the partition waits for that, not forever.
+    ask("hold");
+    assert!(next("hold").starts_with("holding "));
+    net.cut();
+    let waited = std::time::Instant::now();
+    let mine = j.append_blocking("part/parent", ExpectedVersion::Any, vec![ev(7 << 64)]).unwrap().unwrap();
+    eprintln!("an append behind the cut-off holder of the order waited {} ms", waited.elapsed().as_millis());
+    acked.insert(7 << 64, mine.positions[0].seq);
+
+    // The cut-off coordinator's appends fail with a typed error: nothing acknowledges what it
+    // sends, so TCP_USER_TIMEOUT (3 s) ends its session, and a new connection times out.
+    let mut failures = Vec::new();
+    for _ in 0..2 {
+        ask("try");
+        let line = next("try");
+        let rest = line.strip_prefix("failed ").unwrap_or_else(|| panic!("an append got through a partition: {line}"));
+        let mut parts = rest.splitn(3, ' ');
+        let (_id, ms, error) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap().to_owned());
+        assert!(error.starts_with("[STRATA-E2302]") || error.starts_with("[STRATA-E2301]"), "a typed error: {error}");
+        failures.push((ms.parse::<u64>().unwrap(), error));
+    }
+    for (ms, error) in &failures {
+        eprintln!(
+            "an append during the partition failed after {ms} ms: {}",
+            error.chars().take(140).collect::<String>()
+        );
+    }
+
+    // Healed: the appends that failed are in doubt; retried with the same ids they land once.
+    net.heal();
+    ask("retry");
+    take_acks("retry", &mut acked);
+    ask("append 5");
+    take_acks("append 5", &mut acked);
+    drop(to_child);
+    child.wait().unwrap();
+    assert_eq!(acked.len(), 20 + 1 + 2 + 5);
+
+    let head = j.refresh().unwrap();
+    assert_eq!(head.seq as usize, acked.len(), "every event once: nothing lost, nothing doubled");
+    let all = j.read_range(1, acked.len() + 1).unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=head.seq).collect::<Vec<_>>(), "gapless");
+    let stored: BTreeMap<u128, u64> = all.iter().map(|e| (e.id.as_u128(), e.seq)).collect();
+    assert_eq!(stored, acked, "every acknowledged event at the sequence it was acknowledged with");
+    j.close_blocking().unwrap();
+    let report = verify_store(&PgStore::connect(&options).unwrap(), None, Vec::new(), &[]).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+}
+
+/// This process's effective user id, from /proc (no unsafe call).
+fn euid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }

@@ -11,12 +11,13 @@ use strata_engine::is_known_event;
 use strata_engine::ports::{Clock, Ids};
 use strata_journal::export::{self, Attestation, ImportError, format_time};
 use strata_journal::note::{SignerKey, VerifierKey};
+use strata_journal::pg::SCHEMA_DEFAULT;
 use strata_journal::projection::Projections;
 use strata_journal::verify::{Coverage, VerifyReport, verify_dir};
 use strata_journal::{Envelope, Journal, OpenOptions};
 
 use super::{EXIT_PROBLEMS, read_key_arg, read_key_file};
-use crate::config::Config;
+use crate::config::{Backend, Config};
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
 use crate::workspace::{Workspace, holder};
@@ -74,11 +75,22 @@ pub(crate) enum JournalCommand {
         #[arg(long)]
         pubkey: Vec<String>,
     },
-    /// Create this workspace's journal from an export; every hash must match.
+    /// Create this workspace's journal from an export; every hash must match. All or nothing:
+    /// a failed or killed import leaves no journal.
     Import {
         #[arg(value_parser = crate::cli::path_arg)]
         /// The export file.
         file: PathBuf,
+        /// Where the journal goes: `sled` (`.strata/journal/`) or `postgres` (a new schema in a
+        /// database; needs --url). Default: the workspace config's backend, else sled.
+        #[arg(long)]
+        backend: Option<String>,
+        /// With `--backend postgres`: `postgresql://user@host:port/database`, without a password.
+        #[arg(long)]
+        url: Option<String>,
+        /// With `--backend postgres`: the schema to create (default `strata`); it must not exist.
+        #[arg(long)]
+        schema: Option<String>,
     },
     /// Sign a checkpoint (origin, size, Merkle root) with a key, append it and print it.
     Checkpoint {
@@ -128,7 +140,9 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
             }
         }
         JournalCommand::Export { jsonl, bundle, out, pubkey } => export_cmd(ws, jsonl, bundle, out, &pubkey, json),
-        JournalCommand::Import { file } => import(ws, &file, json),
+        JournalCommand::Import { file, backend, url, schema } => {
+            import(ws, &file, (backend.as_deref(), url.as_deref(), schema.as_deref()), json)
+        }
         JournalCommand::Checkpoint { key } => checkpoint(ws, &key, json),
     }
 }
@@ -393,8 +407,42 @@ fn export_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
-fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    if ws.journal_dir().join("sled").exists() {
+/// The backend an import writes to: the flags, else the workspace config's (sled without one).
+/// Flags that disagree with an existing config are refused.
+fn import_backend(
+    ws: &Workspace,
+    config: &Config,
+    (backend, url, schema): (Option<&str>, Option<&str>, Option<&str>),
+) -> anyhow::Result<Backend> {
+    let wanted = match (backend, url) {
+        (None, None) if schema.is_none() => return Ok(config.backend.clone()),
+        (Some("postgres"), Some(url)) => Backend::postgres(url, schema.unwrap_or(SCHEMA_DEFAULT), "--url")?,
+        (Some("sled"), None) if schema.is_none() => Backend::Sled,
+        (Some("postgres"), None) => {
+            anyhow::bail!("[STRATA-E0601] --backend postgres needs --url postgresql://user@host:port/database")
+        }
+        (Some("sled") | None, _) => anyhow::bail!("[STRATA-E0601] --url and --schema need --backend postgres"),
+        (Some(other), _) => anyhow::bail!("[STRATA-E0601] --backend must be sled or postgres, not {other:?}"),
+    };
+    if ws.config_path().exists() && wanted != config.backend {
+        anyhow::bail!(
+            "[STRATA-E0601] {} already names another journal backend; import without --backend/--url/--schema, or into a new workspace",
+            ws.config_path().display()
+        );
+    }
+    Ok(wanted)
+}
+
+fn import(
+    ws: &Workspace,
+    file: &Path,
+    flags: (Option<&str>, Option<&str>, Option<&str>),
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let config = ws.config()?;
+    let config = Config { backend: import_backend(ws, &config, flags)?, ..config };
+    let pg = config.backend.pg_options("journal import")?;
+    if pg.is_none() && ws.journal_dir().join("sled").exists() {
         let j = ws.open_journal("journal import")?;
         return Err(ImportError::TargetNotEmpty { events: j.head().seq }.into());
     }
@@ -402,7 +450,6 @@ fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     // and a file changed while it is imported cannot bring in anything unchecked.
     let bytes = crate::files::read_bounded(file, EXPORT_FILE_BYTES_MAX, "journal import file")?;
     let checked = export::check_bytes(file, &bytes, &is_known_event)?;
-    let config = ws.config().unwrap_or_else(|_| Config::default());
     let strata_existed = ws.strata_dir().exists();
     std::fs::create_dir_all(ws.strata_dir()).with_context(|| format!("cannot create {}", ws.strata_dir().display()))?;
     let wrote_config = !ws.config_path().exists();
@@ -419,7 +466,18 @@ fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         Ok(())
     };
-    if let Err(e) = written.and_then(|()| Ok(export::import_new(&checked, &ws.journal_dir(), &options)?)) {
+    let (imported, into) = match &pg {
+        // Built in a temporary schema and renamed into place in one transaction.
+        Some(pg) => (
+            written.and_then(|()| Ok(strata_journal::pg::import_new_postgres(&checked, pg)?)),
+            strata_journal::pg::PgStore::label_of(pg),
+        ),
+        None => (
+            written.and_then(|()| Ok(export::import_new(&checked, &ws.journal_dir(), &options)?)),
+            ws.journal_dir().display().to_string(),
+        ),
+    };
+    if let Err(e) = imported {
         // Take back what this import created; the journal itself was never put in place.
         if !strata_existed {
             let _ = std::fs::remove_dir_all(ws.strata_dir());
@@ -435,13 +493,7 @@ fn import(ws: &Workspace, file: &Path, json: bool) -> anyhow::Result<ExitCode> {
             serde_json::json!({"events": check.events, "head": check.head.to_hex(), "root": check.root.to_hex(), "origin": check.origin})
         );
     } else {
-        outln!(
-            "imported {} events into {} (origin {}); head {}",
-            check.events,
-            ws.journal_dir().display(),
-            check.origin,
-            check.head
-        );
+        outln!("imported {} events into {into} (origin {}); head {}", check.events, check.origin, check.head);
     }
     Ok(ExitCode::SUCCESS)
 }

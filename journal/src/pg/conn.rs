@@ -148,6 +148,7 @@ pub fn check_schema(schema: &str) -> Result<(), PgError> {
 
 /// A resolved connection: the client configuration (with the password, if one was found) and
 /// a label for messages (without it).
+#[derive(Clone)]
 pub(crate) struct Target {
     pub config: postgres::Config,
     pub label: String,

@@ -92,4 +92,14 @@ pub enum PgError {
         "[STRATA-E2309] PostgreSQL schema name {0:?} must be 1 to 63 lowercase ASCII letters, digits or '_', starting with a letter"
     )]
     BadSchemaName(String),
+    /// An import's target schema already exists.
+    #[error(
+        "[STRATA-E2310] schema {schema} already exists in {target}; an import creates the schema of its journal: name a schema that does not exist yet (--schema), or drop that one first"
+    )]
+    ImportTargetExists {
+        /// `host:port/database#schema`.
+        target: String,
+        /// The schema.
+        schema: String,
+    },
 }

@@ -13,14 +13,19 @@
 //!
 //! Subscriptions read by sequence only; `LISTEN`/`NOTIFY` on a per-schema channel just wakes the
 //! follower early (a notification lost while disconnected costs a poll interval, not an event).
+//! The notification is sent after the commit, from a session of its own ([`announce`]), so the
+//! instance-wide lock PostgreSQL takes for a committing `NOTIFY` is never taken while the
+//! ordering lock is held.
 //!
 //! Faults: a lost connection fails the batch in flight with STRATA-E2302 (outcome unknown: retry
 //! with the same ids) and the next batch reconnects; `lock_timeout`,
 //! `idle_in_transaction_session_timeout`, `statement_timeout` and TCP keepalives bound how long
 //! a stuck or partitioned client can hold the ordering lock.
 
+mod announce;
 pub mod conn;
 pub mod error;
+pub mod import;
 pub mod schema;
 
 use std::path::{Path, PathBuf};
@@ -32,10 +37,11 @@ use uuid::Uuid;
 
 pub use conn::{PgEnv, PgOptions, SCHEMA_DEFAULT, check_schema};
 pub use error::PgError;
+pub use import::import_new_postgres;
 pub use schema::{Migrated, SCHEMA_VERSION};
 
 use crate::error::JournalError;
-use crate::frame::{self, FrameBuilder};
+use crate::frame;
 use crate::hash::Hash;
 use crate::journal::{Journal, decode_head, encode_head};
 use crate::note::check_origin;
@@ -46,15 +52,30 @@ use crate::store::{
 };
 use conn::{Target, cause, connect, resolve};
 
-/// Rows read per round trip by a scan.
-const SCAN_PAGE_ROWS: i64 = 2048;
+/// Rows a scan asks for per query. They arrive as a stream (each is handed on as soon as it is
+/// read), so the page bounds only what a scan that stops early leaves the session to skip.
+const SCAN_PAGE_ROWS: i64 = 8192;
 /// Idle reader sessions kept open.
 const READER_SESSIONS_MAX: usize = 4;
 
+/// The statements an append runs, prepared once per writer session.
+struct WriterStatements {
+    insert: postgres::Statement,
+    head: postgres::Statement,
+}
+
 struct WriterSession {
     client: Option<postgres::Client>,
+    /// Prepared on `client` (dropped with it).
+    statements: Option<WriterStatements>,
     /// The ordering lock is held (a transaction is open) and this is the head it found.
     holding: Option<(u64, Hash)>,
+}
+
+/// A reader session and the page query it prepared.
+struct Reader {
+    client: postgres::Client,
+    page: Option<postgres::Statement>,
 }
 
 /// Table names, qualified with the schema.
@@ -64,6 +85,7 @@ struct Tables {
     meta: String,
     snapshots: String,
     index_snapshot: String,
+    checkpoints: String,
     channel: String,
 }
 
@@ -74,8 +96,9 @@ pub struct PgStore {
     location: PathBuf,
     t: Tables,
     writer: Mutex<WriterSession>,
-    readers: Mutex<Vec<postgres::Client>>,
+    readers: Mutex<Vec<Reader>>,
     listener: Mutex<Option<postgres::Client>>,
+    announcer: announce::Announcer,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -119,12 +142,14 @@ impl PgStore {
                 meta: format!("{s}.strata_meta"),
                 snapshots: format!("{s}.strata_snapshots"),
                 index_snapshot: format!("{s}.strata_index_snapshot"),
+                checkpoints: format!("{s}.strata_checkpoints"),
                 channel: format!("strata_{s}"),
             },
+            announcer: announce::Announcer::new(target.clone(), options.clone(), format!("strata_{s}")),
             options: options.clone(),
             location,
             target,
-            writer: Mutex::new(WriterSession { client: Some(client), holding: None }),
+            writer: Mutex::new(WriterSession { client: Some(client), statements: None, holding: None }),
             readers: Mutex::new(Vec::new()),
             listener: Mutex::new(None),
         })
@@ -142,6 +167,11 @@ impl PgStore {
     /// `postgresql://user@host:port/database#schema`, for messages.
     pub fn label(&self) -> &str {
         &self.target.label
+    }
+
+    /// The label of the journal `options` name, without connecting.
+    pub fn label_of(options: &PgOptions) -> String {
+        resolve(options).map_or_else(|_| format!("{}#{}", options.url, options.schema), |t| t.label)
     }
 
     /// The value of a server setting in this store's sessions (`SHOW`-style text), e.g.
@@ -163,27 +193,72 @@ impl PgStore {
         PgError::Statement { target: self.target.label.clone(), during, cause: cause(e) }.into()
     }
 
+    /// A reader session from the pool, or a new one.
+    fn reader(&self) -> Result<Reader, JournalError> {
+        let pooled = lock(&self.readers).pop();
+        match pooled {
+            Some(r) if !r.client.is_closed() => Ok(r),
+            _ => Ok(Reader { client: connect(&self.target, &self.options)?, page: None }),
+        }
+    }
+
+    /// Puts a healthy reader session back in the pool.
+    fn give_back(&self, reader: Reader) {
+        let mut pool = lock(&self.readers);
+        if pool.len() < READER_SESSIONS_MAX && !reader.client.is_closed() {
+            pool.push(reader);
+        }
+    }
+
     /// Runs `f` on a reader session (opened on demand, kept for reuse when healthy).
     fn read<R>(
         &self,
         during: &'static str,
         f: impl FnOnce(&mut postgres::Client) -> Result<R, postgres::Error>,
     ) -> Result<R, JournalError> {
-        let pooled = lock(&self.readers).pop();
-        let mut client = match pooled {
-            Some(c) if !c.is_closed() => c,
-            _ => connect(&self.target, &self.options)?,
-        };
-        match f(&mut client) {
+        let mut reader = self.reader()?;
+        match f(&mut reader.client) {
             Ok(r) => {
-                let mut pool = lock(&self.readers);
-                if pool.len() < READER_SESSIONS_MAX {
-                    pool.push(client);
-                }
+                self.give_back(reader);
                 Ok(r)
             }
             Err(e) => Err(self.stmt_err(during, &e)),
         }
+    }
+
+    /// Streams the rows `seq >= from` (at most one page) to `f` as single-record frames; returns
+    /// the rows seen and whether `f` asked to stop.
+    fn scan_page(&self, from: u64, f: &mut FrameVisitor<'_>) -> Result<(i64, bool), JournalError> {
+        use postgres::fallible_iterator::FallibleIterator as _;
+        let mut reader = self.reader()?;
+        let page = match reader.page.take() {
+            Some(p) => p,
+            None => {
+                let sql =
+                    format!("SELECT seq, hash, record FROM {} WHERE seq >= $1 ORDER BY seq LIMIT $2", self.t.events);
+                reader.client.prepare(&sql).map_err(|e| self.stmt_err("a read", &e))?
+            }
+        };
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&from, &SCAN_PAGE_ROWS];
+        let (mut seen, mut stopped) = (0i64, false);
+        let mut frame = Vec::new();
+        {
+            let mut rows = reader.client.query_raw(&page, params).map_err(|e| self.stmt_err("a read", &e))?;
+            while let Some(row) = rows.next().map_err(|e| self.stmt_err("a read", &e))? {
+                seen += 1;
+                let (seq, hash, rec): (i64, &[u8], &[u8]) = (row.get(0), row.get(1), row.get(2));
+                frame::write_single(&mut frame, &hash_of(hash), rec);
+                if !f(seq_of(seq), &frame)? {
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        // A page left unread is skipped by the session itself before its next statement.
+        reader.page = Some(page);
+        self.give_back(reader);
+        Ok((seen, stopped))
     }
 
     /// Writes the format marker and origin of a new journal; `AlreadyExists` if one is there.
@@ -201,30 +276,41 @@ impl PgStore {
         Ok(())
     }
 
-    /// Rows `seq >= from` as single-record frames, one page.
-    fn page(&self, from: u64, rows: i64) -> Result<Vec<(u64, Vec<u8>)>, JournalError> {
-        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq >= $1 ORDER BY seq LIMIT $2", self.t.events);
-        let from = i64::try_from(from).unwrap_or(i64::MAX);
-        let rows = self.read("a read", |c| c.query(&sql, &[&from, &rows]))?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let (seq, hash, rec): (i64, &[u8], &[u8]) = (r.get(0), r.get(1), r.get(2));
-                let mut f = FrameBuilder::new();
-                f.push(&hash_of(hash), rec);
-                (seq_of(seq), f.finish())
-            })
-            .collect())
-    }
-
     /// The writer's session, reconnected if it was lost.
     fn writer_client<'a>(&self, w: &'a mut WriterSession) -> Result<&'a mut postgres::Client, JournalError> {
         if w.client.as_ref().is_none_or(postgres::Client::is_closed) {
             w.client = None;
+            w.statements = None;
             w.holding = None;
             w.client = Some(connect(&self.target, &self.options)?);
         }
         w.client.as_mut().ok_or_else(|| JournalError::corrupt(&self.location, None, "writer session missing"))
+    }
+
+    /// The writer's session and its prepared append statements (prepared on first use).
+    fn writer_statements<'a>(
+        &self,
+        w: &'a mut WriterSession,
+    ) -> Result<(&'a mut postgres::Client, &'a WriterStatements), JournalError> {
+        self.writer_client(w)?;
+        let WriterSession { client: Some(client), statements, .. } = w else {
+            return Err(JournalError::corrupt(&self.location, None, "writer session missing"));
+        };
+        if statements.is_none() {
+            let insert = format!(
+                "INSERT INTO {} (seq, event_id, stream, version, event_type, hash, record)
+                 SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::bytea[])",
+                self.t.events
+            );
+            let head = format!("UPDATE {} SET last_seq = $1, last_hash = $2 WHERE id = 1", self.t.head);
+            let prepared = client.prepare(&insert).and_then(|insert| Ok((insert, client.prepare(&head)?)));
+            let (insert, head) = prepared.map_err(|e| self.stmt_err("an append", &e))?;
+            *statements = Some(WriterStatements { insert, head });
+        }
+        match statements {
+            Some(st) => Ok((client, st)),
+            None => Err(JournalError::corrupt(&self.location, None, "writer statements missing")),
+        }
     }
 
     /// Ends the writer's transaction after a failure (the session is dropped if it is broken).
@@ -234,6 +320,7 @@ impl PgStore {
             && (c.is_closed() || c.batch_execute("ROLLBACK").is_err())
         {
             w.client = None;
+            w.statements = None;
         }
     }
 
@@ -265,30 +352,20 @@ impl PgStore {
         if seqs.first().is_some_and(|&s| seq_of(s) != held_seq + 1) {
             return Err(JournalError::corrupt(&loc, Some(held_seq + 1), "a batch does not follow the stored head"));
         }
-        let insert = format!(
-            "INSERT INTO {} (seq, event_id, stream, version, event_type, hash, record)
-             SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::bytea[], $7::bytea[])",
-            self.t.events
-        );
-        let client = self.writer_client(w)?;
+        let (client, st) = self.writer_statements(w)?;
+        let mut announce = None;
         if !seqs.is_empty() {
             client
-                .execute(&insert, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs])
+                .execute(&st.insert, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs])
                 .map_err(|e| self.stmt_err("an append", &e))?;
         }
         for (name, value) in meta {
             if *name == META_HEAD {
                 let (seq, hash) =
                     decode_head(value).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
-                let sql = format!(
-                    "WITH u AS (UPDATE {} SET last_seq = $1, last_hash = $2 WHERE id = 1 RETURNING last_seq)
-                     SELECT pg_notify($3, last_seq::text) FROM u",
-                    self.t.head
-                );
+                announce = Some(seq);
                 let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-                client
-                    .execute(&sql, &[&seq, &hash.0.as_slice(), &self.t.channel])
-                    .map_err(|e| self.stmt_err("an append", &e))?;
+                client.execute(&st.head, &[&seq, &hash.0.as_slice()]).map_err(|e| self.stmt_err("an append", &e))?;
             } else {
                 let sql = format!(
                     "INSERT INTO {} (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
@@ -299,6 +376,9 @@ impl PgStore {
         }
         client.batch_execute("COMMIT").map_err(|e| self.stmt_err("a commit", &e))?;
         w.holding = None;
+        if let Some(seq) = announce {
+            self.announcer.announce(seq);
+        }
         Ok(())
     }
 }
@@ -319,34 +399,33 @@ impl Store for PgStore {
     }
 
     fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
-        let mut next = match self.frame_containing(seq)? {
-            Some((first, _)) => first,
-            None => seq,
-        };
+        // Every row is a frame of one record: the frame containing `seq` starts at `seq`.
+        let mut next = seq.max(1);
         loop {
-            let page = self.page(next, SCAN_PAGE_ROWS)?;
-            let full = page.len() as i64 == SCAN_PAGE_ROWS;
-            for (first, bytes) in page {
-                if !f(first, &bytes)? {
-                    return Ok(());
-                }
-                next = first + 1;
-            }
-            if !full {
+            let mut last = None;
+            let (seen, stopped) = self.scan_page(next, &mut |first, bytes| {
+                last = Some(first);
+                f(first, bytes)
+            })?;
+            if stopped || seen < SCAN_PAGE_ROWS {
                 return Ok(());
+            }
+            match last {
+                Some(l) => next = l + 1,
+                None => return Ok(()),
             }
         }
     }
 
     fn frame_containing(&self, seq: u64) -> Result<Option<(u64, FrameBytes)>, JournalError> {
-        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq <= $1 ORDER BY seq DESC LIMIT 1", self.t.events);
+        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq = $1", self.t.events);
         let at = i64::try_from(seq).unwrap_or(i64::MAX);
         let row = self.read("a read", |c| c.query_opt(&sql, &[&at]))?;
         Ok(row.map(|r| {
             let (s, hash, rec): (i64, &[u8], &[u8]) = (r.get(0), r.get(1), r.get(2));
-            let mut f = FrameBuilder::new();
-            f.push(&hash_of(hash), rec);
-            (seq_of(s), FrameBytes::Mem(Arc::from(f.finish())))
+            let mut f = Vec::with_capacity(rec.len() + 41);
+            frame::write_single(&mut f, &hash_of(hash), rec);
+            (seq_of(s), FrameBytes::Mem(Arc::from(f)))
         }))
     }
 
@@ -459,7 +538,7 @@ impl SharedOrder for PgStore {
         }
     }
 
-    fn wait_for_appends(&self, timeout: Duration) -> Result<bool, JournalError> {
+    fn wait_for_appends(&self, timeout: Duration) -> Result<Option<u64>, JournalError> {
         let mut l = lock(&self.listener);
         if l.as_ref().is_none_or(postgres::Client::is_closed) {
             *l = None;
@@ -467,28 +546,66 @@ impl SharedOrder for PgStore {
             c.batch_execute(&format!("LISTEN {}", self.t.channel)).map_err(|e| self.stmt_err("LISTEN", &e))?;
             *l = Some(c);
             // Anything committed before LISTEN took effect is found by the read that follows.
-            return Ok(true);
+            return Ok(Some(u64::MAX));
         }
-        let Some(c) = l.as_mut() else { return Ok(false) };
+        let Some(c) = l.as_mut() else { return Ok(None) };
         use postgres::fallible_iterator::FallibleIterator as _;
+        // Each notification carries the head its commit left (a missing or odd one: unknown).
+        let announced = |n: &postgres::Notification| n.payload().parse::<u64>().unwrap_or(u64::MAX);
         let waited = {
             let mut n = c.notifications();
-            let woke = n.timeout_iter(timeout).next().map(|got| got.is_some());
+            let woke = n.timeout_iter(timeout).next().map(|got| got.as_ref().map(announced));
             // Drain what else arrived: one read covers them all.
-            if woke.is_ok() {
+            if let Ok(Some(mut highest)) = woke {
                 let mut drain = n.iter();
-                while let Ok(Some(_)) = drain.next() {}
+                while let Ok(Some(more)) = drain.next() {
+                    highest = highest.max(announced(&more));
+                }
+                Ok(Some(highest))
+            } else {
+                woke
             }
-            woke
         };
-        let woke = match waited {
-            Ok(w) => w,
+        match waited {
+            Ok(w) => Ok(w),
             Err(e) => {
                 *l = None;
-                return Err(self.stmt_err("waiting for notifications", &e));
+                Err(self.stmt_err("waiting for notifications", &e))
             }
-        };
-        Ok(woke)
+        }
+    }
+
+    fn save_note(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        self.save_note_row(size, note)
+    }
+
+    fn notes(&self) -> Result<Vec<(String, String)>, JournalError> {
+        self.note_rows()
+    }
+}
+
+impl PgStore {
+    fn save_note_row(&self, size: u64, note: &str) -> Result<(), JournalError> {
+        let sql = format!(
+            "INSERT INTO {} (note_hash, size, note) VALUES ($1, $2, $3) ON CONFLICT (note_hash) DO NOTHING",
+            self.t.checkpoints
+        );
+        let hash = blake3::hash(note.as_bytes());
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        self.read("saving a checkpoint note", |c| c.execute(&sql, &[&hash.as_bytes().as_slice(), &size, &note]))?;
+        Ok(())
+    }
+
+    fn note_rows(&self) -> Result<Vec<(String, String)>, JournalError> {
+        let sql = format!("SELECT size, note FROM {} ORDER BY size, note LIMIT $1", self.t.checkpoints);
+        let rows = self.read("reading checkpoint notes", |c| c.query(&sql, &[&crate::shared::NOTES_MAX]))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let (size, note): (i64, String) = (r.get(0), r.get(1));
+                (format!("{} checkpoint note at size {size}", self.t.checkpoints), note)
+            })
+            .collect())
     }
 }
 
@@ -507,5 +624,17 @@ impl Journal {
     pub fn open_postgres(options: &PgOptions) -> Result<Journal, JournalError> {
         let store = PgStore::connect(options)?;
         Journal::with_store(Arc::new(store))
+    }
+
+    /// [`Journal::open_postgres`] for a workspace whose journal directory on this machine is
+    /// `dir` ([`Journal::dir`]): the appends deferred into `dir/pending/` (a write guard's
+    /// denials that could not reach the journal in time, [`crate::pending`]) are appended now,
+    /// and by every [`Journal::fold_pending`].
+    pub fn open_postgres_at(options: &PgOptions, dir: &Path) -> Result<Journal, JournalError> {
+        let store = PgStore::connect(options)?;
+        let journal = Journal::with_store_at(Arc::new(store), dir)?;
+        // As for sled: not being able to fold them now is no reason to refuse the open.
+        let _ = journal.fold_pending();
+        Ok(journal)
     }
 }

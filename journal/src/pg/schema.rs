@@ -14,17 +14,22 @@
 //!   idempotency, `(stream, version)` UNIQUE) and that SQL tools can read.
 //! * `strata_meta`: format marker and origin; `strata_snapshots` and `strata_index_snapshot`:
 //!   derived state, outside the tamper-evident content.
+//!
+//! Version 2 adds `strata_checkpoints`: the signed checkpoint notes, kept where every process
+//! sharing the journal finds them (a sled journal keeps them as files in `checkpoints/`), one
+//! row per distinct note.
 
 use super::conn::cause;
 use super::error::PgError;
 
 /// Newest schema version this binary knows (and needs).
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `(version, SQL)`; `{s}` stands for the schema name (checked to be a plain identifier).
-const MIGRATIONS: &[(i32, &str)] = &[(
-    1,
-    "CREATE TABLE {s}.strata_meta (name text PRIMARY KEY, value bytea NOT NULL);
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
+        1,
+        "CREATE TABLE {s}.strata_meta (name text PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {s}.strata_head (
          id smallint PRIMARY KEY CHECK (id = 1),
          last_seq bigint NOT NULL CHECK (last_seq >= 0),
@@ -41,7 +46,15 @@ const MIGRATIONS: &[(i32, &str)] = &[(
          UNIQUE (stream, version));
      CREATE TABLE {s}.strata_snapshots (key bytea PRIMARY KEY, value bytea NOT NULL);
      CREATE TABLE {s}.strata_index_snapshot (id smallint PRIMARY KEY CHECK (id = 1), sealed bytea NOT NULL);",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE {s}.strata_checkpoints (
+         note_hash bytea PRIMARY KEY CHECK (length(note_hash) = 32),
+         size bigint NOT NULL CHECK (size >= 0),
+         note text NOT NULL);",
+    ),
+];
 
 /// What a migration run did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -43,6 +43,10 @@ pub struct Server {
     pub data: PathBuf,
     pub log: PathBuf,
     pub port: u16,
+    /// The network namespace it runs in (`None`: this process's).
+    pub netns: Option<String>,
+    /// The address it listens on.
+    pub listen: String,
 }
 
 /// Pids whose parent is `pid` (from /proc).
@@ -69,10 +73,23 @@ fn free_port() -> u16 {
 impl Server {
     /// `initdb` and start, as `.ci/postgres` does.
     pub fn start(dir: &Path) -> Server {
+        Server::start_in(dir, None, "127.0.0.1")
+    }
+
+    /// [`Server::start`] inside the network namespace `netns`, listening on `listen`.
+    pub fn start_in(dir: &Path, netns: Option<&str>, listen: &str) -> Server {
         let bin = PathBuf::from(std::env::var("STRATA_TEST_PG_BIN").expect("STRATA_TEST_PG_BIN (from .ci/postgres)"));
         let runas = std::env::var("STRATA_TEST_PG_RUNAS").unwrap_or_default();
         std::fs::create_dir_all(dir).unwrap();
-        let s = Server { bin, runas, data: dir.join("data"), log: dir.join("server.log"), port: free_port() };
+        let s = Server {
+            bin,
+            runas,
+            data: dir.join("data"),
+            log: dir.join("server.log"),
+            port: free_port(),
+            netns: netns.map(str::to_owned),
+            listen: listen.to_owned(),
+        };
         if !s.runas.is_empty() {
             s.run("/bin/true", &[]); // runuser exists
             assert!(Command::new("chown").arg(&s.runas).arg(dir).status().unwrap().success());
@@ -80,12 +97,16 @@ impl Server {
         let data = s.data.display().to_string();
         s.run(&s.tool("initdb"), &["-D", &data, "-U", "strata", "--auth=trust", "--no-sync", "-E", "UTF8"]);
         let conf = format!(
-            "listen_addresses = '127.0.0.1'\nport = {}\nunix_socket_directories = '{}'\nmax_connections = 100\n",
-            s.port, data
+            "listen_addresses = '{}'\nport = {}\nunix_socket_directories = '{}'\nmax_connections = 100\n",
+            s.listen, s.port, data
         );
         let mut text = std::fs::read_to_string(s.data.join("postgresql.conf")).unwrap();
         text.push_str(&conf);
         std::fs::write(s.data.join("postgresql.conf"), text).unwrap();
+        // Loopback-range clients (a coordinator in another network namespace) log in like local ones.
+        let mut hba = std::fs::read_to_string(s.data.join("pg_hba.conf")).unwrap();
+        hba.push_str("host all all 127.0.0.0/8 trust\n");
+        std::fs::write(s.data.join("pg_hba.conf"), hba).unwrap();
         s.up();
         s
     }
@@ -95,13 +116,16 @@ impl Server {
     }
 
     fn run(&self, prog: &str, args: &[&str]) {
-        let mut c = if self.runas.is_empty() {
-            Command::new(prog)
-        } else {
-            let mut c = Command::new("runuser");
-            c.args(["-u", &self.runas, "--", prog]);
-            c
-        };
+        let mut argv: Vec<&str> = Vec::new();
+        if let Some(ns) = &self.netns {
+            argv.extend(["ip", "netns", "exec", ns]);
+        }
+        if !self.runas.is_empty() {
+            argv.extend(["runuser", "-u", &self.runas, "--"]);
+        }
+        argv.push(prog);
+        let mut c = Command::new(argv[0]);
+        c.args(&argv[1..]);
         let out = c.args(args).output().expect("runs");
         assert!(out.status.success(), "{prog} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
@@ -138,7 +162,77 @@ impl Server {
     }
 
     pub fn url(&self) -> String {
-        format!("postgresql://strata@127.0.0.1:{}/postgres", self.port)
+        format!("postgresql://strata@{}:{}/postgres", self.listen, self.port)
+    }
+
+    /// The server's Unix socket (reachable from any network namespace).
+    pub fn socket_url(&self) -> String {
+        format!("host={} port={} user=strata dbname=postgres", self.data.display(), self.port)
+    }
+}
+
+/// Runs `ip` with `args`, which must succeed.
+pub fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip runs");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Two network namespaces joined by a veth pair, loopback-range addresses only: the server's
+/// side (`SERVER_ADDR`) and a coordinator's side (`CLIENT_ADDR`). [`Partition::cut`] takes the
+/// server's end down, so whatever the coordinator sends is dropped without a word (as on a
+/// partitioned network); [`Partition::heal`] brings it back. Removed on drop.
+pub struct Partition {
+    pub server_ns: String,
+    pub client_ns: String,
+    server_if: String,
+}
+
+impl Partition {
+    pub const SERVER_ADDR: &str = "127.30.0.1";
+    pub const CLIENT_ADDR: &str = "127.30.0.2";
+
+    pub fn new() -> Partition {
+        let id = std::process::id();
+        let p = Partition {
+            server_ns: format!("strata-s-{id}"),
+            client_ns: format!("strata-c-{id}"),
+            server_if: format!("sts{id}"),
+        };
+        let client_if = format!("stc{id}");
+        for ns in [&p.server_ns, &p.client_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            ip(&["netns", "add", ns]);
+        }
+        ip(&["link", "add", &p.server_if, "type", "veth", "peer", "name", &client_if]);
+        for (ns, dev, addr) in
+            [(&p.server_ns, &p.server_if, Self::SERVER_ADDR), (&p.client_ns, &client_if, Self::CLIENT_ADDR)]
+        {
+            ip(&["link", "set", dev, "netns", ns]);
+            // 127/8 on a device other than `lo` is routed only with route_localnet.
+            for key in ["all", dev.as_str()] {
+                let sysctl = format!("net.ipv4.conf.{key}.route_localnet=1");
+                ip(&["netns", "exec", ns, "sysctl", "-qw", &sysctl]);
+            }
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/30"), "dev", dev]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+        }
+        p
+    }
+
+    pub fn cut(&self) {
+        ip(&["-n", &self.server_ns, "link", "set", &self.server_if, "down"]);
+    }
+
+    pub fn heal(&self) {
+        ip(&["-n", &self.server_ns, "link", "set", &self.server_if, "up"]);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        for ns in [&self.server_ns, &self.client_ns] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
     }
 }
 
