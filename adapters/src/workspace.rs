@@ -69,7 +69,9 @@ impl Workspace {
             return Ok(j);
         }
         if let Some(pg) = self.config()?.backend.pg_options(command)? {
-            return match Journal::open_postgres(&pg) {
+            // This machine's journal directory keeps what hooks deferred while the database was
+            // unreachable; opening folds it in.
+            return match Journal::open_postgres_at(&pg, &self.journal_dir()) {
                 Ok(j) => Ok(j),
                 Err(JournalError::NotAJournal { path }) => anyhow::bail!(
                     "[STRATA-E0204] no strata journal in {}: run `strata init --backend postgres --url …` once for that database",
@@ -111,7 +113,9 @@ impl Workspace {
         }
         match Journal::create_postgres(&pg, origin) {
             Ok(j) => Ok((j, true)),
-            Err(JournalError::AlreadyExists { .. }) => Ok((Journal::open_postgres(&pg)?, false)),
+            Err(JournalError::AlreadyExists { .. }) => {
+                Ok((Journal::open_postgres_at(&pg, &self.journal_dir())?, false))
+            }
             Err(e) => Err(e.into()),
         }
     }

@@ -395,3 +395,51 @@ fn euid() -> u32 {
     let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
     line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
+
+/// Runs strata's write guard for lineage `L1` on a write to `rel` under `ROOT`.
+fn guard_hook(ws: &std::path::Path, rel: &str, deadline_ms: u64) -> std::process::Output {
+    const ROOT: &str = "/work/repo";
+    let input = serde_json::json!({"session_id": "s-1", "cwd": ROOT, "hook_event_name": "PreToolUse",
+        "tool_name": "Write", "tool_input": {"file_path": format!("{ROOT}/{rel}"), "content": "x\n"}, "tool_use_id": "t-1"});
+    let (j, deadline) = (ws.display().to_string(), deadline_ms.to_string());
+    let args = ["hook", "claude", "pre-tool-use", "--journal", &j, "--lineage", "L1", "--root", ROOT];
+    let args: Vec<&str> = args.into_iter().chain(["--deadline-ms", &deadline]).collect();
+    strata_tests::strata_with_stdin(strata_tests::strata_bin!(), &args, input.to_string().as_bytes())
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn the_write_guard_of_a_postgres_workspace_decides_on_it_and_denies_while_the_server_is_stopped() {
+    const BIN: &str = strata_tests::strata_bin!();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = pg::Server::start(&server_dir("guard"));
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    strata_tests::strata_ok(BIN, &ws, &["init", "--backend", "postgres", "--url", &server.url()]);
+    let claim = serde_json::json!({"lineage_id": "L1", "input": {"owned_files": ["src/api"], "is_writer": true}});
+    let j = ws.display().to_string();
+    let out = strata_tests::strata_with_stdin(BIN, &["ce", "route", "--journal", &j], claim.to_string().as_bytes());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    // With the server up, the guard decides on the shared journal: inside ownership allowed,
+    // outside denied, both recorded there (nothing written to sled: there is none).
+    assert_eq!(guard_hook(&ws, "src/api/ok.rs", 10_000).status.code(), Some(0));
+    let out = guard_hook(&ws, "src/web/no.rs", 10_000);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!ws.join(".strata/journal/sled").exists());
+    // The server stopped: the guard cannot decide, so it denies within its deadline, even for a
+    // path the lineage owns, and keeps the denial on this machine until the journal opens again.
+    let pid = server.pid().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let out = guard_hook(&ws, "src/api/late.rs", 2_000);
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("[STRATA-E2001]") || stderr.contains("[STRATA-E2003]"), "{stderr}");
+    assert_eq!(strata_journal::pending::count(&ws.join(".strata/journal")), 1, "the denial waits on disk: {stderr}");
+    // The next command that opens the journal folds it in; every decision is there once.
+    let log = strata_tests::strata_ok(BIN, &ws, &["--json", "journal", "log"]);
+    assert_eq!(strata_journal::pending::count(&ws.join(".strata/journal")), 0);
+    assert_eq!(log.matches("guard.write-allowed").count(), 1, "{log}");
+    assert_eq!(log.matches("guard.write-denied").count(), 2, "{log}");
+    assert!(log.contains("late.rs"), "{log}");
+}

@@ -143,6 +143,15 @@ fn journal_dir(dir: &Path) -> PathBuf {
 
 /// [`open_journal`], creating a journal in a missing or empty directory only when `create`.
 pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Result<Journal, CeError> {
+    // A workspace whose journal lives in PostgreSQL: opened as every command opens it (with
+    // this machine's journal directory for deferred appends); there is no lock to wait for.
+    let ws = crate::workspace::Workspace::at(dir);
+    if ws.config_path().is_file() {
+        let config = ws.config().map_err(|e| unavailable(format!("{e:#}")))?;
+        if let Some(pg) = config.backend.pg_options("ce").map_err(|e| unavailable(format!("{e:#}")))? {
+            return Journal::open_postgres_at(&pg, &ws.journal_dir()).map_err(unavailable);
+        }
+    }
     let dir = journal_dir(dir);
     let dir = dir.as_path();
     let options = super::journal::demo_options("ce");

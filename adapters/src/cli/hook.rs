@@ -383,10 +383,12 @@ impl strata_engine::ports::Ids for Given {
     }
 }
 
-/// The journal directory `--journal` names (a workspace root or a journal directory).
+/// The journal directory `--journal` names (a workspace root or a journal directory). A
+/// workspace whose journal lives in PostgreSQL has no `sled/`, only its config; its journal
+/// directory on this machine still takes deferred denials, which the next open folds in.
 fn journal_dir(given: &Path) -> Result<PathBuf, String> {
     let in_workspace = given.join(".strata").join("journal");
-    if in_workspace.join("sled").is_dir() {
+    if in_workspace.join("sled").is_dir() || given.join(".strata").join("config.toml").is_file() {
         Ok(in_workspace)
     } else if given.join("sled").is_dir() {
         Ok(given.to_owned())
