@@ -441,7 +441,7 @@ impl Run {
 
     fn start(&mut self, task: &str, attempt: u32) -> Result<(), Failure> {
         let Some(s) = self.groups.get(WG).and_then(|g| g.tasks.get(task)) else { return Ok(()) };
-        let mode = s.dispatch.as_ref().and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let mode = s.dispatch.as_ref().map_or(Mode::FreshCapsule, |(_, d)| d.runs_as);
         if s.attempts != attempt || s.status != Status::Dispatched || s.worker_end.is_some() {
             // A stale or repeated delivery: the attempt started already, or ended.
             return Ok(());
@@ -509,7 +509,7 @@ impl Run {
         let no_backoff = self.cfg.defects.no_backoff;
         let owns = g.plan.task(task).map(|t| t.spec.owns.clone()).unwrap_or_default();
         let dispatch = g.tasks.get(task).and_then(|s| s.dispatch.as_ref());
-        let mode = dispatch.and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let mode = dispatch.map_or(Mode::FreshCapsule, |(_, d)| d.runs_as);
         let telemetry = Telemetry::default(); // the model's turns here report no usage
         let judged = judge::judge(
             judge::Ending {

@@ -423,7 +423,7 @@ impl<'j> Coordinator<'j> {
             let flight = InFlight {
                 attempt: d.attempt,
                 owns: t.spec.owns.clone(),
-                mode: Mode::parse(&d.runs_as).unwrap_or(Mode::FreshCapsule),
+                mode: d.runs_as,
                 provider: d.provider.clone(),
                 worktree,
                 overhead: Duration::ZERO,
