@@ -23,12 +23,16 @@
 //! * [`sim`]: the simulated provider's seeded model of cost, latency and outcome per mode.
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
+//! * [`lease`]: which coordinator process runs a workgroup (a lease with an epoch on its own
+//!   stream, ended by a time recorded in the journal) and the fence that refuses every append
+//!   of a coordinator whose lease was taken over.
 
 pub mod decide;
 pub mod dispatch;
 pub mod driver;
 pub mod events;
 pub mod judge;
+pub mod lease;
 pub mod plan;
 pub mod provider;
 pub mod sim;
