@@ -100,7 +100,18 @@ pub(crate) enum PromptCommand {
         #[arg(value_parser = crate::cli::path_arg, long)]
         prompt: Option<PathBuf>,
     },
+    /// List the knowledge base's virtual paths a glob matches, sorted: what a profile's entry or
+    /// `never` glob reaches (artifacts, `summaries/L3`, `summaries/L2/<entity>`,
+    /// `rules/pipeline`).
+    Paths {
+        /// A glob over virtual paths: `*` within a segment, `**` across segments, `?` one
+        /// character; e.g. `specs/*/backend/**`.
+        glob: String,
+    },
 }
+
+/// Longest glob `prompt paths` takes, bytes (a profile's globs are at most as long).
+pub const GLOB_BYTES_MAX: usize = 300;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum AuditCommand {
@@ -481,6 +492,30 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     m.excluded.len()
                 );
                 outln!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        PromptCommand::Paths { glob } => {
+            if glob.is_empty() || glob.len() > GLOB_BYTES_MAX || glob.chars().any(char::is_control) {
+                anyhow::bail!(
+                    "[STRATA-E2112] glob {glob:?}: 1 to {GLOB_BYTES_MAX} bytes without control characters; e.g. `strata prompt paths 'specs/*/backend/**'`"
+                );
+            }
+            let journal = ws.open_journal("prompt paths")?;
+            let graph = load_graph(&journal)?;
+            let paths = strata_engine::context::paths::virtual_paths(&graph, &glob);
+            let position = journal.head().seq;
+            crate::workspace::finish(&journal)?;
+            if json {
+                outln!("{}", json!({"glob": glob, "paths": paths, "count": paths.len(), "position": position}));
+            } else {
+                for p in &paths {
+                    outln!("{p}");
+                }
+                errln!("{} path(s) match {glob} at journal sequence {position}", paths.len());
+                if paths.is_empty() {
+                    errln!("{}", strata_engine::context::paths::LAYOUT);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -8,6 +8,9 @@
 use crate::kb::graph::{Graph, Group, Node, NodeId};
 use crate::kb::kind::ArtifactKind;
 
+/// Where virtual paths lie, in one line (for messages about a glob that matches nothing).
+pub const LAYOUT: &str = "virtual paths are entities/<id>, specs/<entity>/{requirements,domains,backend,screens}/<id>, changes/<id>, backlog/<id>, issues/<id>, docs/<entity>/{research,devlog}/<id>, summaries/L3, summaries/L2/<entity>, rules/pipeline";
+
 /// The virtual path of the system summary.
 pub const SYSTEM_SUMMARY: &str = "summaries/L3";
 

@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::plan::{self, Checked, Plan, TaskSpec};
 use super::state::Workgroups;
-use crate::context::paths::any_virtual_path;
+use crate::context::paths::{LAYOUT, any_virtual_path};
 use crate::context::profile::{self, Profile, ProfileError, ProfileIndex};
 use crate::kb::graph::Graph;
 use crate::kb::kind::{ArtifactKey, ArtifactKind};
@@ -39,9 +39,6 @@ pub const PROBLEMS_MAX: usize = 1_000;
 /// Checks the preflight does not make yet, each with the reason.
 pub const NOT_CHECKED: &[(&str, &str)] =
     &[("budgets", "plans have no budget fields yet; nothing to check a budget against")];
-
-/// Where virtual paths lie, for a fix that names a glob matching nothing.
-const LAYOUT: &str = "virtual paths are entities/<id>, specs/<entity>/{requirements,domains,backend,screens}/<id>, changes/<id>, backlog/<id>, issues/<id>, docs/<entity>/{research,devlog}/<id>, summaries/L3, summaries/L2/<entity>, rules/pipeline";
 
 /// One problem: its code, the input it is in, the rule broken and the fix.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
