@@ -665,7 +665,10 @@ fn a_failed_preflight_lists_every_problem_records_nothing_and_leaves_the_name_fr
     // `specs/<entity>/backend/<id>`): it registers, and the preflight says it matches nothing.
     let profile = root.join("strict.json");
     std::fs::write(&profile, strict_profile(&["specs/*/modules/**"])).expect("profile");
-    strata_ok(strata_bin!(), &ws, &["profile", "register", profile.to_str().expect("utf-8")]);
+    let registered = strata(strata_bin!(), &ws, &["profile", "register", profile.to_str().expect("utf-8")]);
+    assert!(registered.status.success());
+    let warned = String::from_utf8_lossy(&registered.stderr);
+    assert!(warned.contains("profile strict-backend: never[0] \"specs/*/modules/**\" matches no path"), "{warned}");
     let listed = json(&strata_ok(strata_bin!(), &ws, &["prompt", "paths", "specs/*/modules/**", "--json"]));
     assert_eq!(listed["count"], 0, "{listed}");
     let modules = json(&strata_ok(strata_bin!(), &ws, &["prompt", "paths", "specs/billing/backend/*", "--json"]));

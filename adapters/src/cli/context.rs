@@ -334,6 +334,20 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
             }
             // Validate everything before registering anything.
             let parsed: Vec<Profile> = docs.iter().map(|(n, t)| profile::parse(n, t)).collect::<Result<_, _>>()?;
+            // A glob that matches nothing is registered (the knowledge base may grow into it),
+            // but said: a run's preflight refuses it unless the profile lists it in `guards`.
+            let graph = load_graph(&journal)?;
+            for p in &parsed {
+                for d in strata_engine::workgroup::preflight::dead_globs(p, &graph) {
+                    errln!(
+                        "warning: profile {}: {} {:?} matches no path in the knowledge base; `strata run` refuses it ({}) unless it is listed in guards; `strata prompt paths GLOB` lists what a glob matches",
+                        p.agent_id,
+                        d.at,
+                        d.glob,
+                        if d.never { "STRATA-E2110" } else { "STRATA-E2111" }
+                    );
+                }
+            }
             let mut rows = Vec::new();
             for p in &parsed {
                 match profile::register(&state.profiles, p, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)? {

@@ -403,38 +403,65 @@ fn entry_glob(path: &str) -> Option<String> {
     if glob.contains('{') { None } else { Some(glob) }
 }
 
+/// A glob of a profile that matches no virtual path in the knowledge base and is not a guard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadGlob {
+    /// Where it is written: `never[0]`, `onDemand[1]`, …
+    pub at: String,
+    /// The glob as written.
+    pub glob: String,
+    /// Whether it is a `never` glob (else an entry's path).
+    pub never: bool,
+}
+
+/// The globs of `p` (its `never` globs and its entries that are globs over the base, `{docRoot}`
+/// and `{entity}` standing for any entity) that match no virtual path in `g` and are not listed
+/// in its `guards`. The preflight refuses a run whose profiles have any; `strata profile
+/// register` warns of them.
+pub fn dead_globs(p: &Profile, g: &Graph) -> Vec<DeadGlob> {
+    let cp = &p.context_profile;
+    let guarded = |x: &str| cp.guards.iter().any(|y| y == x);
+    let mut out = Vec::new();
+    for (k, glob) in cp.never.iter().enumerate() {
+        if !guarded(glob) && !any_virtual_path(g, glob) {
+            out.push(DeadGlob { at: format!("never[{k}]"), glob: glob.clone(), never: true });
+        }
+    }
+    let classes = [("always", &cp.always), ("forCurrentTask", &cp.for_current_task), ("onDemand", &cp.on_demand)];
+    for (class, entries) in classes {
+        for (k, e) in entries.iter().enumerate() {
+            let Some(glob) = entry_glob(&e.path) else { continue };
+            if !guarded(&e.path) && !any_virtual_path(g, &glob) {
+                out.push(DeadGlob { at: format!("{class}[{k}]"), glob: e.path.clone(), never: false });
+            }
+        }
+    }
+    out
+}
+
 fn check_globs(l: &mut List, i: &Inputs<'_>) {
     let used: BTreeSet<String> = i.plan.tasks.iter().map(profile_of).collect();
     for name in used {
         let Some(p) = i.profiles.get(&name) else { continue };
-        let cp = &p.context_profile;
-        let guarded = |g: &str| cp.guards.iter().any(|x| x == g);
-        for (k, g) in cp.never.iter().enumerate() {
-            if !guarded(g) && !any_virtual_path(i.graph, g) {
+        for d in dead_globs(p, i.graph) {
+            let input = format!("profile {name}: {} {:?}", d.at, d.glob);
+            let fix = format!(
+                "correct it (`strata prompt paths GLOB` lists what a glob matches; {LAYOUT}), or list it in the profile's guards if the paths may appear later"
+            );
+            if d.never {
                 l.add(
                     "STRATA-E2110",
-                    format!("profile {name}: never[{k}] {g:?}"),
+                    input,
                     "matches no path in the knowledge base: a never rule that cannot apply excludes nothing",
-                    format!(
-                        "correct the glob (`strata prompt paths GLOB` lists what it matches; {LAYOUT}), or list it in the profile's guards if the paths may appear later"
-                    ),
+                    fix,
                 );
-            }
-        }
-        let classes = [("always", &cp.always), ("forCurrentTask", &cp.for_current_task), ("onDemand", &cp.on_demand)];
-        for (class, entries) in classes {
-            for (k, e) in entries.iter().enumerate() {
-                let Some(glob) = entry_glob(&e.path) else { continue };
-                if !guarded(&e.path) && !any_virtual_path(i.graph, &glob) {
-                    l.add(
-                        "STRATA-E2111",
-                        format!("profile {name}: {class}[{k}] {:?}", e.path),
-                        "matches no path in the knowledge base: the entry can never give the worker anything",
-                        format!(
-                            "correct the path (`strata prompt paths GLOB` lists what it matches; {LAYOUT}), or list it in the profile's guards if the paths may appear later"
-                        ),
-                    );
-                }
+            } else {
+                l.add(
+                    "STRATA-E2111",
+                    input,
+                    "matches no path in the knowledge base: the entry can never give the worker anything",
+                    fix,
+                );
             }
         }
     }
