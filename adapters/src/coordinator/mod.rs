@@ -27,6 +27,7 @@
 pub mod example;
 mod from_env;
 pub mod git;
+pub mod preflight;
 pub mod runner;
 mod shared;
 mod summary;

@@ -8,6 +8,9 @@
 //! * [`events`]: the workgroup events on `workgroup/<name>` and the worker events on
 //!   `worker/<workgroup>/<task>/<attempt>`.
 //! * [`state`]: the `workgroups` projection (tasks, sessions, writes per file).
+//! * [`preflight`]: every check a run makes before it records anything (the plan, profiles,
+//!   change requests and specs, the repository, provider CLIs, profile globs), at once, over
+//!   facts the adapter probed.
 //! * [`decide`]: pure decisions: the plan event, what to dispatch or hold next, each task event
 //!   checked against the task's state.
 //! * [`driver`]: the coordinator's loop over those decisions, which `strata run` and the
@@ -34,6 +37,7 @@ pub mod events;
 pub mod judge;
 pub mod lease;
 pub mod plan;
+pub mod preflight;
 pub mod provider;
 pub mod sim;
 pub mod state;
