@@ -52,6 +52,7 @@ fn dispatched() -> Fixture {
         baseline_tokens: 100,
         from_session: None,
         capsule_hash: None,
+        lineage_check: None,
     };
     let e = decide::dispatched(g, &d, &mut ids, &FixedClock(0)).expect("dispatch event");
     journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

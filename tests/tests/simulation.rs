@@ -278,6 +278,9 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
         assert!(run.iter().any(|(_, t, _)| t == kind), "the run records no {kind}");
     }
     assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "local"));
+    // The resume went through the lineage evaluator, and its answer is recorded with the dispatch.
+    let resumed = run.iter().find(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "resume").expect("a resume");
+    assert_eq!(resumed.2["lineage_check"]["state"], "RECONCILE_REQUIRED", "{:?}", resumed.2);
     // The same events on each stream in the same order, except where the order of two workers'
     // ends decides it: the workgroup's and the ledger's streams interleave tasks, so there the
     // events are compared as sets, and each task's own events in order.

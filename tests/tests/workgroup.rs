@@ -234,10 +234,10 @@ fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
 
 #[test]
 fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_flag_discards_it() {
-    // Seed 12 makes one simulated writer of the example also write a file it does not own.
+    // Seed 20 makes one simulated writer of the example also write a file it does not own.
     let tmp = tempfile::tempdir().expect("tempdir");
     let at = tmp.path().join("stop");
-    let (s, out) = run_example(&at, &["--seed", "12"]);
+    let (s, out) = run_example(&at, &["--seed", "20"]);
     assert_eq!(out.status.code(), Some(3), "a failed task is exit 3");
     assert_eq!(s["violations"], 1);
     let bad = s["tasks"]
@@ -256,7 +256,7 @@ fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_fl
     assert!(!listed.contains(&stray), "the stray write never reaches the integration branch");
 
     let at = tmp.path().join("flag");
-    let (s, out) = run_example(&at, &["--seed", "12", "--on-violation", "flag"]);
+    let (s, out) = run_example(&at, &["--seed", "20", "--on-violation", "flag"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!((s["completed"].as_u64(), s["violations"].as_u64()), (Some(7), Some(1)));
     let listed = git(&at.join("repo"), &["ls-tree", "-r", "--name-only", "strata/cr-1-rollout"]);

@@ -505,6 +505,7 @@ mod tests {
                 baseline_tokens: 0,
                 from_session: None,
                 capsule_hash: None,
+                lineage_check: None,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);

@@ -198,6 +198,7 @@ pub struct Cleared {
     reconciliation: Option<String>,
     resumed: Option<(String, Sealed)>,
     continues: bool,
+    lineage_check: Option<events::LineageCheck>,
     notes: Vec<String>,
 }
 
@@ -240,6 +241,7 @@ pub fn route(
     // A continuation resumes the prior session only while the ledger keeps it warm; the prior's
     // capsule as sealed now says whether its session's brief went stale.
     let prior = step::prior(g, t);
+    let mut lineage_check = None;
     let warm = prior.as_ref().map(|(l, session, p, a)| {
         let resealed = g
             .plan
@@ -247,8 +249,13 @@ pub fn route(
             .ok_or_else(|| format!("no task {p}"))
             .and_then(|pt| prior_facts(pt, l).and_then(|f| seal(g, pt, l, *a, &f)));
         match resealed {
-            Ok(current) => warm::resumable(req.ledger, l, session, req.provider, req.now_ns, Some(&current.hash))
-                .map(|w| (w, current)),
+            Ok(current) => {
+                let next = warm::Continuation { workgroup: &g.plan.workgroup, task: t, provider: req.provider };
+                let (w, check) =
+                    warm::resumable(req.ledger, l, session, &next, req.now_ns, req.warm_minutes, Some(&current.hash));
+                lineage_check = check;
+                w.map(|w| (w, current))
+            }
             Err(e) => Err(format!("its capsule cannot be resealed ({e})")),
         }
     });
@@ -303,6 +310,7 @@ pub fn route(
         reconciliation,
         resumed,
         continues: prior.is_some(),
+        lineage_check,
         notes,
     })))
 }
@@ -332,6 +340,7 @@ impl Cleared {
             reconciliation,
             resumed,
             continues,
+            lineage_check,
             notes,
         } = self;
         let id = t.id();
@@ -383,6 +392,7 @@ impl Cleared {
             baseline_tokens: brief.baseline_tokens,
             from_session,
             capsule_hash,
+            lineage_check,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         Ok(Planned::Dispatch(Box::new(Dispatch {

@@ -185,6 +185,7 @@ mod tests {
                 baseline_tokens: 0,
                 from_session: None,
                 capsule_hash: None,
+                lineage_check: None,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;

@@ -150,6 +150,22 @@ pub struct Dispatched {
     /// ledger in the same append).
     #[serde(default)]
     pub capsule_hash: Option<String>,
+    /// The lineage evaluator's answer for the warm lineage a continuation would resume (the
+    /// same evaluation as `strata ce lineage`), when it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage_check: Option<LineageCheck>,
+}
+
+/// What the lineage evaluator said of a warm lineage a dispatch would resume.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineageCheck {
+    /// The warm lineage.
+    pub lineage_id: String,
+    /// `HOT`, `RECONCILE_REQUIRED`, `COLD_VALID` or `INVALID`.
+    pub state: String,
+    /// Its invalidation codes, in output order.
+    pub invalidations: Vec<String>,
 }
 
 /// `worker.started` v1.

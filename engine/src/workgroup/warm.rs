@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use strata_journal::EventData;
 
 use super::WorkgroupError;
-use super::events::Dispatched;
-use super::plan::{CAPSULE_PHASES, Task};
+use super::events::{Dispatched, LineageCheck};
+use super::plan::{CAPSULE_PHASES, PHASES, Task};
 use crate::ce::json::sha256_tagged;
 use crate::ce::ledger::{self, LeaseSet, Ledger, LineageRecorded};
 use crate::ce::time::format_rfc3339;
@@ -65,48 +65,68 @@ fn tagged(parts: &[&str]) -> String {
     sha256_tagged(parts.join("\n").as_bytes())
 }
 
-/// The lineage record of a completed attempt. The hashes name what a resumed session must still
-/// agree with: its specifications and change request (`spec_hash`), the workgroup and role it
-/// works for (`scope_hash`), the files it may write (`permissions_hash`), the provider's tools
-/// with strata's guard and MCP server (`tools_hash`) and the runtime and profile it started
-/// with (`runtime_prefix_hash`).
+/// What a lineage's session is bound to, in the agent-lineage record's terms, for task `t` of
+/// `workgroup` run on `provider`: its specifications and change request (`spec_hash`), the
+/// workgroup and role it works for (`scope_hash`), the files it may write (`permissions_hash`),
+/// the provider's tools with strata's guard and MCP server (`tools_hash`), the runtime and
+/// profile it starts with (`runtime_prefix_hash`), its phase and sensitivity. A completed
+/// attempt's record states them; a continuation's `current` states them for the lineage
+/// evaluator ([`crate::ce::lineage::evaluate`]), which refuses a resume when any differs.
+fn bound(workgroup: &str, t: &Task, provider: &str) -> serde_json::Map<String, Value> {
+    let spec = &t.spec;
+    let mut specs: Vec<&str> = spec.change_request.iter().chain(&spec.specs).map(String::as_str).collect();
+    specs.sort_unstable();
+    let mut owns: Vec<&str> = spec.owns.iter().map(String::as_str).collect();
+    owns.sort_unstable();
+    let profile = spec.profile.as_deref().unwrap_or("backend-developer");
+    let v = json!({
+        "workgroup_id": workgroup,
+        "platform": platform(provider),
+        "role": spec.role,
+        "phase": CAPSULE_PHASES[t.phase],
+        "fix_loop_id": null,
+        "model": null,
+        "effort": null,
+        "runtime_prefix_hash": tagged(&[provider, profile]),
+        "baseline_hash": null,
+        "tools_hash": tagged(&[provider, "strata-guard", "strata-mcp"]),
+        "permissions_hash": tagged(&owns),
+        "spec_hash": tagged(&specs),
+        "scope_hash": tagged(&[workgroup, &spec.role]),
+        "sensitivity": spec.sensitivity.as_deref().unwrap_or("normal"),
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The lineage record of a completed attempt: what its session is bound to ([`bound`]), its
+/// session, parent, mode, checkpoint and capsule, and its lease.
 pub fn record(c: &Completion<'_>) -> Value {
     let t = &c.task.spec;
-    let mut specs: Vec<&str> = t.change_request.iter().chain(&t.specs).map(String::as_str).collect();
-    specs.sort_unstable();
     let mut owns: Vec<&str> = t.owns.iter().map(String::as_str).collect();
     owns.sort_unstable();
     let scope = if owns.is_empty() { "read-only".to_owned() } else { owns.join(", ") };
-    let profile = t.profile.as_deref().unwrap_or("backend-developer");
     let at = format_rfc3339(c.now_ns);
-    json!({
-        "schema": SCHEMA,
-        "lineage_id": c.dispatch.lineage_id,
-        "workgroup_id": c.workgroup,
-        "platform": platform(&c.dispatch.provider),
-        "platform_handle": c.session,
-        "parent_lineage_id": c.parent,
-        "role": t.role,
-        "scope": scope,
-        "phase": CAPSULE_PHASES[c.task.phase],
-        "fix_loop_id": null,
-        "mode": c.dispatch.runs_as,
-        "model": null,
-        "effort": null,
-        "runtime_prefix_hash": tagged(&[&c.dispatch.provider, profile]),
-        "baseline_hash": null,
-        "tools_hash": tagged(&[&c.dispatch.provider, "strata-guard", "strata-mcp"]),
-        "permissions_hash": tagged(&owns),
-        "spec_hash": tagged(&specs),
-        "scope_hash": tagged(&[c.workgroup, &t.role]),
-        "checkpoint_sha": c.checkpoint,
-        "capsule_hash": c.dispatch.capsule_hash,
-        "sensitivity": t.sensitivity.as_deref().unwrap_or("normal"),
-        "created_at": at,
-        "last_used_at": at,
-        "resumable": true,
-        "lease_expires_at": format_rfc3339(warm_end(c.now_ns, c.warm_minutes)),
-    })
+    let mut m = bound(c.workgroup, c.task, &c.dispatch.provider);
+    for (k, v) in [
+        ("schema", json!(SCHEMA)),
+        ("lineage_id", json!(c.dispatch.lineage_id)),
+        ("platform_handle", json!(c.session)),
+        ("parent_lineage_id", json!(c.parent)),
+        ("scope", json!(scope)),
+        ("mode", json!(c.dispatch.runs_as)),
+        ("checkpoint_sha", json!(c.checkpoint)),
+        ("capsule_hash", json!(c.dispatch.capsule_hash)),
+        ("created_at", json!(at)),
+        ("last_used_at", json!(at)),
+        ("resumable", json!(true)),
+        ("lease_expires_at", json!(format_rfc3339(warm_end(c.now_ns, c.warm_minutes)))),
+    ] {
+        m.insert(k.to_owned(), v);
+    }
+    Value::Object(m)
 }
 
 /// The ledger events that keep a completed attempt's session warm: the lineage's record with a
@@ -156,39 +176,82 @@ pub enum Warm {
     },
 }
 
-/// Whether the session of lineage `prior` may be resumed by a dispatch on `provider` at
-/// `now_ns`, given the prior's capsule as sealed now (`capsule_now`; `None` when the caller
-/// seals none, so nothing can have gone stale); `Err` says why not.
+/// The task that would resume a warm lineage.
+#[derive(Clone, Copy, Debug)]
+pub struct Continuation<'a> {
+    /// Its workgroup.
+    pub workgroup: &'a str,
+    /// The task.
+    pub task: &'a Task,
+    /// The provider it runs on.
+    pub provider: &'a str,
+}
+
+/// Whether the session of lineage `prior` may be resumed by `next` at `now_ns`, given the
+/// prior's capsule as sealed now (`capsule_now`; `None` when the caller seals none, so nothing
+/// can have gone stale); `Err` says why not. Beyond the ledger's own facts (recorded, never
+/// invalidated, its lease live, the same session), the lineage evaluator decides, as `strata ce
+/// lineage` does: the record (with the lease as the ledger holds it now) against what `next` is
+/// bound to. The evaluation comes back either way, for the dispatch to record.
 pub fn resumable(
     ledger: &Ledger,
     prior: &str,
     session: &str,
-    provider: &str,
+    next: &Continuation<'_>,
     now_ns: i64,
+    warm_minutes: u64,
     capsule_now: Option<&str>,
-) -> Result<Warm, String> {
-    let entry = ledger.lineages().get(prior).ok_or_else(|| format!("{prior} has no lineage record"))?;
+) -> (Result<Warm, String>, Option<LineageCheck>) {
+    let Some(entry) = ledger.lineages().get(prior) else {
+        return (Err(format!("{prior} has no lineage record")), None);
+    };
     if let Some(codes) = &entry.invalidated {
-        return Err(format!("{prior} was invalidated ({})", codes.join(", ")));
+        return (Err(format!("{prior} was invalidated ({})", codes.join(", "))), None);
     }
-    let live = ledger.leases().get(prior).is_some_and(|l| l.expires_at_ns > now_ns);
-    if !live {
-        return Err(format!("{prior}'s lease has ended"));
-    }
+    let Some(lease) = ledger.leases().get(prior).filter(|l| l.expires_at_ns > now_ns) else {
+        return (Err(format!("{prior}'s lease has ended")), None);
+    };
     let field = |k: &str| entry.record.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    if field("platform") != platform(provider) {
-        return Err(format!("{prior} ran on {}, this task on {provider}", field("platform")));
+    if field("platform") != platform(next.provider) {
+        return (Err(format!("{prior} ran on {}, this task on {}", field("platform"), next.provider)), None);
     }
     if field("platform_handle") != session {
-        return Err(format!("{prior}'s recorded session is not {session}"));
+        return (Err(format!("{prior}'s recorded session is not {session}")), None);
     }
     let recorded = entry.record.get("capsule_hash").and_then(Value::as_str);
-    match capsule_now {
-        Some(current) if recorded != Some(current) => {
-            Ok(Warm::Reconcile { recorded: recorded.map(str::to_owned), current: current.to_owned() })
-        }
-        _ => Ok(Warm::Hot),
+    let mut record = entry.record.clone();
+    if let Value::Object(m) = &mut record {
+        m.insert("last_used_at".into(), json!(format_rfc3339(lease.at_ns)));
+        m.insert("lease_expires_at".into(), json!(format_rfc3339(lease.expires_at_ns)));
     }
+    let mut current = bound(next.workgroup, next.task, next.provider);
+    // The branch a session starts from is carried by its capsule (a moved tip makes it stale,
+    // which reconciliation handles), not by the lineage: the record's checkpoint stands.
+    current.insert("checkpoint_sha".into(), record.get("checkpoint_sha").cloned().unwrap_or(Value::Null));
+    current.insert("capsule_hash".into(), json!(capsule_now.or(recorded)));
+    current.insert("independent_reviewer".into(), json!(PHASES[next.task.phase] == "review"));
+    let evaluated =
+        crate::ce::lineage::evaluate(Some(&record), &Value::Object(current), i128::from(now_ns), warm_minutes);
+    let e = match evaluated {
+        Ok(e) => e,
+        Err(e) => return (Err(format!("the lineage evaluator refused the check ({})", e.detail)), None),
+    };
+    let check = LineageCheck {
+        lineage_id: prior.to_owned(),
+        state: e.state.as_str().to_owned(),
+        invalidations: e.invalidations.iter().map(|i| i.as_str().to_owned()).collect(),
+    };
+    use crate::ce::lineage::State;
+    let warm = match e.state {
+        State::Hot => Ok(Warm::Hot),
+        State::ReconcileRequired => Ok(Warm::Reconcile {
+            recorded: recorded.map(str::to_owned),
+            current: capsule_now.or(recorded).unwrap_or_default().to_owned(),
+        }),
+        State::ColdValid => Err(format!("{prior} is valid but not warm (COLD_VALID)")),
+        State::Invalid => Err(format!("the lineage evaluator answers INVALID ({})", check.invalidations.join(", "))),
+    };
+    (warm, Some(check))
 }
 
 /// `ce.lineage-reconciled` for `prior`, briefed at `now_ns` with capsule `current` in place of
@@ -257,6 +320,7 @@ mod tests {
             baseline_tokens: 0,
             from_session: None,
             capsule_hash: None,
+            lineage_check: None,
         }
     }
 
@@ -286,6 +350,20 @@ mod tests {
         }
     }
 
+    /// [`resumable`] for the test task continuing itself on `provider`.
+    fn res(
+        ledger: &Ledger,
+        prior: &str,
+        session: &str,
+        provider: &str,
+        now_ns: i64,
+        capsule_now: Option<&str>,
+    ) -> Result<Warm, String> {
+        let t = task();
+        let next = Continuation { workgroup: "wg", task: &t, provider };
+        resumable(ledger, prior, session, &next, now_ns, 20, capsule_now).0
+    }
+
     #[test]
     fn a_completed_session_is_recorded_warm_then_renewed_and_resumable_only_while_the_lease_lives() {
         let journal = Journal::in_memory("warm").expect("journal");
@@ -300,14 +378,14 @@ mod tests {
         assert_eq!(types, [ledger::LINEAGE_RECORDED, ledger::LEASE_GRANTED]);
         fold(&mut ledger, &journal, first);
 
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 19 * MINUTE, None), Ok(Warm::Hot));
-        let late = resumable(&ledger, "wg.api", "s-1", "claude", now + 20 * MINUTE, None).expect_err("lease ended");
+        assert_eq!(res(&ledger, "wg.api", "s-1", "claude", now + 19 * MINUTE, None), Ok(Warm::Hot));
+        let late = res(&ledger, "wg.api", "s-1", "claude", now + 20 * MINUTE, None).expect_err("lease ended");
         assert!(late.contains("lease has ended"), "{late}");
-        let other = resumable(&ledger, "wg.api", "s-1", "codex", now, None).expect_err("another platform");
+        let other = res(&ledger, "wg.api", "s-1", "codex", now, None).expect_err("another platform");
         assert!(other.contains("ran on claude"), "{other}");
-        let session = resumable(&ledger, "wg.api", "s-2", "claude", now, None).expect_err("another session");
+        let session = res(&ledger, "wg.api", "s-2", "claude", now, None).expect_err("another session");
         assert!(session.contains("not s-2"), "{session}");
-        let unknown = resumable(&ledger, "wg.ghost", "s-1", "claude", now, None).expect_err("unknown");
+        let unknown = res(&ledger, "wg.ghost", "s-1", "claude", now, None).expect_err("unknown");
         assert!(unknown.contains("no lineage record"), "{unknown}");
 
         // Completing again (a retry, or the lineage's next turn) renews the lease.
@@ -315,16 +393,42 @@ mod tests {
         let second = completed(&ledger, &again, &mut ids, &clock).expect("events");
         assert_eq!(second.iter().map(|e| e.event_type.as_str()).collect::<Vec<_>>(), [ledger::LEASE_RENEWED]);
         fold(&mut ledger, &journal, second);
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
+        assert_eq!(res(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
         // A retry's new session replaces the record: the old session is no longer resumed.
         let retry = Completion { session: "s-3", ..again };
         let third = completed(&ledger, &retry, &mut ids, &clock).expect("events");
         assert_eq!(third.first().map(|e| e.event_type.as_str()), Some(ledger::LINEAGE_RECORDED));
         fold(&mut ledger, &journal, third);
-        assert!(resumable(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None).is_err());
-        assert_eq!(resumable(&ledger, "wg.api", "s-3", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
+        assert!(res(&ledger, "wg.api", "s-1", "claude", now + 45 * MINUTE, None).is_err());
+        assert_eq!(res(&ledger, "wg.api", "s-3", "claude", now + 45 * MINUTE, None), Ok(Warm::Hot));
         let renew = renewed("wg.api", now + 45 * MINUTE, 20, &mut ids, &clock).expect("renew");
         assert_eq!(renew.event_type, ledger::LEASE_RENEWED);
+    }
+
+    #[test]
+    fn a_continuation_bound_to_other_specs_or_files_is_not_resumed_and_the_evaluator_says_why() {
+        let journal = Journal::in_memory("warm-evaluator").expect("journal");
+        let mut ledger = Ledger::default();
+        let (t, d) = (task(), dispatch("claude"));
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
+        let now = 1_000 * MINUTE;
+        let first = completed(&ledger, &completion(&t, &d, now), &mut ids, &clock).expect("events");
+        fold(&mut ledger, &journal, first);
+        // The same work resumes; a spec changed since the record, or other owned files, does not.
+        let same = Continuation { workgroup: "wg", task: &t, provider: "claude" };
+        let (ok, check) = resumable(&ledger, "wg.api", "s-1", &same, now + MINUTE, 20, None);
+        assert_eq!(ok, Ok(Warm::Hot));
+        assert_eq!(check.map(|c| c.state), Some("HOT".to_owned()));
+        let mut changed = t.clone();
+        changed.spec.specs = vec!["SPEC-2".to_owned()];
+        changed.spec.owns = vec!["tests/api/".to_owned()];
+        let next = Continuation { workgroup: "wg", task: &changed, provider: "claude" };
+        let (refused, check) = resumable(&ledger, "wg.api", "s-1", &next, now + MINUTE, 20, None);
+        let why = refused.expect_err("a changed spec is not resumed");
+        assert!(why.contains("INVALID") && why.contains("SPEC_MISMATCH"), "{why}");
+        let check = check.expect("the evaluation is returned for the dispatch to record");
+        assert_eq!(check.state, "INVALID");
+        assert_eq!(check.invalidations, ["SPEC_MISMATCH", "PERMISSIONS_MISMATCH"]);
     }
 
     #[test]
@@ -342,15 +446,15 @@ mod tests {
         fold(&mut ledger, &journal, first);
         let at = now + MINUTE;
         // The same capsule: hot. A caller sealing none: nothing to compare, hot.
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, Some(ha.as_str())), Ok(Warm::Hot));
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, None), Ok(Warm::Hot));
+        assert_eq!(res(&ledger, "wg.api", "s-1", "claude", at, Some(ha.as_str())), Ok(Warm::Hot));
+        assert_eq!(res(&ledger, "wg.api", "s-1", "claude", at, None), Ok(Warm::Hot));
         // Another capsule now: reconcile first.
-        let stale = resumable(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())).expect("warm");
+        let stale = res(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())).expect("warm");
         assert_eq!(stale, Warm::Reconcile { recorded: Some(ha.clone()), current: hb.clone() });
         let e = reconciled("wg.api", Some(ha.as_str()), &hb, at, &mut ids, &clock).expect("event");
         assert_eq!(e.event_type, ledger::LINEAGE_RECONCILED);
         fold(&mut ledger, &journal, vec![e]);
-        assert_eq!(resumable(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())), Ok(Warm::Hot));
+        assert_eq!(res(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())), Ok(Warm::Hot));
         let record = &ledger.lineages()["wg.api"].record;
         assert_eq!(record["capsule_hash"], hb.as_str());
         assert_eq!(record["last_used_at"], format_rfc3339(at));
