@@ -6,7 +6,11 @@
 //! * every Rust file starts with a `//!` comment saying why it exists;
 //! * no test is ignored without a reason;
 //! * every event type the code can emit is in the engine's catalogue (so every journal imports);
-//! * no crate but the engine decides a dispatch (`strata run` and the simulation share one).
+//! * no crate but the engine decides a dispatch (`strata run` and the simulation share one);
+//! * the engine does no I/O of its own; the simulations read no clock, OS RNG or environment;
+//! * library code returns typed errors (no `anyhow` in journal, engine or simulations' library);
+//! * the code and `docs/errors.md` list the same `[STRATA-E…]` codes;
+//! * thread-local state lives only in the two adapter files known to hold it (to be removed).
 
 use std::path::{Path, PathBuf};
 
@@ -300,4 +304,198 @@ fn no_crate_but_the_engine_decides_a_dispatch() {
         }
     }
     assert!(found.is_empty(), "dispatch or judging decided outside the engine:\n{}", found.join("\n"));
+}
+
+/// Rust files of the given directories (relative to the workspace root), with their text.
+fn sources(dirs: &[&str]) -> Vec<(PathBuf, String)> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        rust_files(&root().join(dir), &mut files);
+    }
+    assert!(!files.is_empty(), "no Rust files under {dirs:?}");
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(&f).expect("read");
+            (f, text)
+        })
+        .collect()
+}
+
+/// Lines of `text` (1-based) whose code, outside `//` comments, matches `re`, with the match.
+fn code_matches(text: &str, re: &regex::Regex) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        out.extend(re.find_iter(code).map(|m| (i + 1, m.as_str().to_owned())));
+    }
+    out
+}
+
+/// What doing I/O looks like in Rust source: the standard library's file, stream, network,
+/// process and thread modules, tokio, and printing.
+fn io_pattern() -> regex::Regex {
+    regex::Regex::new(
+        r"\b(?:std::)?(?:fs|io|net|process|thread)::|\btokio\b|\bFile::|\b(?:e?print(?:ln)?|dbg)!\s*\(|use std::\{[^}]*\b(?:fs|io|net|process|thread)\b",
+    )
+    .expect("regex")
+}
+
+#[test]
+fn the_io_rule_catches_io() {
+    let re = io_pattern();
+    for io in [
+        "let t = std::fs::read_to_string(p)?;",
+        "use std::io::Write;",
+        "let c = std::process::Command::new(\"git\");",
+        "use std::{collections::BTreeMap, fs};",
+        "println!(\"{x}\");",
+        "tokio::spawn(f);",
+    ] {
+        assert_eq!(code_matches(io, &re).len(), 1, "{io}");
+    }
+    for pure in
+        ["let r = ratio::of(a, b);", "// reads no std::fs: comments are fine", "use std::collections::BTreeMap;"]
+    {
+        assert!(code_matches(pure, &re).is_empty(), "{pure}");
+    }
+}
+
+/// The engine is pure: it reaches the journal through `strata-journal`'s API and everything else
+/// through its ports, so none of its files names a file, stream, socket, process or thread API.
+#[test]
+fn the_engine_does_no_io() {
+    let re = io_pattern();
+    let mut bad = Vec::new();
+    for (f, text) in sources(&["engine/src"]) {
+        bad.extend(code_matches(&text, &re).into_iter().map(|(n, m)| format!("{}:{n}: `{m}`", f.display())));
+    }
+    assert!(bad.is_empty(), "the engine does I/O only through its ports:\n{}", bad.join("\n"));
+}
+
+/// The simulations reproduce a run from its seed: time is `SimClock`, ids are `SeededIds`, and
+/// every random draw comes from a ChaCha stream the seed derives (`rand`'s traits are fine).
+#[test]
+fn the_simulations_read_no_clock_os_rng_or_environment() {
+    let extra = ["rand::rng(", "from_os_rng", "from_entropy"];
+    let mut bad = Vec::new();
+    for (f, text) in sources(&["simulations/src"]) {
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let hits = FORBIDDEN.iter().filter(|(p, _)| *p != "rand::").map(|(p, _)| *p).chain(extra);
+            bad.extend(hits.filter(|p| code.contains(p)).map(|p| format!("{}:{}: `{p}`", f.display(), i + 1)));
+        }
+    }
+    assert!(bad.is_empty(), "simulations take time and randomness from the seed only:\n{}", bad.join("\n"));
+}
+
+/// Library crates return typed errors (thiserror enums); `anyhow` is for the binaries and tests.
+#[test]
+fn library_code_returns_typed_errors() {
+    for manifest in ["journal/Cargo.toml", "engine/Cargo.toml"] {
+        assert!(!dependencies(manifest).contains(&"anyhow".to_owned()), "{manifest} depends on anyhow");
+    }
+    let re = regex::Regex::new(r"\banyhow\b").expect("regex");
+    let mut bad = Vec::new();
+    for (f, text) in sources(&["journal/src", "engine/src", "simulations/src"]) {
+        if f.ends_with("simulations/src/main.rs") {
+            continue; // the `strata-simulations` binary may use it
+        }
+        bad.extend(code_matches(&text, &re).into_iter().map(|(n, _)| format!("{}:{n}", f.display())));
+    }
+    assert!(bad.is_empty(), "anyhow in library code (return a typed error enum):\n{}", bad.join("\n"));
+}
+
+/// The `STRATA-Ennnn` codes named in `text`.
+fn error_codes(text: &str) -> std::collections::BTreeSet<String> {
+    let re = regex::Regex::new(r"STRATA-E[0-9]{4}").expect("regex");
+    re.find_iter(text).map(|m| m.as_str().to_owned()).collect()
+}
+
+/// The codes `docs/errors.md` lists: the first cell of each table row, each listed once.
+fn listed_error_codes(doc: &str) -> Result<std::collections::BTreeSet<String>, String> {
+    let mut listed = std::collections::BTreeSet::new();
+    for line in doc.lines() {
+        let Some(cell) = line.strip_prefix("| STRATA-E").and_then(|r| r.split('|').next()) else { continue };
+        let code = format!("STRATA-E{}", cell.trim());
+        if error_codes(&code).len() != 1 || !listed.insert(code.clone()) {
+            return Err(format!("bad or repeated row for {code}"));
+        }
+    }
+    Ok(listed)
+}
+
+#[test]
+fn the_error_code_rule_reads_codes_and_rows() {
+    let named = error_codes("[STRATA-E0101] bad name; codes are `STRATA-E2301..E2399`; `STRATA-Exxxx`");
+    assert_eq!(named.into_iter().collect::<Vec<_>>(), ["STRATA-E0101", "STRATA-E2301"]);
+    let doc = "| code | meaning |\n|---|---|\n| STRATA-E0100 | conflict |\n| STRATA-E0101 | name |\n";
+    assert_eq!(listed_error_codes(doc).expect("rows").len(), 2);
+    assert!(listed_error_codes("| STRATA-E0100 | a |\n| STRATA-E0100 | b |\n").is_err());
+}
+
+/// Every code the code can report is listed in `docs/errors.md`, every listed code is still
+/// used by the code, and the tests and the other documents name only listed codes.
+#[test]
+fn the_code_and_docs_errors_md_list_the_same_error_codes() {
+    let doc = std::fs::read_to_string(root().join("docs/errors.md")).expect("docs/errors.md");
+    let listed = listed_error_codes(&doc).expect("docs/errors.md rows");
+    assert_eq!(listed, error_codes(&doc), "docs/errors.md names a code outside its table");
+    let mut used = std::collections::BTreeSet::new();
+    for (_, text) in sources(&["journal/src", "engine/src", "adapters/src", "simulations/src", "benches/src"]) {
+        used.extend(error_codes(&text));
+    }
+    let unlisted: Vec<&String> = used.difference(&listed).collect();
+    assert!(unlisted.is_empty(), "codes the code uses but docs/errors.md does not list: {unlisted:?}");
+    let unused: Vec<&String> = listed.difference(&used).collect();
+    assert!(unused.is_empty(), "codes docs/errors.md lists but no code uses: {unused:?}");
+    let mut named = Vec::new();
+    for (f, text) in sources(&["tests"]) {
+        named.extend(error_codes(&text).into_iter().map(|c| (f.display().to_string(), c)));
+    }
+    for doc in ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md", "docs", "skills"] {
+        let path = root().join(doc);
+        let mut docs = vec![];
+        if path.is_dir() {
+            markdown_files(&path, &mut docs);
+        } else {
+            docs.push(path);
+        }
+        for d in docs {
+            let text = std::fs::read_to_string(&d).expect("read");
+            named.extend(error_codes(&text).into_iter().map(|c| (d.display().to_string(), c)));
+        }
+    }
+    let unknown: Vec<String> =
+        named.into_iter().filter(|(_, c)| !listed.contains(c)).map(|(f, c)| format!("{f}: {c}")).collect();
+    assert!(unknown.is_empty(), "codes named but not listed in docs/errors.md:\n{}", unknown.join("\n"));
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read dir") {
+        let p = entry.expect("entry").path();
+        if p.is_dir() {
+            markdown_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "md") {
+            out.push(p);
+        }
+    }
+}
+
+/// Thread-local state hides what a call depends on (the daemon hands its journal handle and the
+/// client's directory and stdio to commands through it). It is known in two files, which issue 20
+/// removes; no other file may add any.
+#[test]
+fn thread_local_state_lives_only_in_the_files_known_to_hold_it() {
+    let known = ["adapters/src/output.rs", "adapters/src/workspace.rs"];
+    let re = regex::Regex::new(r"\bthread_local!").expect("regex");
+    let mut bad = Vec::new();
+    for (f, text) in sources(&["journal/src", "engine/src", "adapters/src", "simulations/src", "benches/src"]) {
+        if known.iter().any(|k| f.ends_with(k)) {
+            continue;
+        }
+        bad.extend(code_matches(&text, &re).into_iter().map(|(n, _)| format!("{}:{n}", f.display())));
+    }
+    assert!(bad.is_empty(), "new thread-local state (pass it as an argument instead):\n{}", bad.join("\n"));
 }
