@@ -6,7 +6,7 @@
 //! backoff over, a worker slot free) it routes the task against the dispatch ledger (writers claim their files there),
 //! degrades a mode the provider cannot run to a fresh capsule, assembles the task's prompt with
 //! its bill of materials, writes both to `.strata/prompts/` with the worker's input (the planning
-//! gate: no worker starts before they exist), seals a context capsule for a fresh worker (a seal
+//! gate: no worker starts before they exist), seals a context capsule for every worker it starts, forks or resumes (a seal
 //! the privacy scan or schema refuses holds the task), prepares the worker's directory (its own
 //! git worktree when it writes) and records route, claim, capsule, prompt and dispatch in one
 //! atomic append. The coordinator never calls a provider: the [`runner`], the adapters' catch-up
