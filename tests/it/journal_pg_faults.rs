@@ -4,7 +4,7 @@
 //! runs a server of its own (it kills or partitions it), started like `.ci/postgres` starts the
 //! shared one.
 
-mod pg;
+use crate::pg;
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -160,7 +160,11 @@ fn sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on() 
     Journal::create_postgres(&options, ORIGIN).unwrap().close_blocking().unwrap();
     let spawn = |child: u32| {
         std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on"])
+            // The test's name in the test binary, module path first (`--exact` needs it).
+            .args([
+                "--exact",
+                "journal_pg_faults::sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on",
+            ])
             .args(["--include-ignored", "--nocapture", "--test-threads=1"])
             .env("STRATA_FAULT_SCHEMA", &options.schema)
             .env("STRATA_FAULT_URL", server.url())
@@ -284,7 +288,9 @@ fn partition_child(schema: &str, url: &str) {
 #[test]
 #[ignore = "needs PostgreSQL and root (network namespaces); CI runs them"]
 fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing() {
-    const NAME: &str = "a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing";
+    // Its name in the test binary (`--exact` needs the module path).
+    const NAME: &str =
+        "journal_pg_faults::a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing";
     if let (Ok(schema), Ok(url)) = (std::env::var("STRATA_PARTITION_SCHEMA"), std::env::var("STRATA_PARTITION_URL")) {
         return partition_child(&schema, &url);
     }
