@@ -335,6 +335,20 @@ fn take_lock(dir: &Path, holder: &str, wait: std::time::Duration) -> Result<File
     Ok(f)
 }
 
+/// Opens the sled store of `dir`, whose lock this process holds. sled's own lock on its data
+/// file can still be held for a moment by the process that let go of the journal's lock (its
+/// exit closes both files, not at once; a child it forked shares them until it executes its
+/// program): that wait is bounded like the journal lock's, never reported as an I/O error.
+fn open_sled(dir: &Path, options: &OpenOptions) -> Result<SledStore, JournalError> {
+    let data = sled_dir(dir).join("db");
+    // Nobody else can take sled's lock while this process holds the journal's: waiting until
+    // it is free (or the wait runs out, and sled reports it) leaves it free for sled.
+    if data.exists() && !options.lock_wait.is_zero() {
+        wait_for_unlock(&data, options.lock_wait);
+    }
+    SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)
+}
+
 /// Takes the journal's lock and opens its sled store, without reading the journal.
 pub(crate) fn open_store_locked(dir: &Path, options: &OpenOptions) -> Result<(SledStore, File), JournalError> {
     if !sled_dir(dir).join("db").exists() {
@@ -343,7 +357,7 @@ pub(crate) fn open_store_locked(dir: &Path, options: &OpenOptions) -> Result<(Sl
     let lock = take_lock(dir, &options.holder, options.lock_wait)?;
     let data = sled_dir(dir).join("db");
     let had_data = std::fs::metadata(&data).map_err(|e| JournalError::io(&data, e))?.len() > 0;
-    let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
+    let store = open_sled(dir, options)?;
     if store.meta(META_FORMAT)?.is_none() {
         // sled opens a damaged data file as an empty database; an existing data file with no
         // journal marker is damage, not "no journal here".
@@ -365,7 +379,7 @@ impl Journal {
         check_origin(origin)?;
         std::fs::create_dir_all(checkpoints_dir(dir)).map_err(|e| JournalError::io(dir, e))?;
         let lock = take_lock(dir, &options.holder, options.lock_wait)?;
-        let store = SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)?;
+        let store = open_sled(dir, options)?;
         if store.meta(META_FORMAT)?.is_some() {
             return Err(JournalError::AlreadyExists { path: dir.to_owned() });
         }

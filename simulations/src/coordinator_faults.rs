@@ -7,12 +7,12 @@
 //! runner that come late or twice.
 //!
 //! What this file supplies are the loop's edges (`driver::Coordinate`), in simulated time:
-//! dispatch (route, claim, capsule and `task.dispatched` in one append, decided by the same
-//! engine functions as the adapters' coordinator: `warm::resumable`, `step::route`,
-//! `step::resumed`), a wait that advances the clock a second at a time (faults strike, the
-//! runner starts what was delivered, workers whose time came end, the invariants are checked)
-//! until an attempt ends or a retry's backoff runs out, and judging an end (`step::close`:
-//! outcome, retry and backoff, release, warm session) in one append. What it does not run are the adapters' edges: git
+//! dispatch (route, claim, capsule and `task.dispatched` in one append, decided by the engine's
+//! `dispatch::route` and `Cleared::brief`, as `strata run` decides it), a wait that advances the
+//! clock a second at a time (faults strike, the runner starts what was delivered, workers whose
+//! time came end, the invariants are checked) until an attempt ends or a retry's backoff runs
+//! out, and judging an end (`judge::judge`, as `strata run` judges it: outcome, retry and
+//! backoff, release, warm session) in one append. What it does not run are the adapters' edges: git
 //! worktrees, prompt files, provider processes, tokio. The runner, fed by the dispatch events,
 //! starts each attempt once (`worker.started` expects an empty worker stream) and records its
 //! end. A crash stops the loop; everything is rebuilt from the journal (a dispatch without a
@@ -49,12 +49,13 @@ use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::ce::{Context, journaled};
 use strata_engine::ports::Clock as _;
+use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, PromptRef, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::plan::{self, Plan};
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
-use strata_engine::workgroup::{decide, driver, lineage_id, sim, step};
+use strata_engine::workgroup::{decide, driver, judge, lineage_id, sim};
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use crate::store::CrashStore;
@@ -505,19 +506,25 @@ impl Run {
     fn judge(&mut self, task: &str, end: WorkerEnd) -> Result<(), Failure> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
         let Some(attempt) = g.tasks.get(task).map(|t| t.attempts) else { return Ok(()) };
-        let w = end.ended;
         let no_backoff = self.cfg.defects.no_backoff;
-        let closed = step::close(
-            g,
-            &self.ledger,
-            step::End {
+        let owns = g.plan.task(task).map(|t| t.spec.owns.clone()).unwrap_or_default();
+        let dispatch = g.tasks.get(task).and_then(|s| s.dispatch.as_ref());
+        let mode = dispatch.and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let telemetry = Telemetry::default(); // the model's turns here report no usage
+        let judged = judge::judge(
+            judge::Ending {
+                group: g,
+                ledger: &self.ledger,
+                telemetry: &telemetry,
                 task,
                 attempt,
-                ended: &w,
-                failure: (!end.succeeded).then(|| w.summary.clone()),
-                retryable: true,
-                files: Vec::new(),
-                commit: None,
+                owns: &owns,
+                mode,
+                provider: "sim",
+                end: &end,
+                // No worktrees here: nothing is observed beyond the worker's own report.
+                observed: judge::Observed::default(),
+                on_violation: "stop",
                 keeps_warm: sim::CAPABILITIES.resume,
                 now_ns: self.clock.now_ns(),
                 warm_minutes: WARM_MINUTES,
@@ -527,20 +534,12 @@ impl Run {
             &self.clock,
         )
         .map_err(|e| self.fail("decide", e.to_string()))?;
-        match (closed.retry_ms, closed.not_before_ns) {
+        match (judged.retry_ms, judged.not_before_ns) {
             (Some(_), Some(_)) => self.report.backoffs += 1,
-            (None, _) if !end.succeeded && w.summary == REFUSED => self.report.lost_to_outages += 1,
+            (None, _) if !end.succeeded && end.ended.summary == REFUSED => self.report.lost_to_outages += 1,
             _ => {}
         }
-        let appends = vec![
-            decide::append(g, vec![closed.task_event]),
-            StreamAppend {
-                stream: ownership::STREAM.to_owned(),
-                expected: ExpectedVersion::Exact(self.ledger.version()),
-                events: closed.ledger_events,
-            },
-        ];
-        self.commit(appends)
+        self.commit(judged.appends)
     }
 
     /// The coordinator (and its runner) crash; everything is rebuilt from the journal.

@@ -15,6 +15,9 @@
 //!   model, through coordinator crashes, provider outages (retries wait out their backoff),
 //!   latency spikes, late or duplicated dispatch deliveries, warm leases racing their expiry and
 //!   knowledge changes that leave warm sessions' capsules stale.
+//! * [`plan_run`]: any plan run fault-free by the same loop, dispatch and judge functions as
+//!   `strata run`, with the simulated provider's model and the prompts a [`plan_run::Briefing`]
+//!   gives: what the run-versus-simulation equivalence test compares against `strata run`.
 //! * [`canary`]: a candidate routing policy rolled out from shadow to on through the real
 //!   rollout deciders and promotion gates, over a generated five-strata workload (a clearly
 //!   better candidate, one with a regression in one stratum, a marginal one); its results are
@@ -39,6 +42,7 @@ pub mod html;
 pub mod invariants;
 pub mod journal_crash;
 pub mod ownership_storm;
+pub mod plan_run;
 pub mod result;
 pub mod store;
 

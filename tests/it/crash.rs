@@ -102,7 +102,8 @@ fn sigkilled_appender_never_loses_an_acknowledged_event() {
         assert_eq!(expect_seq, head + 1);
         assert_eq!(found, acked.len(), "round {round}: acknowledged events missing");
         drop(journal);
-        let report = verify_dir(&dir, &options(Durability::Process), vec![], &[]).expect("verify");
+        let report =
+            verify_dir(&dir, &options(Durability::Process), vec![], &[]).unwrap_or_else(|e| panic!("verify: {e}"));
         assert!(report.ok(), "round {round}: verify found problems: {:?}", report.problems);
         assert_eq!(report.events, head);
     }
@@ -174,7 +175,8 @@ fn imported_head(ws: &Path, why: &str) -> Option<(u64, String)> {
         assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA-E0204"), "{why}: not a clean absence");
         return None;
     }
-    let report = verify_dir(&dir, &options(Durability::Process), vec![], &[]).expect("verify");
+    let report =
+        verify_dir(&dir, &options(Durability::Process), vec![], &[]).unwrap_or_else(|e| panic!("{why}: verify: {e}"));
     assert!(report.ok(), "{why}: the journal does not verify: {:?}", report.problems);
     Some((report.events, report.head_hash.to_hex()))
 }

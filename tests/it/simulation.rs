@@ -130,3 +130,197 @@ fn the_report_renders_in_headless_chromium_with_every_chart() {
     let png = std::fs::read(&shot).expect("the screenshot");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 50_000, "{} bytes", png.len());
 }
+
+/// The prompts and capsule facts `strata run` used, read back from its journal and prompt files:
+/// what the simulation cannot know of the world (the knowledge base, the repository's tip).
+struct Recorded {
+    dispatched: std::collections::BTreeMap<(String, u32), strata_engine::workgroup::events::Dispatched>,
+    prompts: PathBuf,
+    workgroup: String,
+}
+
+impl Recorded {
+    fn capsule(&self, task: &str, attempt: u32) -> Result<serde_json::Value, String> {
+        let p = self.prompts.join(&self.workgroup).join(format!("{task}.{attempt}.prompt.capsule.json"));
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+
+    /// The facts a capsule was drafted from, as its text states them.
+    fn facts(capsule: &serde_json::Value) -> strata_engine::workgroup::dispatch::CapsuleFacts {
+        let knowledge = capsule["constraints"].as_array().into_iter().flatten().find_map(|c| {
+            c.as_str()?.strip_prefix("The knowledge this capsule was sealed from has digest ")?.strip_suffix('.')
+        });
+        strata_engine::workgroup::dispatch::CapsuleFacts {
+            knowledge: knowledge.map(str::to_owned),
+            checkpoint: capsule["checkpoint_sha"].as_str().map(str::to_owned),
+            ..Default::default()
+        }
+    }
+}
+
+impl strata_simulations::plan_run::Briefing for Recorded {
+    fn brief(
+        &mut self,
+        task: &strata_engine::workgroup::plan::Task,
+        attempt: u32,
+        _lineage: &str,
+    ) -> Result<strata_engine::workgroup::dispatch::Brief, String> {
+        let d = self.dispatched.get(&(task.id().to_owned(), attempt)).ok_or("strata run never dispatched it")?;
+        let facts = if d.capsule_hash.is_some() {
+            Recorded::facts(&self.capsule(task.id(), attempt)?)
+        } else {
+            Default::default()
+        };
+        Ok(strata_engine::workgroup::dispatch::Brief {
+            prompt: d.prompt.clone(),
+            prompt_text: String::new(),
+            baseline_tokens: d.baseline_tokens,
+            facts,
+        })
+    }
+
+    fn facts_now(
+        &mut self,
+        dispatching: (&str, u32),
+        prior: &strata_engine::workgroup::plan::Task,
+        _lineage: &str,
+    ) -> Result<strata_engine::workgroup::dispatch::CapsuleFacts, String> {
+        // The prior's knowledge (the base does not change during the run) at the tip the
+        // continuation was dispatched on.
+        let done = self.dispatched.keys().filter(|(t, _)| t == prior.id()).map(|(_, a)| *a).max().ok_or("no prior")?;
+        let mut facts = Recorded::facts(&self.capsule(prior.id(), done)?);
+        facts.checkpoint = Recorded::facts(&self.capsule(dispatching.0, dispatching.1)?).checkpoint;
+        Ok(facts)
+    }
+}
+
+/// The decision events of a journal: the workgroup's, the runner's worker streams, the dispatch
+/// ledger's and the telemetry's, each as (stream, type, payload) with the values that differ by
+/// nature between a run and a simulation set aside: times; the id of a git commit (whether there
+/// is one stays); and which other writers were in flight when a task was routed
+/// (`active_writers`, `active_inherited_writers`), which in `strata run` depends on the wall-clock
+/// order in which workers end and the coordinator gets to them, in the simulation on simulated
+/// time alone. The decisions taken from them (mode, reasons, claims, holds) are compared.
+fn decisions(j: &strata_journal::Journal) -> Vec<(String, String, serde_json::Value)> {
+    fn normal(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if k.ends_with("_ns") || k.ends_with("_at") || k == "wall_ms" {
+                        *x = serde_json::Value::String("<time>".into());
+                    } else if k == "active_writers" || k == "active_inherited_writers" {
+                        *x = serde_json::Value::String("<in flight>".into());
+                    } else if k == "commit" && x.is_string() {
+                        *x = serde_json::Value::String("<commit>".into());
+                    } else {
+                        normal(x);
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(normal),
+            _ => {}
+        }
+    }
+    let events = j.read_range(1, j.head().seq as usize + 1).unwrap();
+    events
+        .into_iter()
+        .filter(|e| {
+            ["workgroup/", "worker/", "telemetry/"].iter().any(|p| e.stream.starts_with(p))
+                || e.stream == strata_engine::ce::ledger::STREAM
+        })
+        .map(|e| {
+            let mut v: serde_json::Value = serde_json::from_slice(&e.payload).unwrap();
+            normal(&mut v);
+            (e.stream.clone(), e.event_type.clone(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let at = tmp.path().join("example");
+    let at_arg = at.display().to_string();
+    let args = ["run", "--example", "--at", &at_arg, "--provider", "sim", "--seed", "11", "--time-scale", "20"];
+    let out = strata(strata_bin!(), tmp.path(), &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let journal = strata_journal::Journal::open(
+        &at.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .unwrap();
+    let mut groups = strata_engine::workgroup::state::Workgroups::default();
+    strata_journal::projection::catch_up_one(&mut groups, &journal).unwrap();
+    let g = groups.get("cr-1-rollout").unwrap().clone();
+    let mut dispatched = std::collections::BTreeMap::new();
+    for r in journal.read_range(1, journal.head().seq as usize + 1).unwrap() {
+        if r.event_type == strata_engine::workgroup::events::DISPATCHED {
+            let d: strata_engine::workgroup::events::Dispatched = serde_json::from_slice(&r.payload).unwrap();
+            dispatched.insert((d.task.clone(), d.attempt), d);
+        }
+    }
+    let mut recorded =
+        Recorded { dispatched, prompts: at.join(".strata/prompts"), workgroup: g.plan.workgroup.clone() };
+    let setup = strata_simulations::plan_run::Setup {
+        plan: g.plan.clone(),
+        seed: g.seed,
+        started: g.started.clone(),
+        on_violation: "stop",
+        worktrees: true,
+        start_ns: 1_795_000_000_000_000_000,
+    };
+    let simulated = strata_simulations::plan_run::run(setup, &mut recorded).unwrap();
+    let (run, sim) = (decisions(&journal), decisions(&simulated));
+    // The seed gives the decisions worth comparing: a local task, a retried failure, a warm
+    // session resumed after reconciling its stale capsule, writers' claims and releases.
+    for kind in ["task.completed", "task.failed", "ce.lineage-reconciled", "ce.ownership-claimed", "ce.lease-renewed"] {
+        assert!(run.iter().any(|(_, t, _)| t == kind), "the run records no {kind}");
+    }
+    assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "local"));
+    // The same events on each stream in the same order, except where the order of two workers'
+    // ends decides it: the workgroup's and the ledger's streams interleave tasks, so there the
+    // events are compared as sets, and each task's own events in order.
+    let by_stream = |d: &[(String, String, serde_json::Value)], interleaved: bool| {
+        let mut m: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for (s, t, v) in d {
+            let shared = s.starts_with("workgroup/") || s == strata_engine::ce::ledger::STREAM;
+            if shared != interleaved {
+                continue;
+            }
+            let key = if shared { format!("{s} {}", v["task"].as_str().unwrap_or("")) } else { s.clone() };
+            m.entry(key).or_default().push(format!("{t} {v}"));
+        }
+        if interleaved {
+            // The ledger's events carry no task: compared as a set.
+            m.values_mut().filter(|v| v.iter().any(|e| e.starts_with("ce."))).for_each(|v| v.sort());
+        }
+        m
+    };
+    let differ = |a: &std::collections::BTreeMap<String, Vec<String>>,
+                  b: &std::collections::BTreeMap<String, Vec<String>>| {
+        let mut out = Vec::new();
+        for k in a.keys().chain(b.keys()).collect::<std::collections::BTreeSet<_>>() {
+            let (x, y) = (a.get(k).cloned().unwrap_or_default(), b.get(k).cloned().unwrap_or_default());
+            for e in x.iter().filter(|e| !y.contains(e)) {
+                out.push(format!("only in the run, {k}: {e}"));
+            }
+            for e in y.iter().filter(|e| !x.contains(e)) {
+                out.push(format!("only in the simulation, {k}: {e}"));
+            }
+            if out.is_empty() && x != y {
+                out.push(format!("{k}: the same events in another order"));
+            }
+        }
+        out.join("\n")
+    };
+    for interleaved in [false, true] {
+        let (a, b) = (by_stream(&run, interleaved), by_stream(&sim, interleaved));
+        assert!(a == b, "{}", differ(&a, &b));
+    }
+    let mut all_run: Vec<String> = run.iter().map(|(s, t, v)| format!("{s} {t} {v}")).collect();
+    let mut all_sim: Vec<String> = sim.iter().map(|(s, t, v)| format!("{s} {t} {v}")).collect();
+    all_run.sort();
+    all_sim.sort();
+    assert_eq!(all_run, all_sim, "every decision event, as a set");
+}

@@ -258,6 +258,12 @@ const DISPATCH_PARTS: &[&str] = &[
     "capsule_sealed(",
     "capsule_draft(",
     "## Context capsule",
+    // Judging an end: the outcome, the violation, the usage report.
+    "step::close(",
+    "decide::violation(",
+    "decide::completed(",
+    "decide::failed(",
+    "Request::Usage",
 ];
 
 /// Lines of `text` outside comments that decide part of a dispatch themselves.
@@ -275,10 +281,13 @@ fn the_dispatch_rule_catches_a_copy() {
     let copy = "let routed = step::route(&t, &lineage, None, &ledger, &caps, ids, clock)?;";
     assert_eq!(dispatch_copies(copy), [(1, "step::route(")]);
     assert!(dispatch_copies("// step::route( is the engine's").is_empty());
+    let judged = "let closed = step::close(g, &ledger, end, |ms| ms, ids, clock)?;";
+    assert_eq!(dispatch_copies(judged), [(1, "step::close(")]);
 }
 
-/// `strata run` and the coordinator-faults simulation both decide dispatches through
-/// `workgroup::dispatch` (`route`, then `Cleared::brief`): neither crate holds a copy of its parts.
+/// `strata run` and the simulations decide dispatches through `workgroup::dispatch` (`route`,
+/// then `Cleared::brief`) and judge ends through `workgroup::judge`: neither crate holds a copy
+/// of their parts.
 #[test]
 fn no_crate_but_the_engine_decides_a_dispatch() {
     let mut found = Vec::new();
@@ -290,5 +299,5 @@ fn no_crate_but_the_engine_decides_a_dispatch() {
             found.extend(dispatch_copies(&text).into_iter().map(|(n, p)| format!("{}:{n}: {p}", f.display())));
         }
     }
-    assert!(found.is_empty(), "dispatch decided outside the engine:\n{}", found.join("\n"));
+    assert!(found.is_empty(), "dispatch or judging decided outside the engine:\n{}", found.join("\n"));
 }

@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use strata_engine::ce::ledger::Ledger;
-use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::context::assemble::{Inputs, Task as AssemblyTask, TokenCounter, assemble};
 use strata_engine::context::prompts;
@@ -48,18 +47,16 @@ use strata_engine::context::state::ContextState;
 use strata_engine::context::summary::Summaries;
 use strata_engine::kb::graph::Graph;
 use strata_engine::ports::Clock as _;
-use strata_engine::telemetry::decide::{self as telemetry_decide, Request};
-use strata_engine::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Effect, Planned, Routing};
 use strata_engine::workgroup::events::RunStart;
-use strata_engine::workgroup::events::{self, PromptRef, Violation};
-use strata_engine::workgroup::plan::{Checked, overlaps};
+use strata_engine::workgroup::events::{self, PromptRef};
+use strata_engine::workgroup::plan::Checked;
 use strata_engine::workgroup::provider::Provider;
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
-use strata_engine::workgroup::{self, decide, step};
+use strata_engine::workgroup::{self, decide, judge, step};
 use strata_journal::projection::{Projection, catch_up_one, save_one};
-use strata_journal::{EventData, ExpectedVersion, Journal, StreamAppend};
+use strata_journal::{Journal, StreamAppend};
 
 use crate::config::Config;
 use crate::providers::claude_worker::ClaudeProvider;
@@ -114,17 +111,6 @@ impl Measured {
         }
         Some(self.overhead_us[(self.overhead_us.len() - 1) / 2])
     }
-}
-
-/// What ends a task: its workgroup events, the other streams' appends that go with them, and
-/// the progress lines to print once they are durable.
-#[derive(Default)]
-struct Closing {
-    events: Vec<EventData>,
-    /// Ledger events: the release, and a completed session kept warm.
-    ledger: Vec<EventData>,
-    extra: Vec<StreamAppend>,
-    notes: Vec<String>,
 }
 
 /// A dispatched attempt the coordinator waits for.
@@ -727,70 +713,34 @@ impl<'j> Coordinator<'j> {
         let began = Instant::now();
         let Some(flight) = self.in_flight.remove(id) else { return Ok(()) };
         let attempt = flight.attempt;
-        let mut end_events = Closing::default();
-        let x = end.ended;
-        let session = x.session_id.clone().unwrap_or_default();
-        let mut failure: Option<String> = if end.succeeded { None } else { Some(x.summary.clone()) };
-        let mut retryable = true;
-        let mut files = Vec::new();
-        let mut commit = None;
         // Denials other hooks had to defer (this process stopped or busy) go in first, so the
         // stream's writes are judged against every recorded denial.
         self.journal.fold_pending()?;
         self.follow()?;
-        let mut outside = self.escapes(wg, id, &flight, &x.writes);
+        // What the edge observes: writes that escaped the guard, and the worktree's diff.
+        let escaped = self.escapes(wg, id, &flight, &end.ended.writes);
         let changes = match (&self.repo, flight.worktree.as_ref().filter(|t| t.is_dir())) {
-            (Some(repo), Some(tree)) => Some(repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?),
+            (Some(repo), Some(tree)) => {
+                let c = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
+                Some(judge::Changes { files: c.files, commit: c.commit })
+            }
             _ => None,
         };
-        if let Some(changes) = &changes {
-            outside.extend(changes.files.iter().filter(|f| !flight.owns.iter().any(|o| overlaps(f, o))).cloned());
-        }
-        if !outside.is_empty() {
-            let v = Violation {
-                task: id.to_owned(),
-                attempt,
-                session_id: session.clone(),
-                paths: outside.clone(),
-                policy: self.options.on_violation.clone(),
-            };
-            end_events.events.push(decide::violation(self.group(wg)?, &v, &mut V7Ids, &SystemClock)?);
-            end_events.notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
-            if self.options.on_violation == "stop" && failure.is_none() {
-                failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
-                retryable = false;
-            }
-        }
-        // A run started on a real provider never takes a simulated worker's changes.
-        let real_run = self.group(wg)?.started.provider.as_deref().is_some_and(|p| p != "sim");
-        if real_run && flight.provider == "sim" && failure.is_none() {
-            failure = Some(
-                "[STRATA-E2012] a simulated worker's result in a run started on a real provider; not integrated".into(),
-            );
-            retryable = false;
-        }
-        if let Some(changes) = changes
-            && failure.is_none()
-            && outside.is_empty()
-        {
-            files = changes.files;
-            commit = changes.commit;
-        }
-        // Flagged: the owned part is not applied either; the task's changes are discarded.
-        let files_changed = files.len();
         let sim = flight.provider == "sim";
         let time_scale = self.options.time_scale;
-        let closed = step::close(
-            self.group(wg)?,
-            &self.ledger,
-            step::End {
+        let judged = judge::judge(
+            judge::Ending {
+                group: self.group(wg)?,
+                ledger: &self.ledger,
+                telemetry: &self.telemetry,
                 task: id,
                 attempt,
-                ended: &x,
-                failure: failure.clone(),
-                retryable,
-                files,
-                commit: commit.clone(),
+                owns: &flight.owns,
+                mode: flight.mode,
+                provider: &flight.provider,
+                end: &end,
+                observed: judge::Observed { escaped, changes },
+                on_violation: &self.options.on_violation,
                 keeps_warm: self.resumes(&flight.provider),
                 now_ns: SystemClock.now_ns(),
                 warm_minutes: WARM_MINUTES,
@@ -800,23 +750,16 @@ impl<'j> Coordinator<'j> {
             &mut V7Ids,
             &SystemClock,
         )?;
-        end_events.events.push(closed.task_event);
-        end_events.ledger.extend(closed.ledger_events);
-        end_events.notes.push(match (failure, closed.retry_ms) {
-            (None, _) => format!("{id}: completed ({files_changed} files)"),
-            (Some(reason), None) => format!("{id}: failed: {reason}"),
-            (Some(reason), Some(0)) => format!("{id}: failed: {reason}; retrying"),
-            (Some(reason), Some(ms)) if sim => {
-                format!("{id}: failed: {reason}; retrying in {:.1} s (simulated time)", ms as f64 / 1000.0)
-            }
-            (Some(reason), Some(ms)) => format!("{id}: failed: {reason}; retrying in {:.1} s", ms as f64 / 1000.0),
-        });
-        if let Some(t) = self.usage(&flight, &x)? {
-            end_events.extra.push(t);
+        self.commit(judged.appends)?;
+        for n in &judged.notes {
+            self.progress(format_args!("{n}"));
         }
-        self.close_task(wg, id, end_events, flight, began)?;
+        if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
+            repo.remove(tree)?;
+        }
+        self.overheads.insert((id.to_owned(), attempt), flight.overhead + began.elapsed());
         // The completion is durable; now its changes go onto the integration branch.
-        if let Some(commit) = commit {
+        if let Some(commit) = judged.integrate {
             self.integrate(wg, id, attempt, &commit)?;
         }
         Ok(())
@@ -900,74 +843,6 @@ impl<'j> Coordinator<'j> {
             self.integrate(wg, &id, attempt, &commit)?;
         }
         Ok(())
-    }
-
-    /// Records the task's end with the release of its files (one append), and removes its
-    /// worktree.
-    fn close_task(&mut self, wg: &str, id: &str, end: Closing, flight: InFlight, began: Instant) -> anyhow::Result<()> {
-        let mut appends = vec![decide::append(self.group(wg)?, end.events)];
-        appends.extend(end.extra);
-        appends.push(StreamAppend {
-            stream: ownership::STREAM.to_owned(),
-            expected: ExpectedVersion::Exact(self.ledger.version()),
-            events: end.ledger,
-        });
-        self.commit(appends)?;
-        for n in end.notes {
-            self.progress(format_args!("{n}"));
-        }
-        if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
-            repo.remove(tree)?;
-        }
-        self.overheads.insert((id.to_owned(), flight.attempt), flight.overhead + began.elapsed());
-        Ok(())
-    }
-
-    /// The usage report of a worker's turn, on the telemetry stream of the session's pseudonym.
-    fn usage(&self, flight: &InFlight, outcome: &events::WorkerEnded) -> anyhow::Result<Option<StreamAppend>> {
-        let (Some(source), Some(session)) = (outcome.accounting, &outcome.session_id) else { return Ok(None) };
-        let pseudonym = format!("s-{}", &blake3::hash(session.as_bytes()).to_hex()[..20]);
-        let provider = match flight.provider.as_str() {
-            _ if outcome.synthetic => TelemetryProvider::Simulated,
-            "claude" => TelemetryProvider::Claude,
-            "codex" => TelemetryProvider::Codex,
-            _ => TelemetryProvider::Other,
-        };
-        // The session's running totals as the journal holds them plus this turn's usage (which
-        // the adapter derived from the provider's own cumulative counters): simulated sessions
-        // have no totals that outlive the process, and a fork's provider totals start from its
-        // parent's, which this session must not report again.
-        let cumulative = {
-            let prior = self.telemetry.sessions().get(&pseudonym).map(|s| s.highest).unwrap_or_default();
-            let add = |a: Option<u64>, b: Option<u64>| Some(a.unwrap_or(0).saturating_add(b?));
-            let u = &outcome.usage;
-            Counters {
-                input_tokens: add(prior.input_tokens, u.input_tokens),
-                cache_creation_tokens: add(prior.cache_creation_tokens, u.cache_creation_tokens),
-                cache_read_tokens: add(prior.cache_read_tokens, u.cache_read_tokens),
-                output_tokens: add(prior.output_tokens, u.output_tokens),
-                cost_micros: add(prior.cost_micros, u.cost_micros),
-                wall_ms: add(prior.wall_ms, u.wall_ms),
-            }
-        };
-        let req = Request::Usage {
-            session: pseudonym,
-            provider,
-            model: None,
-            profile: None,
-            mode: Some(flight.mode.as_str().to_owned()),
-            stratum: None,
-            arm: None,
-            accounting_source: if outcome.synthetic { AccountingSource::Estimated } else { source },
-            currency: cumulative.cost_micros.map(|_| "USD".to_owned()),
-            cumulative,
-        };
-        let d = telemetry_decide::decide(&self.telemetry, &req, &mut V7Ids, &SystemClock)?;
-        Ok(Some(StreamAppend {
-            stream: d.stream,
-            expected: ExpectedVersion::Exact(d.expected_version),
-            events: vec![d.event],
-        }))
     }
 }
 

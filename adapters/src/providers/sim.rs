@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strata_engine::telemetry::events::{AccountingSource, Counters};
 use strata_engine::workgroup::provider::{Brief, Capabilities, Outcome, Provider, ProviderError, Worker};
-use strata_engine::workgroup::sim::Model;
+use strata_engine::workgroup::sim::{self, Model};
 
 const NAME: &str = "sim";
 
@@ -56,12 +56,7 @@ impl SimProvider {
 
     /// A session id that depends only on the seed and the task's attempt, so reruns match.
     fn session_for(&self, brief: &Brief) -> String {
-        let mut h = blake3::Hasher::new_derive_key("strata sim session v1");
-        h.update(&self.model.seed.to_le_bytes());
-        h.update(brief.lineage_id.as_bytes());
-        h.update(&brief.attempt.to_le_bytes());
-        let hex = h.finalize().to_hex();
-        format!("sim-{}", &hex[..24])
+        self.model.session(&brief.lineage_id, brief.attempt)
     }
 }
 
@@ -69,24 +64,21 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     Some(a.unwrap_or(0).saturating_add(b?))
 }
 
-/// Writes the simulated change: a note in every owned file (or `<task>.md` in an owned directory),
-/// and, for a stray turn, `<task>.stray.md` at the top of the worker's directory, owned by nobody.
+/// Writes the simulated change ([`sim::changed_files`]): a note in every owned file (or
+/// `<task>.md` in an owned directory), and, for a stray turn, a file at the top of the worker's
+/// directory, owned by nobody.
 fn write_changes(brief: &Brief, stray: bool) -> std::io::Result<()> {
-    if stray {
-        std::fs::write(
-            brief.workdir.join(format!("{}.stray.md", brief.task)),
-            "[simulated] a write outside ownership\n",
-        )?;
-    }
-    for owned in &brief.owns {
-        let rel = owned.trim_end_matches('/');
-        let target = brief.workdir.join(rel);
-        let file =
-            if owned.ends_with('/') || target.is_dir() { target.join(format!("{}.md", brief.task)) } else { target };
+    use std::io::Write as _;
+    let is_dir = |rel: &str| brief.workdir.join(rel).is_dir();
+    for rel in sim::changed_files(&brief.task, &brief.owns, is_dir, stray) {
+        let file = brief.workdir.join(&rel);
+        if rel == sim::stray_file(&brief.task) {
+            std::fs::write(&file, "[simulated] a write outside ownership\n")?;
+            continue;
+        }
         if let Some(parent) = file.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        use std::io::Write as _;
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&file)?;
         writeln!(
             f,

@@ -15,6 +15,8 @@
 //! * [`step`]: the decisions inside one dispatch (routing with the warm candidate and the
 //!   provider's capabilities, resuming a warm session) and one judged end (outcome, retry,
 //!   release, warm session), shared by `strata run` and the simulation.
+//! * [`judge`]: one ended attempt judged whole (post-turn check, outcome, release, warm session,
+//!   usage), shared by `strata run` and the simulation.
 //! * [`provider`]: the `Provider` port adapters implement (spawn, resume, send a follow-up, wait,
 //!   interrupt, release, form a team) with its capability declaration, and how a mode a provider
 //!   cannot run degrades to a fresh capsule with `CAPABILITY_FALLBACK`.
@@ -26,6 +28,7 @@ pub mod decide;
 pub mod dispatch;
 pub mod driver;
 pub mod events;
+pub mod judge;
 pub mod plan;
 pub mod provider;
 pub mod sim;
@@ -78,6 +81,9 @@ pub enum WorkgroupError {
         /// The ledger's reason.
         detail: String,
     },
+    /// The telemetry decider refused a worker's usage report (its own code says why).
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
     /// A payload could not be encoded (a bug).
     #[error("[STRATA-E1705] internal error building a workgroup event: {0}; report a bug")]
     Encode(String),

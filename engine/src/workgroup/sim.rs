@@ -102,6 +102,41 @@ impl Model {
     }
 }
 
+impl Model {
+    /// The session id of lineage `lineage`'s attempt `attempt`: it depends only on the seed and
+    /// those, so reruns and the simulation match.
+    pub fn session(&self, lineage: &str, attempt: u32) -> String {
+        let mut h = blake3::Hasher::new_derive_key("strata sim session v1");
+        h.update(&self.seed.to_le_bytes());
+        h.update(lineage.as_bytes());
+        h.update(&attempt.to_le_bytes());
+        let hex = h.finalize().to_hex();
+        format!("sim-{}", &hex[..24])
+    }
+}
+
+/// The files a successful simulated turn of `task` changes, relative to the worker's directory:
+/// every file it owns, `<task>.md` in every directory it owns (`is_dir` says which owned paths
+/// are directories), and for a stray turn [`stray_file`], which nobody owns.
+pub fn changed_files(task: &str, owns: &[String], is_dir: impl Fn(&str) -> bool, stray: bool) -> Vec<String> {
+    let mut out: Vec<String> = owns
+        .iter()
+        .map(|owned| {
+            let rel = owned.trim_end_matches('/');
+            if owned.ends_with('/') || is_dir(rel) { format!("{rel}/{task}.md") } else { rel.to_owned() }
+        })
+        .collect();
+    if stray {
+        out.push(stray_file(task));
+    }
+    out
+}
+
+/// The file a stray simulated turn of `task` writes at the top of the worker's directory.
+pub fn stray_file(task: &str) -> String {
+    format!("{task}.stray.md")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,247 @@
+//! One ended attempt, judged whole: the post-turn check (what the worker wrote outside the files
+//! it owns is a violation; `stop` fails the task, `flag` records it and discards the changes), the
+//! rule that a run started on a real provider never takes a simulated worker's changes, the
+//! task's outcome with its retry and backoff, the release of its claim, a completed session kept
+//! warm, and its usage on the telemetry stream of the session's pseudonym. What the edge must do
+//! after the append (apply the commit to the integration branch) comes back as data.
+//! `strata run` and the `coordinator-faults` simulation both call [`judge`]; they differ in what
+//! they observed of the worker ([`Observed`]: a git diff and the worker's stream, or a model's
+//! draw) and in how they carry out the effect.
+
+use strata_journal::{ExpectedVersion, StreamAppend};
+
+use super::WorkgroupError;
+use super::decide;
+use super::events::{Violation, WorkerEnded};
+use super::plan::overlaps;
+use super::state::{WorkerEnd, Workgroup};
+use super::step;
+use crate::ce::ledger::Ledger;
+use crate::ce::ownership;
+use crate::ce::router::Mode;
+use crate::ports::{Clock, Ids};
+use crate::telemetry::decide::{self as telemetry_decide, Request};
+use crate::telemetry::events::{AccountingSource, Counters, Provider as TelemetryProvider};
+use crate::telemetry::state::Telemetry;
+
+/// The changes an attempt left in its worktree, as collected by the edge.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Repository-relative paths changed.
+    pub files: Vec<String>,
+    /// The commit holding them, when there is one.
+    pub commit: Option<String>,
+}
+
+/// What the edge observed of an ended attempt besides the worker's own report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Writes outside the worker's directory that escaped the write guard (absolute paths).
+    pub escaped: Vec<String>,
+    /// Its changes inside its directory; `None` when it had no worktree.
+    pub changes: Option<Changes>,
+}
+
+/// An ended attempt to judge.
+pub struct Ending<'a> {
+    /// The workgroup, as folded.
+    pub group: &'a Workgroup,
+    /// The dispatch ledger, as folded.
+    pub ledger: &'a Ledger,
+    /// The telemetry projection, as folded.
+    pub telemetry: &'a Telemetry,
+    /// The task.
+    pub task: &'a str,
+    /// Its attempt.
+    pub attempt: u32,
+    /// The paths the task owns.
+    pub owns: &'a [String],
+    /// The mode it ran as.
+    pub mode: Mode,
+    /// The provider that ran it.
+    pub provider: &'a str,
+    /// The worker's end as the runner recorded it.
+    pub end: &'a WorkerEnd,
+    /// What the edge observed.
+    pub observed: Observed,
+    /// What a write outside ownership does: `flag` or `stop`.
+    pub on_violation: &'a str,
+    /// The provider resumes sessions: a completed one is kept warm.
+    pub keeps_warm: bool,
+    /// The coordinator's clock.
+    pub now_ns: i64,
+    /// How long a warm session's lease lasts.
+    pub warm_minutes: u64,
+}
+
+/// An end judged: one atomic append, then the effect.
+#[derive(Clone, Debug)]
+pub struct Judged {
+    /// The workgroup's events (violation, outcome), the telemetry report, the ledger's release.
+    pub appends: Vec<StreamAppend>,
+    /// The commit to apply to the integration branch once the append is durable.
+    pub integrate: Option<String>,
+    /// The writes outside ownership found.
+    pub outside: Vec<String>,
+    /// For a failure retried: the plan's backoff, milliseconds.
+    pub retry_ms: Option<u64>,
+    /// The time its next attempt may be dispatched, as recorded.
+    pub not_before_ns: Option<i64>,
+    /// What the user is told.
+    pub notes: Vec<String>,
+}
+
+/// Judges `e`'s attempt; `wait_ms` turns a backoff into the wait the coordinator keeps (a
+/// simulated worker's passes like its latency).
+pub fn judge(
+    e: Ending<'_>,
+    wait_ms: impl Fn(u64) -> u64,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Judged, WorkgroupError> {
+    let g = e.group;
+    let id = e.task;
+    let x = &e.end.ended;
+    let mut events = Vec::new();
+    let mut notes = Vec::new();
+    let mut failure = if e.end.succeeded { None } else { Some(x.summary.clone()) };
+    let mut retryable = true;
+    let mut outside = e.observed.escaped;
+    if let Some(changes) = &e.observed.changes {
+        for f in &changes.files {
+            if !e.owns.iter().any(|o| overlaps(f, o)) && !outside.contains(f) {
+                outside.push(f.clone());
+            }
+        }
+    }
+    if !outside.is_empty() {
+        let v = Violation {
+            task: id.to_owned(),
+            attempt: e.attempt,
+            session_id: x.session_id.clone().unwrap_or_default(),
+            paths: outside.clone(),
+            policy: e.on_violation.to_owned(),
+        };
+        events.push(decide::violation(g, &v, ids, clock)?);
+        notes.push(format!("{id}: wrote outside its files: {}", outside.join(", ")));
+        if e.on_violation == "stop" && failure.is_none() {
+            failure = Some(format!("stopped: wrote outside its owned files ({})", outside.join(", ")));
+            retryable = false;
+        }
+    }
+    // A run started on a real provider never takes a simulated worker's changes.
+    let real_run = g.started.provider.as_deref().is_some_and(|p| p != "sim");
+    if real_run && e.provider == "sim" && failure.is_none() {
+        failure = Some(
+            "[STRATA-E2012] a simulated worker's result in a run started on a real provider; not integrated".into(),
+        );
+        retryable = false;
+    }
+    // Flagged: the owned part is not applied either; the task's changes are discarded.
+    let (files, commit) = match e.observed.changes {
+        Some(c) if failure.is_none() && outside.is_empty() => (c.files, c.commit),
+        _ => (Vec::new(), None),
+    };
+    let files_changed = files.len();
+    let closed = step::close(
+        g,
+        e.ledger,
+        step::End {
+            task: id,
+            attempt: e.attempt,
+            ended: x,
+            failure: failure.clone(),
+            retryable,
+            files,
+            commit: commit.clone(),
+            keeps_warm: e.keeps_warm,
+            now_ns: e.now_ns,
+            warm_minutes: e.warm_minutes,
+        },
+        &wait_ms,
+        ids,
+        clock,
+    )?;
+    let sim = e.provider == "sim";
+    notes.push(match (failure, closed.retry_ms) {
+        (None, _) => format!("{id}: completed ({files_changed} files)"),
+        (Some(reason), None) => format!("{id}: failed: {reason}"),
+        (Some(reason), Some(0)) => format!("{id}: failed: {reason}; retrying"),
+        (Some(reason), Some(ms)) if sim => {
+            format!("{id}: failed: {reason}; retrying in {:.1} s (simulated time)", ms as f64 / 1000.0)
+        }
+        (Some(reason), Some(ms)) => format!("{id}: failed: {reason}; retrying in {:.1} s", ms as f64 / 1000.0),
+    });
+    events.push(closed.task_event);
+    let mut appends = vec![decide::append(g, events)];
+    appends.extend(usage(e.telemetry, e.provider, e.mode, x, ids, clock)?);
+    appends.push(StreamAppend {
+        stream: ownership::STREAM.to_owned(),
+        expected: ExpectedVersion::Exact(e.ledger.version()),
+        events: closed.ledger_events,
+    });
+    Ok(Judged {
+        appends,
+        integrate: commit,
+        outside,
+        retry_ms: closed.retry_ms,
+        not_before_ns: closed.not_before_ns,
+        notes,
+    })
+}
+
+/// The pseudonym a session's telemetry is recorded under.
+pub fn pseudonym(session: &str) -> String {
+    format!("s-{}", &blake3::hash(session.as_bytes()).to_hex()[..20])
+}
+
+/// The usage report of a worker's turn, on the telemetry stream of the session's pseudonym:
+/// the session's running totals as the journal holds them plus this turn's usage (simulated
+/// sessions have no totals that outlive the process, and a fork's provider totals start from
+/// its parent's, which this session must not report again).
+fn usage(
+    telemetry: &Telemetry,
+    provider: &str,
+    mode: Mode,
+    x: &WorkerEnded,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Option<StreamAppend>, WorkgroupError> {
+    let (Some(source), Some(session)) = (x.accounting, &x.session_id) else { return Ok(None) };
+    let pseudonym = pseudonym(session);
+    let provider = match provider {
+        _ if x.synthetic => TelemetryProvider::Simulated,
+        "claude" => TelemetryProvider::Claude,
+        "codex" => TelemetryProvider::Codex,
+        _ => TelemetryProvider::Other,
+    };
+    let prior = telemetry.sessions().get(&pseudonym).map(|s| s.highest).unwrap_or_default();
+    let add = |a: Option<u64>, b: Option<u64>| Some(a.unwrap_or(0).saturating_add(b?));
+    let u = &x.usage;
+    let cumulative = Counters {
+        input_tokens: add(prior.input_tokens, u.input_tokens),
+        cache_creation_tokens: add(prior.cache_creation_tokens, u.cache_creation_tokens),
+        cache_read_tokens: add(prior.cache_read_tokens, u.cache_read_tokens),
+        output_tokens: add(prior.output_tokens, u.output_tokens),
+        cost_micros: add(prior.cost_micros, u.cost_micros),
+        wall_ms: add(prior.wall_ms, u.wall_ms),
+    };
+    let req = Request::Usage {
+        session: pseudonym,
+        provider,
+        model: None,
+        profile: None,
+        mode: Some(mode.as_str().to_owned()),
+        stratum: None,
+        arm: None,
+        accounting_source: if x.synthetic { AccountingSource::Estimated } else { source },
+        currency: cumulative.cost_micros.map(|_| "USD".to_owned()),
+        cumulative,
+    };
+    let d = telemetry_decide::decide(telemetry, &req, ids, clock)?;
+    Ok(Some(StreamAppend {
+        stream: d.stream,
+        expected: ExpectedVersion::Exact(d.expected_version),
+        events: vec![d.event],
+    }))
+}
