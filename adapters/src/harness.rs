@@ -4,6 +4,9 @@
 //! Each call reads the `knowledge` projection (caught up to the journal head under a short lock),
 //! decides with the engine's pure deciders, then appends outside the lock. Concurrent callers
 //! therefore never block each other on disk; the journal's group commit batches their appends.
+//! On a journal shared with other processes (PostgreSQL) each call first reads what they
+//! committed ([`Harness::refresh`]), so every `strata serve` and `strata mcp` on that database
+//! answers from one catalogue.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +34,11 @@ pub enum HarnessError {
     /// The journal failed.
     #[error("[STRATA-E1011] the journal could not record the call: {0}")]
     Journal(String),
+    /// A journal shared with other processes could not be read before answering.
+    #[error(
+        "[STRATA-E2313] the shared journal could not be read before answering ({0}); nothing was appended; check that its database is reachable, then retry the call"
+    )]
+    Refresh(String),
     /// The daemon is shutting down and takes no new writes.
     #[error(
         "[STRATA-E1014] strata is shutting down and recorded nothing for this call; retry it (with the same idempotency_key) once `strata serve` or `strata mcp` runs again"
@@ -256,6 +264,23 @@ impl Harness {
         &self.journal
     }
 
+    /// For a journal shared with other processes (PostgreSQL): reads what they committed since
+    /// this process last looked, so the call that follows answers from the catalogue every
+    /// process shares (a chunk put through another machine is served at the next call). A no-op
+    /// on a journal this process owns. The read runs off the async workers (the database client
+    /// blocks).
+    pub async fn refresh(&self) -> Result<(), HarnessError> {
+        if self.journal.store().shared_order().is_none() {
+            return Ok(());
+        }
+        let journal = self.journal.clone();
+        let refreshed = tokio::task::spawn_blocking(move || journal.refresh().map(|_| ()));
+        match refreshed.await {
+            Ok(r) => r.map_err(|e| HarnessError::Refresh(e.to_string())),
+            Err(e) => Err(HarnessError::Refresh(e.to_string())),
+        }
+    }
+
     /// Runs `f` on the projection caught up to the journal head.
     pub fn read<R>(&self, f: impl FnOnce(&Knowledge) -> R) -> Result<R, HarnessError> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -302,6 +327,7 @@ impl Harness {
 
     /// `get_knowledge`.
     pub async fn get_knowledge(&self, a: GetArgs) -> Result<GetResult, HarnessError> {
+        self.refresh().await?;
         let req = Request { concerns: a.concerns, project: a.project, max_tokens: a.max_tokens.map(|t| t as usize) };
         let (mut result, append) = self.read(|k| {
             let (answer, append) = decide::serve(
@@ -349,7 +375,8 @@ impl Harness {
         Ok(result)
     }
 
-    /// `list_knowledge`.
+    /// `list_knowledge` (after [`Harness::refresh`] when the journal is shared: the MCP tool
+    /// refreshes first).
     pub fn list_knowledge(&self) -> Result<ListResult, HarnessError> {
         self.read(|k| ListResult {
             chunks: k
@@ -371,6 +398,7 @@ impl Harness {
 
     /// `start_session`.
     pub async fn start_session(&self, a: StartArgs) -> Result<StartResult, HarnessError> {
+        self.refresh().await?;
         let s = SessionStarted {
             session: a.session.unwrap_or_default(),
             agent: a.agent,
@@ -386,6 +414,7 @@ impl Harness {
     }
 
     async fn log(&self, session: &str, entry: Log, key: Option<&str>) -> Result<Logged, HarnessError> {
+        self.refresh().await?;
         let append = self.read(|k| decide::log(k, session, entry, key, &mut V7Ids, &SystemClock))??;
         self.append(append).await
     }

@@ -46,6 +46,7 @@ project scope holds the project or is shared (empty). Sorted by slug; capped at 
     #[tool(description = "Every live chunk (slug, title, concerns, scope, token estimate, \
 version), the concern vocabulary and the projects.")]
     async fn list_knowledge(&self) -> Result<Json<ListResult>, String> {
+        self.harness.refresh().await.map_err(|e| e.to_string())?;
         self.harness.list_knowledge().map(Json).map_err(|e| e.to_string())
     }
 

@@ -33,6 +33,7 @@ pub const DOMAINS: &[(&str, &[&str])] = &[
     ("telemetry", &telemetry::events::ALL),
     ("guard", &guard::ALL),
     ("workgroup", &workgroup::events::ALL),
+    ("coordinator", &workgroup::lease::ALL),
 ];
 
 /// Every catalogued event type, domain by domain.

@@ -12,9 +12,9 @@
 //! What it deliberately does not do: read the wall clock, an RNG or the environment, spawn
 //! processes or open sockets. A tidy test enforces the first three.
 //!
-//! This crate is still thin: it holds the ports, the event catalogue and the journal-level
-//! projections. The knowledge base, context assembly, dispatch and telemetry domains arrive with
-//! their issues.
+//! It holds the ports, the event catalogue, the journal-level projections and the domains: the
+//! knowledge base, context assembly, the Knowledge API's catalogue, the `strata ce` decisions,
+//! telemetry, rollouts and promotion, and workgroups (dispatch, judging, the coordinator's loop).
 
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]

@@ -6,6 +6,9 @@
 //! provider outages (a worker cannot start) and latency spikes, and dispatch deliveries to the
 //! runner that come late or twice.
 //!
+//! The plan goes through the preflight every `strata run` starts with
+//! (`workgroup::preflight::check`), over the simulated world's facts, before it is recorded.
+//!
 //! What this file supplies are the loop's edges (`driver::Coordinate`), in simulated time:
 //! dispatch (route, claim, capsule and `task.dispatched` in one append, decided by the engine's
 //! `dispatch::route` and `Cleared::brief`, as `strata run` decides it), a wait that advances the
@@ -48,11 +51,14 @@ use strata_engine::ce::ledger::Ledger;
 use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
 use strata_engine::ce::{Context, journaled};
+use strata_engine::context::profile::ProfileIndex;
+use strata_engine::kb::graph::Graph;
 use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, PromptRef, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::preflight;
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::{decide, driver, judge, lineage_id, sim};
@@ -151,6 +157,35 @@ fn plan() -> Plan {
     .unwrap_or_else(|e| unreachable!("the scenario's plan is well formed: {e}"))
 }
 
+/// The scenario's plan through the preflight `strata run` starts with (the engine's
+/// `workgroup::preflight::check`), over the simulated run's world: an empty knowledge base, the
+/// shipped profiles, a repository with a base, the simulated provider (no CLI to find).
+fn preflight(groups: &Workgroups) -> Result<plan::Checked, Vec<preflight::Problem>> {
+    let profiles = preflight::run_profiles(&ProfileIndex::default()).map_err(|e| {
+        vec![preflight::Problem {
+            code: "STRATA-E0901",
+            input: "profiles".into(),
+            rule: e.to_string(),
+            fix: String::new(),
+        }]
+    })?;
+    let facts = preflight::Facts {
+        repo: preflight::RepoFact::Ready { top: "sim://repo".into(), base: "0".repeat(40), branch_taken: false },
+        clis: BTreeMap::new(),
+        outside: BTreeMap::new(),
+    };
+    preflight::check(&preflight::Inputs {
+        plan: &plan(),
+        provider: None,
+        auto: "sim",
+        resuming: false,
+        groups,
+        graph: &Graph::new(),
+        profiles: &profiles,
+        facts: &facts,
+    })
+}
+
 struct Run {
     cfg: Config,
     disk: CrashStore,
@@ -206,7 +241,7 @@ pub fn run_keeping_journal(cfg: Config) -> Result<(Report, Journal), Failure> {
         report: Report { scenario: NAME, seed: cfg.seed, ..Report::default() },
         step: 0,
     };
-    let checked = plan::check(&plan()).map_err(|p| fail0("plan", format!("{p:?}")))?;
+    let checked = preflight(&r.groups).map_err(|p| fail0("preflight", format!("{p:?}")))?;
     let append =
         decide::plan(&r.groups, checked, cfg.seed, &mut r.ids, &r.clock).map_err(|e| fail0("plan", e.to_string()))?;
     r.commit(vec![append])?;
@@ -441,7 +476,7 @@ impl Run {
 
     fn start(&mut self, task: &str, attempt: u32) -> Result<(), Failure> {
         let Some(s) = self.groups.get(WG).and_then(|g| g.tasks.get(task)) else { return Ok(()) };
-        let mode = s.dispatch.as_ref().and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let mode = s.dispatch.as_ref().map_or(Mode::FreshCapsule, |(_, d)| d.runs_as);
         if s.attempts != attempt || s.status != Status::Dispatched || s.worker_end.is_some() {
             // A stale or repeated delivery: the attempt started already, or ended.
             return Ok(());
@@ -509,7 +544,7 @@ impl Run {
         let no_backoff = self.cfg.defects.no_backoff;
         let owns = g.plan.task(task).map(|t| t.spec.owns.clone()).unwrap_or_default();
         let dispatch = g.tasks.get(task).and_then(|s| s.dispatch.as_ref());
-        let mode = dispatch.and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let mode = dispatch.map_or(Mode::FreshCapsule, |(_, d)| d.runs_as);
         let telemetry = Telemetry::default(); // the model's turns here report no usage
         let judged = judge::judge(
             judge::Ending {

@@ -227,7 +227,7 @@ impl PlanRun<'_> {
         let t = g.plan.task(id).cloned().ok_or_else(|| format!("no task {id}"))?;
         let s = g.tasks.get(id).ok_or_else(|| format!("no task {id}"))?;
         let attempt = s.attempts;
-        let mode = s.dispatch.as_ref().and_then(|(_, d)| Mode::parse(&d.runs_as)).unwrap_or(Mode::FreshCapsule);
+        let mode = s.dispatch.as_ref().map_or(Mode::FreshCapsule, |(_, d)| d.runs_as);
         // What a diff of the worker's directory shows: what the simulated provider wrote.
         let changes = (self.worktrees && t.writer).then(|| {
             let turn =

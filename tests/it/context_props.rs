@@ -82,6 +82,7 @@ fn generated_profile() -> impl Strategy<Value = Profile> {
                 never: never.into_iter().map(|i| NEVER[i].to_owned()).collect(),
                 max_full_specs,
                 token_budget,
+                guards: Vec::new(),
             },
         })
 }

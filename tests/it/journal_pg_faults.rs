@@ -2,7 +2,9 @@
 //! concurrent appenders, a writer process SIGKILLed while it commits, and a coordinator cut off
 //! from the server by a network partition (two network namespaces and a veth pair). Each test
 //! runs a server of its own (it kills or partitions it), started like `.ci/postgres` starts the
-//! shared one.
+//! shared one. Then many processes on two workspaces naming one database (as two machines do):
+//! concurrent writer claims, a stopped coordinator taken over and fenced, and one workspace's
+//! MCP server serving the chunks the other put.
 
 use crate::pg;
 
@@ -216,7 +218,11 @@ fn sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on() 
 /// `append N` → N single-event appends, each answered `acked <id> <seq>`, then `ok`;
 /// `hold` → takes the ordering lock on a session of its own (with the journal's settings) and
 /// keeps it, answering `holding`; `try` → one append of a new event, answered `acked <id> <seq>`
-/// or `failed <id> <ms> <error>`; `retry` → the failed events again, same ids, until acknowledged.
+/// or `failed <id> <ms> <error>`; `retry` → the failed events again, same ids, until acknowledged;
+/// `lease T` → takes the coordinator lease of workgroup `part` as holder A at time T (ns, the
+/// test's clock), answered `leased <id> <seq> <epoch>`; `fenced T` → one append of a new event
+/// fenced by A's lease renewed at T, answered `fenced <stream> <id>` when refused, else
+/// `appended <id>`.
 fn partition_child(schema: &str, url: &str) {
     use strata_journal::shared::SharedOrder as _;
     let mut options = pg::fresh_options(url).with_schema(schema).unwrap();
@@ -236,6 +242,7 @@ fn partition_child(schema: &str, url: &str) {
         std::io::Write::flush(&mut out).unwrap();
     };
     let (mut next, mut failed) = (1u128, Vec::new());
+    let (mut ids, mut held) = (strata_engine::ports::CountingIds::new(5 << 64), None);
     for line in std::io::stdin().lock().lines() {
         let line = line.unwrap();
         let words: Vec<&str> = line.split(' ').collect();
@@ -279,6 +286,31 @@ fn partition_child(schema: &str, url: &str) {
                 }
                 say("ok".into());
             }
+            "lease" => {
+                use strata_engine::workgroup::lease;
+                let now: i64 = words[1].parse().unwrap();
+                let clock = strata_engine::ports::FixedClock(now);
+                let state = lease_of(&j, "part").0;
+                let (h, append) = lease::take(&state, "part", "A", now, 1_000, &mut ids, &clock).unwrap();
+                let id = append.events[0].id.as_u128();
+                let a = j.append_multi_blocking(vec![append]).unwrap().unwrap();
+                say(format!("leased {id} {} {}", a.positions[0].seq, h.epoch));
+                held = Some(h);
+            }
+            "fenced" => {
+                use strata_engine::workgroup::lease;
+                let now: i64 = words[1].parse().unwrap();
+                let clock = strata_engine::ports::FixedClock(now);
+                let (_, renewal) = lease::renew(held.as_ref().unwrap(), now, 1_000, &mut ids, &clock).unwrap();
+                let id = (3u128 << 64) | next;
+                next += 1;
+                let work =
+                    StreamAppend { stream: "part/child".into(), expected: ExpectedVersion::Any, events: vec![ev(id)] };
+                match j.append_multi_blocking(vec![renewal, work]).unwrap() {
+                    Err(conflict) => say(format!("fenced {} {id}", conflict.stream)),
+                    Ok(_) => say(format!("appended {id}")),
+                }
+            }
             other => panic!("unknown command {other}"),
         }
     }
@@ -287,10 +319,9 @@ fn partition_child(schema: &str, url: &str) {
 
 #[test]
 #[ignore = "needs PostgreSQL and root (network namespaces); CI runs them"]
-fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing() {
+fn a_partitioned_coordinator_fails_typed_stalls_no_one_is_fenced_after_takeover_and_loses_nothing() {
     // Its name in the test binary (`--exact` needs the module path).
-    const NAME: &str =
-        "journal_pg_faults::a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses_nothing";
+    const NAME: &str = "journal_pg_faults::a_partitioned_coordinator_fails_typed_stalls_no_one_is_fenced_after_takeover_and_loses_nothing";
     if let (Ok(schema), Ok(url)) = (std::env::var("STRATA_PARTITION_SCHEMA"), std::env::var("STRATA_PARTITION_URL")) {
         return partition_child(&schema, &url);
     }
@@ -343,6 +374,13 @@ fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses
     ask("append 20");
     take_acks("append 20", &mut acked);
     assert_eq!(acked.len(), 20);
+    // The child coordinates workgroup `part` (epoch 1) from T0, for 1 s by the test's clock.
+    const T0: i64 = 1_000_000_000_000_000_000;
+    ask(&format!("lease {T0}"));
+    let leased = next("lease");
+    let words: Vec<&str> = leased.split(' ').collect();
+    assert_eq!((words[0], words[3]), ("leased", "1"), "{leased}");
+    acked.insert(words[1].parse().unwrap(), words[2].parse().unwrap());
 
     // Cut off while it holds the ordering lock: the server ends that session once it has been
     // idle in its transaction for idle_in_transaction_session_timeout (2 s in the child), so a
@@ -374,15 +412,40 @@ fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses
         );
     }
 
+    // Its lease ends by the time recorded in the journal; this side takes the workgroup over.
+    {
+        use strata_engine::workgroup::lease;
+        let mut ids = strata_engine::ports::CountingIds::new(6 << 64);
+        j.refresh().unwrap();
+        let state = lease_of(&j, "part").0;
+        let (early_ns, end_ns) = (T0 + 999_000_000, T0 + 1_000_000_000);
+        let clock = strata_engine::ports::FixedClock(early_ns);
+        let early = lease::take(&state, "part", "B", early_ns, 1_000, &mut ids, &clock).unwrap_err();
+        assert!(early.to_string().starts_with("[STRATA-E2312]"), "{early}");
+        let clock = strata_engine::ports::FixedClock(end_ns);
+        let (b, append) = lease::take(&state, "part", "B", end_ns, 1_000, &mut ids, &clock).unwrap();
+        assert_eq!(b.epoch, 2);
+        let id = append.events[0].id.as_u128();
+        let took = j.append_multi_blocking(vec![append]).unwrap().unwrap();
+        acked.insert(id, took.positions[0].seq);
+    }
+
     // Healed: the appends that failed are in doubt; retried with the same ids they land once.
     net.heal();
     ask("retry");
     take_acks("retry", &mut acked);
+    // The first coordinator cannot append under its old epoch: the whole append is refused.
+    let before = j.refresh().unwrap().seq;
+    ask(&format!("fenced {}", T0 + 1_500_000_000));
+    let fenced = next("fenced");
+    assert!(fenced.starts_with("fenced coordinator/part "), "an append under a lost epoch landed: {fenced}");
+    let refused: u128 = fenced.rsplit(' ').next().unwrap().parse().unwrap();
+    assert_eq!(j.refresh().unwrap().seq, before, "nothing of a fenced append is recorded");
     ask("append 5");
     take_acks("append 5", &mut acked);
     drop(to_child);
     child.wait().unwrap();
-    assert_eq!(acked.len(), 20 + 1 + 2 + 5);
+    assert_eq!(acked.len(), 20 + 1 + 1 + 2 + 1 + 5);
 
     let head = j.refresh().unwrap();
     assert_eq!(head.seq as usize, acked.len(), "every event once: nothing lost, nothing doubled");
@@ -390,6 +453,9 @@ fn a_partitioned_coordinator_fails_typed_in_bounded_time_stalls_no_one_and_loses
     assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=head.seq).collect::<Vec<_>>(), "gapless");
     let stored: BTreeMap<u128, u64> = all.iter().map(|e| (e.id.as_u128(), e.seq)).collect();
     assert_eq!(stored, acked, "every acknowledged event at the sequence it was acknowledged with");
+    assert!(!stored.contains_key(&refused), "the fenced event is nowhere");
+    let (lease, _) = lease_of(&j, "part");
+    assert_eq!(lease.current.map(|l| (l.holder, l.epoch)), Some(("B".to_owned(), 2)));
     j.close_blocking().unwrap();
     let report = verify_store(&PgStore::connect(&options).unwrap(), None, Vec::new(), &[]).unwrap();
     assert!(report.ok(), "{:?}", report.problems);
@@ -448,4 +514,298 @@ fn the_write_guard_of_a_postgres_workspace_decides_on_it_and_denies_while_the_se
     assert_eq!(log.matches("guard.write-allowed").count(), 1, "{log}");
     assert_eq!(log.matches("guard.write-denied").count(), 2, "{log}");
     assert!(log.contains("late.rs"), "{log}");
+}
+
+/// Two workspaces (as on two machines) initialised on one fresh schema of the test server.
+fn shared_workspaces(tmp: &std::path::Path, schema: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    const BIN: &str = strata_tests::strata_bin!();
+    let url = pg::url();
+    let (a, b) = (tmp.join("machine-a"), tmp.join("machine-b"));
+    for ws in [&a, &b] {
+        std::fs::create_dir_all(ws).unwrap();
+        strata_tests::strata_ok(BIN, ws, &["init", "--backend", "postgres", "--url", &url, "--schema", schema]);
+    }
+    (a, b)
+}
+
+fn fresh_schema() -> (String, strata_journal::pg::PgOptions) {
+    let options = pg::fresh_options(&pg::url());
+    (options.schema.clone(), options)
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn writer_ownership_is_one_map_for_concurrent_routes_on_two_workspaces() {
+    use strata_engine::ce::ledger::{self, Ledger};
+    const BIN: &str = strata_tests::strata_bin!();
+    const ROUTES: usize = 8;
+    let tmp = tempfile::tempdir().unwrap();
+    let (schema, options) = fresh_schema();
+    let (a, b) = shared_workspaces(tmp.path(), &schema);
+    // Eight processes, alternating between the two workspaces, claim overlapping files at once:
+    // all are started before any is given its request.
+    let mut children: Vec<_> = (0..ROUTES)
+        .map(|i| {
+            let ws = if i.is_multiple_of(2) { &a } else { &b };
+            std::process::Command::new(BIN)
+                .args(["ce", "route", "--journal", ws.to_str().unwrap()])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    // Every pair overlaps: a directory and a file in it, or the same file.
+    let owned = |i: usize| if i.is_multiple_of(2) { "src/api" } else { "src/api/handler.rs" };
+    let mut stdins: Vec<_> = children.iter_mut().map(|c| c.stdin.take().unwrap()).collect();
+    for (i, stdin) in stdins.iter_mut().enumerate() {
+        let claim =
+            serde_json::json!({"lineage_id": format!("L{i}"), "input": {"owned_files": [owned(i)], "is_writer": true}});
+        std::io::Write::write_all(stdin, claim.to_string().as_bytes()).unwrap();
+    }
+    drop(stdins);
+    let answers: Vec<serde_json::Value> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_slice(&out.stdout).unwrap()
+        })
+        .collect();
+    let winners: Vec<usize> = (0..ROUTES).filter(|&i| answers[i]["result"]["mode"] != "local").collect();
+    assert_eq!(winners.len(), 1, "exactly one claim wins: {answers:?}");
+    // Every loser got the conflict one process gives a second overlapping claim.
+    let winner = winners[0];
+    let single = {
+        let dir = tmp.path().join("single");
+        let first =
+            serde_json::json!({"lineage_id": "X", "input": {"owned_files": [owned(winner)], "is_writer": true}});
+        let clash =
+            serde_json::json!({"lineage_id": "Y", "input": {"owned_files": [owned(winner + 1)], "is_writer": true}});
+        let d = dir.to_str().unwrap();
+        let route = |req: &serde_json::Value| {
+            let out =
+                strata_tests::strata_with_stdin(BIN, &["ce", "route", "--journal", d], req.to_string().as_bytes());
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        };
+        route(&first);
+        route(&clash)
+    };
+    assert!(single["result"]["reason_codes"].as_array().unwrap().contains(&"WRITER_OWNERSHIP_CONFLICT".into()));
+    for (i, answer) in answers.iter().enumerate().filter(|(i, _)| *i != winner) {
+        assert_eq!(answer["result"]["mode"], single["result"]["mode"], "L{i}: {answer}");
+        assert!(
+            answer["result"]["reason_codes"].as_array().unwrap().contains(&"WRITER_OWNERSHIP_CONFLICT".into()),
+            "L{i}: {answer}"
+        );
+    }
+    // The shared ledger folds (a fold refuses an overlapping claim): one owner, one claim and a
+    // recorded conflict for each loser.
+    let j = Journal::open_postgres(&options).unwrap();
+    let mut state = Ledger::default();
+    strata_journal::projection::catch_up_one(&mut state, &j).expect("the ledger never held overlapping claims");
+    assert_eq!(state.owners().keys().cloned().collect::<Vec<_>>(), [format!("L{winner}")]);
+    let events = j.read_stream(ledger::STREAM, 1, 1000).unwrap();
+    let count = |t: &str| events.iter().filter(|e| e.event_type == t).count();
+    assert_eq!((count(ledger::CLAIMED), count(ledger::CONFLICT), count(ledger::ROUTE_DECIDED)), (1, 7, 8));
+    j.close_blocking().unwrap();
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn a_chunk_put_through_one_workspace_is_served_by_the_other_workspaces_mcp_at_its_next_call() {
+    use rmcp::ServiceExt as _;
+    use strata_engine::knowledge::fixture::{EXAMPLE_CONCERNS, EXAMPLE_PROJECTS};
+    const BIN: &str = strata_tests::strata_bin!();
+    let tmp = tempfile::tempdir().unwrap();
+    let (schema, _) = fresh_schema();
+    let (a, b) = shared_workspaces(tmp.path(), &schema);
+    let files = tmp.path().join("chunks");
+    strata_tests::strata_ok(BIN, &a, &["knowledge", "example", "--out", files.to_str().unwrap()]);
+    let mut declare = vec!["knowledge", "declare"];
+    for c in EXAMPLE_CONCERNS {
+        declare.extend(["--concern", c]);
+    }
+    for p in EXAMPLE_PROJECTS {
+        declare.extend(["--project", p]);
+    }
+    strata_tests::strata_ok(BIN, &a, &declare);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        // Machine B's MCP server runs (and has answered) before machine A puts anything.
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.arg("--dir").arg(&b).arg("mcp").stderr(std::process::Stdio::inherit());
+        let client = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+        let call = |tool: &str, args: serde_json::Value| {
+            let params = rmcp::model::CallToolRequestParams::new(tool.to_owned())
+                .with_arguments(args.as_object().unwrap().clone());
+            let client = &client;
+            async move {
+                let r = client.call_tool(params).await.unwrap();
+                assert_eq!(r.is_error, Some(false), "{r:?}");
+                r.structured_content.unwrap()
+            }
+        };
+        let before = call("list_knowledge", serde_json::json!({})).await;
+        assert_eq!(before["chunks"].as_array().unwrap().len(), 0, "{before}");
+        assert_eq!(before["concerns"].as_array().unwrap().len(), EXAMPLE_CONCERNS.len(), "A's vocabulary: {before}");
+        strata_tests::strata_ok(BIN, &a, &["knowledge", "put", files.to_str().unwrap()]);
+        // The next call on B answers from the catalogue A just changed: listed, then served.
+        let listed = call("list_knowledge", serde_json::json!({})).await;
+        let slugs: Vec<&str> =
+            listed["chunks"].as_array().unwrap().iter().map(|c| c["slug"].as_str().unwrap()).collect();
+        assert!(!slugs.is_empty(), "{listed}");
+        let concern = listed["chunks"][0]["concerns"][0].as_str().unwrap().to_owned();
+        let served = call("get_knowledge", serde_json::json!({"concerns": [concern]})).await;
+        assert!(!served["chunks"].as_array().unwrap().is_empty(), "{served}");
+        client.cancel().await.unwrap();
+        // And the serve B recorded is in A's journal at once.
+        let log = strata_tests::strata_ok(BIN, &a, &["--json", "journal", "log"]);
+        assert!(log.contains("knowledge.served"), "{log}");
+    });
+}
+
+/// The events of `stream`, folded as a coordinator lease (which refuses a takeover of a live
+/// lease and a renewal by anyone but the holder).
+fn lease_of(j: &Journal, wg: &str) -> (strata_engine::workgroup::lease::CoordinatorLease, Vec<(u64, String)>) {
+    use strata_engine::workgroup::lease::{self, CoordinatorLease, LeaseSet};
+    let mut l = CoordinatorLease::default();
+    let mut epochs = Vec::new();
+    for e in j.read_stream(&lease::stream(wg), 1, 100_000).unwrap() {
+        l.apply(wg, &e.event_type, &e.payload, e.version).expect("a lease stream coordinators wrote");
+        let x: LeaseSet = serde_json::from_slice(&e.payload).unwrap();
+        epochs.push((x.epoch, x.holder));
+    }
+    (l, epochs)
+}
+
+#[test]
+#[ignore = "needs PostgreSQL; CI runs them"]
+fn a_stopped_coordinator_whose_lease_was_taken_over_is_fenced_and_nothing_acknowledged_is_lost() {
+    use std::io::BufRead as _;
+    use strata_engine::workgroup::state::Workgroups;
+    const BIN: &str = strata_tests::strata_bin!();
+    const PLAN: &str = "workgroup = \"fence\"\nparallel = 1\nretries = 3\n\n\
+        [[task]]\nid = \"r1\"\nrole = \"reviewer\"\nobjective = \"Read the first part.\"\n\n\
+        [[task]]\nid = \"r2\"\nrole = \"reviewer\"\nobjective = \"Read the second part.\"\n\n\
+        [[task]]\nid = \"r3\"\nrole = \"reviewer\"\nobjective = \"Read it all.\"\nafter = [\"r1\", \"r2\"]\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let (schema, options) = fresh_schema();
+    let (a, b) = shared_workspaces(tmp.path(), &schema);
+    let plan = tmp.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let lease_ms = "3000";
+    // Opened before A runs: a look at the journal never waits for A's ordering lock.
+    let j = Journal::open_postgres(&options).unwrap();
+    // Coordinator A: simulated turns of 5–40 s divided by 4, so it waits for its workers a while.
+    let mut coordinator_a = std::process::Command::new(BIN)
+        .arg("--dir")
+        .arg(&a)
+        .args(["run", plan.to_str().unwrap(), "--provider", "sim", "--time-scale", "4"])
+        .env("STRATA_COORDINATOR_LEASE_MS", lease_ms)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = coordinator_a.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let bound = std::time::Duration::from_secs(120);
+    let mut said_by_a = Vec::new();
+    loop {
+        let line = lines.recv_timeout(bound).expect("A dispatches within the bound");
+        said_by_a.push(line.clone());
+        if line.contains(": dispatched to sim") {
+            break;
+        }
+    }
+    // A stops answering (as a partitioned or frozen machine does) while it waits for its worker:
+    // once the worker's start is recorded, A has nothing to append for a while (its next lease
+    // renewal is due a second after the dispatch), so the stop never lands inside a commit.
+    let started = |j: &Journal| j.stream_version("worker/fence/r1/1") > 0;
+    for _ in 0..1_200 {
+        if started(&j) {
+            break;
+        }
+        let head = j.refresh().unwrap().seq;
+        j.wait_for_head_timeout(head + 1, std::time::Duration::from_millis(100));
+    }
+    assert!(started(&j), "A's runner started r1's worker");
+    let pid = coordinator_a.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    j.refresh().unwrap();
+    let acknowledged = j.read_range(1, 100_000).unwrap();
+    let (lease, _) = lease_of(&j, "fence");
+    let held = lease.current.clone().expect("A took the lease when its run started");
+    assert_eq!(held.epoch, 1);
+
+    // B takes over once A's lease ended by the time recorded in the journal: until then it is
+    // refused (STRATA-E2312) and appends nothing (a bounded poll).
+    let mut refused = 0;
+    let out = loop {
+        let head = j.refresh().unwrap().seq;
+        let out = std::process::Command::new(BIN)
+            .arg("--dir")
+            .arg(&b)
+            .args(["run", "--resume", "fence", "--time-scale", "0", "--json"])
+            .env("STRATA_COORDINATOR_LEASE_MS", lease_ms)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !stderr.contains("[STRATA-E2312]") {
+            break out;
+        }
+        assert_eq!(j.refresh().unwrap().seq, head, "a refused takeover appends nothing: {stderr}");
+        refused += 1;
+        assert!(refused < 2_000, "A's lease never ended: {stderr}");
+    };
+    let stderr_b = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0) | Some(3)), "B carried the workgroup on: {stderr_b}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!("B took over after {refused} refusals: {summary}");
+    let after_b = j.refresh().unwrap();
+    let (lease, epochs) = lease_of(&j, "fence");
+    let b_lease = lease.current.clone().unwrap();
+    assert_eq!(b_lease.epoch, 2, "B holds the next epoch: {epochs:?}");
+    assert!(b_lease.at_ns >= held.expires_at_ns, "taken over only once A's recorded end had passed");
+
+    // A wakes up still believing it coordinates: its next append is refused, typed, and it stops.
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    let (done, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(coordinator_a.wait());
+    });
+    let status = exited.recv_timeout(bound).expect("A stops within the bound").unwrap();
+    let rest: Vec<String> = lines.try_iter().collect();
+    said_by_a.extend(rest);
+    let said = said_by_a.join("\n");
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("[STRATA-E2311] workgroup fence: this coordinator's lease (epoch 1) was taken over"),
+        "{said}"
+    );
+
+    // Nothing under the old epoch after the takeover, nothing acknowledged lost, the chain holds.
+    let head = j.refresh().unwrap();
+    assert_eq!(head.seq, after_b.seq, "A appended nothing once fenced");
+    let (_, epochs) = lease_of(&j, "fence");
+    let first_b = epochs.iter().position(|(e, _)| *e == 2).unwrap();
+    assert!(epochs[first_b..].iter().all(|(e, _)| *e == 2), "{epochs:?}");
+    for e in &acknowledged {
+        let now = j.get(e.seq).unwrap().expect("an acknowledged event is still there");
+        assert_eq!((now.id, now.seq), (e.id, e.seq));
+    }
+    let mut groups = Workgroups::default();
+    strata_journal::projection::catch_up_one(&mut groups, &j).unwrap();
+    assert!(groups.get("fence").unwrap().finished, "B finished the workgroup");
+    j.close_blocking().unwrap();
+    let report = verify_store(&PgStore::connect(&options).unwrap(), None, Vec::new(), &[]).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
 }

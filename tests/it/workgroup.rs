@@ -594,3 +594,168 @@ fn a_completed_change_that_no_longer_applies_is_conflicted_through_strata_run_an
     assert_eq!(git(&repo, &["show", "strata/clash:docs/notes.txt"]), "one\nchanged by hand\n");
     strata_ok(strata_bin!(), &ws, &["journal", "verify"]);
 }
+
+/// The head (sequence, hash) of the workspace's journal at `ws`.
+fn head_of(ws: &Path) -> (u64, String) {
+    let journal = strata_journal::Journal::open(
+        &ws.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal opens");
+    let h = journal.head();
+    journal.close_blocking().expect("close");
+    (h.seq, h.hash.to_hex())
+}
+
+/// A profile like the shipped backend-developer, named `strict-backend`, with `never` globs.
+fn strict_profile(never: &[&str]) -> String {
+    let mut v: Value = serde_json::from_str(include_str!("../../profiles/backend-developer.json")).expect("profile");
+    v["agentId"] = "strict-backend".into();
+    v["contextProfile"]["never"] = serde_json::json!(never);
+    v["contextProfile"].as_object_mut().expect("object").remove("guards");
+    v.to_string()
+}
+
+const BROKEN_PLAN: &str = r#"
+workgroup = "pf"
+provider = "claude"
+pipeline = "full"
+[[task]]
+id = "a"
+role = "backend-builder"
+objective = "Change a."
+owns = ["src/a/"]
+profile = "nope"
+change_request = "CR-77"
+[[task]]
+id = "b"
+role = "backend-builder"
+objective = "Change b."
+owns = ["src/b/"]
+profile = "strict-backend"
+change_request = "CR-6"
+[[task]]
+id = "r"
+role = "reviewer"
+phase = "review"
+after = ["a", "b"]
+objective = "Review it."
+change_request = "CR-1"
+"#;
+
+#[test]
+fn a_failed_preflight_lists_every_problem_records_nothing_and_leaves_the_name_free() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let (ws, repo, notgit, bin) = (root.join("ws"), root.join("repo"), root.join("notgit"), root.join("bin"));
+    for d in [&ws, &notgit, &bin] {
+        std::fs::create_dir_all(d).expect("directory");
+    }
+    // PATH holds git and nothing else: no provider CLI.
+    let real_git = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().expect("sh").stdout)
+        .expect("utf-8");
+    std::os::unix::fs::symlink(real_git.trim(), bin.join("git")).expect("git link");
+    init_repo(&repo, &[("src/a/a.rs", "// a\n"), ("src/b/b.rs", "// b\n")]);
+    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
+    // The seed-scale knowledge base: CR-1 in progress, CR-6 in draft, no CR-77.
+    let kb = root.join("kb");
+    strata_ok(strata_bin!(), &ws, &["fixture", "--out", kb.to_str().expect("utf-8")]);
+    strata_ok(strata_bin!(), &ws, &["intake", kb.to_str().expect("utf-8")]);
+    // A profile whose never glob names a directory virtual paths do not have (modules are
+    // `specs/<entity>/backend/<id>`): it registers, and the preflight says it matches nothing.
+    let profile = root.join("strict.json");
+    std::fs::write(&profile, strict_profile(&["specs/*/modules/**"])).expect("profile");
+    let registered = strata(strata_bin!(), &ws, &["profile", "register", profile.to_str().expect("utf-8")]);
+    assert!(registered.status.success());
+    let warned = String::from_utf8_lossy(&registered.stderr);
+    assert!(warned.contains("profile strict-backend: never[0] \"specs/*/modules/**\" matches no path"), "{warned}");
+    let listed = json(&strata_ok(strata_bin!(), &ws, &["prompt", "paths", "specs/*/modules/**", "--json"]));
+    assert_eq!(listed["count"], 0, "{listed}");
+    let modules = json(&strata_ok(strata_bin!(), &ws, &["prompt", "paths", "specs/billing/backend/*", "--json"]));
+    assert!(
+        modules["paths"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()
+                && p.iter().all(|x| x.as_str().is_some_and(|s| s.starts_with("specs/billing/backend/")))),
+        "{modules}"
+    );
+    let plan = root.join("plan.toml");
+    std::fs::write(&plan, BROKEN_PLAN).expect("plan");
+    let run = |extra: &[&str], repo_dir: &Path| {
+        let mut cmd = Command::new(strata_bin!());
+        cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--repo"]).arg(repo_dir);
+        cmd.args(["--time-scale", "0", "--json"]).args(extra);
+        cmd.env("PATH", &bin).env_remove("STRATA_CLAUDE").env_remove("STRATA_CODEX");
+        cmd.output().expect("strata runs")
+    };
+    let codes = |out: &std::process::Output| -> Vec<(String, String)> {
+        let v = json(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(v["ok"], false, "{v}");
+        v["problems"]
+            .as_array()
+            .expect("problems")
+            .iter()
+            .map(|p| {
+                for k in ["code", "input", "rule", "fix"] {
+                    assert!(p[k].as_str().is_some_and(|s| !s.is_empty()), "{k} of {p}");
+                }
+                (p["code"].as_str().unwrap_or_default().to_owned(), p["input"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    };
+    let before = head_of(&ws);
+    let notgit_input = format!("repository {}", notgit.display());
+    let expected = |repo_problem: bool| {
+        let mut v = vec![
+            ("STRATA-E0905", "task a: profile".to_owned()),
+            ("STRATA-E2102", "task a: change_request".to_owned()),
+            ("STRATA-E2103", "task b: change_request".to_owned()),
+        ];
+        if repo_problem {
+            v.push(("STRATA-E1722", notgit_input.clone()));
+        }
+        v.push(("STRATA-E2108", "provider claude".to_owned()));
+        v.push(("STRATA-E2110", "profile strict-backend: never[0] \"specs/*/modules/**\"".to_owned()));
+        v.into_iter().map(|(c, i)| (c.to_owned(), i)).collect::<Vec<_>>()
+    };
+    // With --check and without it, in a directory that is not a git repository and in one that
+    // is: every problem at once, exit 1, nothing appended, no branch, no worktree.
+    for (extra, dir, repo_problem) in [
+        (&["--check"][..], &notgit, true),
+        (&[][..], &notgit, true),
+        (&["--check"][..], &repo, false),
+        (&[][..], &repo, false),
+    ] {
+        let out = run(extra, dir);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(codes(&out), expected(repo_problem), "{extra:?} {}", dir.display());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA-E2101"));
+        assert_eq!(head_of(&ws), before, "{extra:?}: the journal head did not move");
+        assert_eq!(git(&repo, &["branch", "--list", "strata/*"]).trim(), "", "no branch");
+        assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1, "no worktree");
+    }
+    // Fixed: the profile, the change requests, a real repository, the simulated provider. The
+    // same workgroup name runs to completion.
+    std::fs::write(&profile, strict_profile(&["specs/*/screens/**"])).expect("profile");
+    strata_ok(strata_bin!(), &ws, &["profile", "register", profile.to_str().expect("utf-8")]);
+    let fixed = BROKEN_PLAN.replace("profile = \"nope\"\n", "").replace("CR-77", "CR-1").replace("CR-6", "CR-1");
+    std::fs::write(&plan, fixed).expect("plan");
+    let checked = run(&["--check", "--provider", "sim"], &repo);
+    assert!(checked.status.success(), "{}", String::from_utf8_lossy(&checked.stdout));
+    let v = json(&String::from_utf8_lossy(&checked.stdout));
+    assert_eq!((v["ok"].as_bool(), v["repository"]["status"].as_str()), (Some(true), Some("ready")), "{v}");
+    assert_eq!(v["not_checked"][0]["check"], "budgets");
+    let out = run(&["--provider", "sim"], &repo);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        (s["workgroup"].as_str(), s["completed"].as_u64(), s["failed"].as_u64()),
+        (Some("pf"), Some(3), Some(0))
+    );
+    assert_eq!(git(&repo, &["branch", "--list", "strata/*"]).trim(), "strata/pf");
+    // Now the name is taken: a new run of the same plan is refused by the preflight, listing it.
+    let again = run(&["--check", "--provider", "sim"], &repo);
+    assert_eq!(again.status.code(), Some(1));
+    let listed: Vec<String> = codes(&again).into_iter().map(|(c, _)| c).collect();
+    assert_eq!(listed, ["STRATA-E1702", "STRATA-E2107"]);
+}

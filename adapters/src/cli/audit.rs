@@ -161,7 +161,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 let prompt = d.map(|d| d.prompt.clone());
                 rows.push(json!({
                     "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
-                    "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.clone()),
+                    "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.as_str()),
                     "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
                     "prompt": prompt, "files": files, "violations": s.violations,
                     "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),

@@ -198,10 +198,13 @@ fn is_missing_or_empty(dir: &Path) -> bool {
 }
 
 /// Catches the ledger up, decides, appends expecting the ledger version read; decides again
-/// on the newer ledger if another writer moved it in between.
+/// on the newer ledger if another writer moved it in between. A journal shared with other
+/// processes (PostgreSQL) is refreshed first, so the decision is made on what every process
+/// committed so far; one committed after that makes the append conflict, and it is decided again.
 fn decide_and_record(journal: &Journal, op: &str, payload: &Value) -> Result<Value, CeError> {
     let mut state = Ledger::default();
     for _ in 0..LEDGER_RETRIES {
+        journal.refresh().map_err(unavailable)?;
         catch_up_one(&mut state, journal).map_err(unavailable)?;
         let decided = journaled::run(op, payload, &context(0), &state, &mut V7Ids, &SystemClock)?;
         if decided.events.is_empty() {

@@ -100,7 +100,18 @@ pub(crate) enum PromptCommand {
         #[arg(value_parser = crate::cli::path_arg, long)]
         prompt: Option<PathBuf>,
     },
+    /// List the knowledge base's virtual paths a glob matches, sorted: what a profile's entry or
+    /// `never` glob reaches (artifacts, `summaries/L3`, `summaries/L2/<entity>`,
+    /// `rules/pipeline`).
+    Paths {
+        /// A glob over virtual paths: `*` within a segment, `**` across segments, `?` one
+        /// character; e.g. `specs/*/backend/**`.
+        glob: String,
+    },
 }
+
+/// Longest glob `prompt paths` takes, bytes (a profile's globs are at most as long).
+pub const GLOB_BYTES_MAX: usize = 300;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum AuditCommand {
@@ -323,6 +334,20 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
             }
             // Validate everything before registering anything.
             let parsed: Vec<Profile> = docs.iter().map(|(n, t)| profile::parse(n, t)).collect::<Result<_, _>>()?;
+            // A glob that matches nothing is registered (the knowledge base may grow into it),
+            // but said: a run's preflight refuses it unless the profile lists it in `guards`.
+            let graph = load_graph(&journal)?;
+            for p in &parsed {
+                for d in strata_engine::workgroup::preflight::dead_globs(p, &graph) {
+                    errln!(
+                        "warning: profile {}: {} {:?} matches no path in the knowledge base; `strata run` refuses it ({}) unless it is listed in guards; `strata prompt paths GLOB` lists what a glob matches",
+                        p.agent_id,
+                        d.at,
+                        d.glob,
+                        if d.never { "STRATA-E2110" } else { "STRATA-E2111" }
+                    );
+                }
+            }
             let mut rows = Vec::new();
             for p in &parsed {
                 match profile::register(&state.profiles, p, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)? {
@@ -481,6 +506,30 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     m.excluded.len()
                 );
                 outln!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        PromptCommand::Paths { glob } => {
+            if glob.is_empty() || glob.len() > GLOB_BYTES_MAX || glob.chars().any(char::is_control) {
+                anyhow::bail!(
+                    "[STRATA-E2112] glob {glob:?}: 1 to {GLOB_BYTES_MAX} bytes without control characters; e.g. `strata prompt paths 'specs/*/backend/**'`"
+                );
+            }
+            let journal = ws.open_journal("prompt paths")?;
+            let graph = load_graph(&journal)?;
+            let paths = strata_engine::context::paths::virtual_paths(&graph, &glob);
+            let position = journal.head().seq;
+            crate::workspace::finish(&journal)?;
+            if json {
+                outln!("{}", json!({"glob": glob, "paths": paths, "count": paths.len(), "position": position}));
+            } else {
+                for p in &paths {
+                    outln!("{p}");
+                }
+                errln!("{} path(s) match {glob} at journal sequence {position}", paths.len());
+                if paths.is_empty() {
+                    errln!("{}", strata_engine::context::paths::LAYOUT);
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -3,19 +3,28 @@
 //! builds the bundled example (knowledge base, git repository, plan) in a throwaway directory and
 //! runs it with the simulated provider.
 //!
-//! Exit codes: 0 when every task completed, 3 when a task failed or was held, 1 on an error.
+//! Every run starts with the preflight ([`crate::coordinator::preflight`], deciding through the
+//! engine's `workgroup::preflight::check`): every problem it finds is listed at once and the run
+//! is refused before anything is recorded. `--check` runs only the preflight.
+//!
+//! Exit codes: 0 when every task completed (or `--check` found nothing), 3 when a task failed or
+//! was held, 1 on an error or a refused preflight.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::plan::Plan;
+use strata_engine::workgroup::preflight::{CliFact, Facts, NOT_CHECKED, Problem, RepoFact};
 
 use super::EXIT_PROBLEMS;
+use crate::coordinator::preflight::{self, Subject};
 use crate::coordinator::{Coordinator, Measured, Options, Summary, example, summary};
 use crate::table::Table;
 use crate::workspace::Workspace;
+use strata_engine::workgroup::state::Status;
 
 /// Largest plan file, bytes.
 pub const PLAN_BYTES_MAX: u64 = 4 * 1024 * 1024;
@@ -53,6 +62,11 @@ pub(crate) struct RunArgs {
     /// (the task fails).
     #[arg(long, default_value = "stop", value_parser = ["flag", "stop"])]
     on_violation: String,
+    /// Run only the preflight: list every problem the run would meet (plan, profiles, change
+    /// requests and specs, owned paths, repository, provider CLIs, profile globs), record
+    /// nothing; exit 1 if there is any.
+    #[arg(long)]
+    check: bool,
 }
 
 pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitCode> {
@@ -66,18 +80,43 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         };
         (Workspace::at(dir), text, args.repo.clone().or_else(|| Some(dir.to_path_buf())))
     };
-    // The plan is checked before the journal is touched: a plan with problems appends nothing
-    // (not even the built-in profiles a run registers).
-    let checked = match &plan_text {
-        Some(text) => {
-            let plan: Plan = toml::from_str(text)
-                .map_err(|e| anyhow::anyhow!("[STRATA-E1701] the plan is not valid TOML of the plan's shape: {e}"))?;
-            Some(plan::check(&plan).map_err(strata_engine::workgroup::WorkgroupError::Plan)?)
-        }
-        None => None,
-    };
     let config = ws.config()?;
     let journal = ws.open_journal("run")?;
+    // The preflight, before anything is recorded: a run with problems appends nothing (not even
+    // the built-in profiles a run registers), and makes no branch or worktree.
+    let subject = match (&plan_text, &args.resume) {
+        (Some(text), _) => match toml::from_str::<Plan>(text) {
+            Ok(plan) => Subject::New(plan),
+            Err(e) => {
+                let p = Problem {
+                    code: "STRATA-E1701",
+                    input: args.plan.as_ref().map_or("the plan".into(), |p| p.display().to_string()),
+                    rule: format!("not valid TOML of the plan's shape: {}", e.to_string().trim()),
+                    fix: "fix the plan file (fields in `strata run --help`)".into(),
+                };
+                return refuse(None, &[p], None, json);
+            }
+        },
+        (None, Some(wg)) => Subject::Resume(wg.clone()),
+        (None, None) => anyhow::bail!("give a PLAN, --resume WG or --example"),
+    };
+    let report = preflight::run(&journal, &subject, args.provider.as_deref(), repo.as_deref())?;
+    let checked = match report {
+        Some(r) => match r.result {
+            Ok(_) if args.check => {
+                outln!("{}", check_report(&r.workgroup, &[], &r.facts, json)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            Ok(checked) => Some(checked),
+            Err(problems) => return refuse(Some(&r.workgroup), &problems, Some(&r.facts), json),
+        },
+        // `--resume` of a workgroup this journal does not have: refused below, as before.
+        None => None,
+    };
+    let checked = match subject {
+        Subject::New(_) => checked,
+        Subject::Resume(_) => None,
+    };
     let options = Options {
         provider: args.provider.clone(),
         seed: args.seed,
@@ -124,6 +163,92 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
     let s = summary(&g);
     print_summary(&s, Some(&measured), json)?;
     Ok(if s.failed + s.held == 0 { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
+}
+
+/// Prints the preflight's problems and refuses the run (exit 1).
+fn refuse(
+    workgroup: Option<&str>,
+    problems: &[Problem],
+    facts: Option<&Facts>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let nothing = Facts { repo: RepoFact::NotGiven, clis: BTreeMap::new(), outside: BTreeMap::new() };
+    let report = check_report(workgroup.unwrap_or("-"), problems, facts.unwrap_or(&nothing), json)?;
+    // The report is the refusal: on stderr as text, on stdout as the JSON document.
+    if json {
+        outln!("{report}");
+    } else {
+        errln!("{report}");
+    }
+    anyhow::bail!(
+        "[STRATA-E2101] the preflight found {} problem(s){}; nothing was recorded: fix them, then `strata run PLAN --check`",
+        problems.len(),
+        if json { " (listed on stdout)" } else { " (listed above)" }
+    )
+}
+
+/// The preflight's report: every problem (code, input, rule, fix), what was probed, and what is
+/// not checked yet. JSON: `{"ok", "workgroup", "problems": [{code, input, rule, fix}],
+/// "repository": {status, top?, base?, dir?, detail?}, "providers": [{provider, status, path?,
+/// version?, capabilities?, program?, searched?, detail?}], "not_checked": [{check, why}]}`.
+fn check_report(workgroup: &str, problems: &[Problem], facts: &Facts, json: bool) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let repo = match &facts.repo {
+        RepoFact::NotGiven => serde_json::json!({"status": "not-given"}),
+        RepoFact::NotGit { dir, detail } => serde_json::json!({"status": "not-git", "dir": dir, "detail": detail}),
+        RepoFact::NoCommit { top } => serde_json::json!({"status": "no-commit", "top": top}),
+        RepoFact::Ready { top, base, branch_taken } => {
+            serde_json::json!({"status": "ready", "top": top, "base": base, "branch_taken": branch_taken})
+        }
+    };
+    if json {
+        let mut providers = Vec::new();
+        for (name, cli) in &facts.clis {
+            let mut v = serde_json::to_value(cli)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("provider".into(), name.clone().into());
+            }
+            providers.push(v);
+        }
+        let not_checked: Vec<_> =
+            NOT_CHECKED.iter().map(|(check, why)| serde_json::json!({"check": check, "why": why})).collect();
+        let v = serde_json::json!({"ok": problems.is_empty(), "workgroup": workgroup, "problems": problems,
+            "repository": repo, "providers": providers, "not_checked": not_checked});
+        return Ok(v.to_string());
+    }
+    let mut out = String::new();
+    if problems.is_empty() {
+        writeln!(out, "preflight of workgroup {workgroup}: no problems")?;
+    } else {
+        let mut t = Table::new(&["code", "input", "rule", "fix"]);
+        for p in problems {
+            t.row(vec![p.code.to_owned(), p.input.clone(), p.rule.clone(), p.fix.clone()]);
+        }
+        writeln!(out, "{}", t.render())?;
+        writeln!(out, "preflight of workgroup {workgroup}: {} problem(s)", problems.len())?;
+    }
+    match &facts.repo {
+        RepoFact::Ready { top, base, .. } => writeln!(out, "repository {top} at base {base}")?,
+        RepoFact::NoCommit { top } => writeln!(out, "repository {top}: no commit yet")?,
+        RepoFact::NotGit { dir, detail } => writeln!(out, "{dir}: not a git repository ({detail})")?,
+        RepoFact::NotGiven => {}
+    }
+    for (name, cli) in &facts.clis {
+        match cli {
+            CliFact::Found { path, version, capabilities } => {
+                let caps = if capabilities.is_empty() { "-".to_owned() } else { capabilities.join(", ") };
+                writeln!(out, "provider {name}: {path}, {version}; capabilities: {caps}")?
+            }
+            CliFact::Missing { program, searched } => {
+                writeln!(out, "provider {name}: {program} not found ({searched})")?
+            }
+            CliFact::Broken { path, detail } => writeln!(out, "provider {name}: {path}: {detail}")?,
+        }
+    }
+    for (check, why) in NOT_CHECKED {
+        writeln!(out, "not checked: {check} ({why})")?;
+    }
+    Ok(out.trim_end().to_owned())
 }
 
 fn read_plan(path: &Path) -> anyhow::Result<String> {
@@ -194,7 +319,12 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         let p50 = m.overhead_p50_us().map_or("-".into(), |u| format!("{:.2} ms", u as f64 / 1e3));
         outln!("run took {:.2} s; coordinator overhead per task p50 {p50}", m.elapsed_ms as f64 / 1e3);
         if let Some(b) = &m.branch {
-            outln!("changes integrated on branch {b}");
+            let integrated = s.tasks.iter().filter(|t| t.status == Status::Completed && !t.files.is_empty()).count();
+            if integrated > 0 {
+                outln!("changes of {integrated} task(s) integrated on branch {b}");
+            } else {
+                outln!("no changes integrated: branch {b} holds no task's change");
+            }
         }
     }
     Ok(())

@@ -27,7 +27,9 @@
 pub mod example;
 mod from_env;
 pub mod git;
+pub mod preflight;
 pub mod runner;
+mod shared;
 mod summary;
 
 pub use summary::{Summary, TaskLine, summary};
@@ -155,13 +157,8 @@ pub struct Coordinator<'j> {
     /// The live status line, when the display is live.
     status: String,
     measured: Measured,
-}
-
-/// `ce.capsule-sealed` for `sealed`.
-fn conflict(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::anyhow!(
-        "[STRATA-E1723] another writer changed the journal during the run ({e}); stop it and continue with --resume"
-    )
+    /// The workgroup's coordinator lease on a shared journal ([`shared`]).
+    fence: shared::Fence,
 }
 
 impl<'j> Coordinator<'j> {
@@ -197,6 +194,7 @@ impl<'j> Coordinator<'j> {
             overheads: BTreeMap::new(),
             status: String::new(),
             measured: Measured::default(),
+            fence: shared::Fence::default(),
         };
         let head = journal.head().seq;
         catch_up_one(&mut c.context, journal)?;
@@ -226,12 +224,7 @@ impl<'j> Coordinator<'j> {
     }
 
     fn commit(&mut self, appends: Vec<StreamAppend>) -> anyhow::Result<()> {
-        let appends: Vec<StreamAppend> = appends.into_iter().filter(|a| !a.events.is_empty()).collect();
-        if appends.is_empty() {
-            return Ok(());
-        }
-        self.journal.append_multi_blocking(appends)?.map_err(conflict)?;
-        self.follow()
+        shared::commit(self, appends)
     }
 
     fn group(&self, wg: &str) -> anyhow::Result<&Workgroup> {
@@ -338,6 +331,7 @@ impl<'j> Coordinator<'j> {
             self.measured.elapsed_ms = 0;
             return Ok(self.measured.clone());
         }
+        shared::take_lease(self, wg)?;
         // Every provider the plan names, for the runner; a stopped run's dispatches name theirs.
         let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
         let named = g.plan.tasks.iter().map(|t| self.options.provider.clone().or(t.spec.provider.clone()));
@@ -423,7 +417,7 @@ impl<'j> Coordinator<'j> {
             let flight = InFlight {
                 attempt: d.attempt,
                 owns: t.spec.owns.clone(),
-                mode: Mode::parse(&d.runs_as).unwrap_or(Mode::FreshCapsule),
+                mode: d.runs_as,
                 provider: d.provider.clone(),
                 worktree,
                 overhead: Duration::ZERO,
@@ -459,6 +453,7 @@ impl<'j> Coordinator<'j> {
         wake_at_ns: Option<i64>,
     ) -> anyhow::Result<Vec<(String, WorkerEnd)>> {
         loop {
+            shared::keep_lease(self)?;
             self.redraw(wg, started);
             let g = self.group(wg)?;
             let ended: Vec<(String, WorkerEnd)> = self
@@ -874,7 +869,7 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
     }
 
     fn dispatch(&mut self, task: &str) -> anyhow::Result<()> {
-        self.c.dispatch(self.wg, task)
+        shared::dispatch(self.c, self.wg, task)
     }
 
     fn in_flight(&self) -> usize {

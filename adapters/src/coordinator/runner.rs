@@ -249,7 +249,7 @@ impl Runner {
             .get(&d.provider)
             .cloned()
             .ok_or_else(|| format!("provider {} is not available to this run", d.provider))?;
-        let mode = Mode::parse(&d.runs_as).ok_or_else(|| format!("unknown mode {}", d.runs_as))?;
+        let mode = d.runs_as;
         let input = input_path(&self.setup.prompts_dir, &self.workgroup, task, attempt);
         let prompt = crate::files::read_text_bounded(&input, INPUT_BYTES_MAX, "the worker's input").map_err(|e| {
             format!("[STRATA-E1725] its input {} cannot be read ({e}); no worker starts without it", input.display())

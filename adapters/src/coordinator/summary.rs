@@ -87,7 +87,7 @@ pub fn summary(g: &Workgroup) -> Summary {
             status: s.status,
             attempts: s.attempts,
             provider: d.map(|d| d.provider.clone()),
-            mode: d.map(|d| d.runs_as.clone()),
+            mode: d.map(|d| d.runs_as.as_str().to_owned()),
             reasons: d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
             prompt_tokens: d.map(|d| d.prompt.tokens),
             baseline_tokens: d.map(|d| d.baseline_tokens),

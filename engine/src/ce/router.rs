@@ -22,8 +22,9 @@ pub const OWNED_PATHS_MAX: usize = 1024;
 /// Most active writers a request may list.
 pub const ACTIVE_WRITERS_MAX: usize = 1024;
 
-/// The six dispatch modes, in the contract's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// The six dispatch modes, in the contract's order (serialised by their wire names, so events
+/// hold the same strings as the reference protocol).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// The coordinator does it.

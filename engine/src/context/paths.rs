@@ -8,6 +8,9 @@
 use crate::kb::graph::{Graph, Group, Node, NodeId};
 use crate::kb::kind::ArtifactKind;
 
+/// Where virtual paths lie, in one line (for messages about a glob that matches nothing).
+pub const LAYOUT: &str = "virtual paths are entities/<id>, specs/<entity>/{requirements,domains,backend,screens}/<id>, changes/<id>, backlog/<id>, issues/<id>, docs/<entity>/{research,devlog}/<id>, summaries/L3, summaries/L2/<entity>, rules/pipeline";
+
 /// The virtual path of the system summary.
 pub const SYSTEM_SUMMARY: &str = "summaries/L3";
 
@@ -137,6 +140,31 @@ fn for_matching(g: &Graph, pattern: &str, f: &mut dyn FnMut(NodeId) -> bool) {
     }
 }
 
+/// Every virtual path in the knowledge base that `pattern` matches, sorted: the pipeline rules
+/// (`rules/pipeline`), the system summary (`summaries/L3`), each entity's L2 summary
+/// (`summaries/L2/<entity>`) and every existing artifact. What a profile glob can reach, and what
+/// `strata prompt paths` lists.
+pub fn virtual_paths(g: &Graph, pattern: &str) -> Vec<String> {
+    let mut out: Vec<String> = fixed_paths(g).filter(|p| glob_match(pattern, p)).collect();
+    out.extend(matching(g, pattern).into_iter().map(|n| artifact_path(g.node(n))));
+    out.sort_unstable();
+    out
+}
+
+/// Whether `pattern` matches any virtual path of [`virtual_paths`] (stops at the first).
+pub fn any_virtual_path(g: &Graph, pattern: &str) -> bool {
+    fixed_paths(g).any(|p| glob_match(pattern, &p)) || any_matching(g, pattern)
+}
+
+/// The paths that are not artifacts: the pipeline rules, the system summary, and one L2 summary
+/// per existing entity.
+fn fixed_paths(g: &Graph) -> impl Iterator<Item = String> + '_ {
+    let entities = matching(g, "entities/*");
+    [super::assemble::PIPELINE_RULES_PATH.to_owned(), SYSTEM_SUMMARY.to_owned()]
+        .into_iter()
+        .chain(entities.into_iter().map(|n| entity_summary(&g.node(n).key.id)))
+}
+
 /// Glob match over `/`-separated paths: `*` matches within one segment, `**` matches any number
 /// of whole segments (including none), `?` matches one character; everything else is literal.
 pub fn glob_match(pattern: &str, path: &str) -> bool {
@@ -226,6 +254,22 @@ mod tests {
             assert_eq!(any_matching(&g, &glob), !want.is_empty(), "{glob}");
             assert_eq!(matching(&g, &glob), want, "{glob}");
         }
+    }
+
+    #[test]
+    fn virtual_paths_list_summaries_rules_and_artifacts_sorted() {
+        let fx = crate::kb::fixture::generate(&crate::kb::fixture::FixtureSpec::seed_scale(3));
+        let (_, g) = fx.in_memory("strata.test/paths").unwrap();
+        let all = virtual_paths(&g, "**");
+        let entities = g.artifacts().iter().filter(|n| n.key.kind == ArtifactKind::Entity).count();
+        assert_eq!(all.len(), g.len() + 2 + entities);
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
+        assert!(all.contains(&"rules/pipeline".to_owned()) && all.contains(&"summaries/L3".to_owned()));
+        let backend = virtual_paths(&g, "specs/*/backend/**");
+        assert!(!backend.is_empty() && backend.iter().all(|p| p.split('/').nth(2) == Some("backend")));
+        assert!(virtual_paths(&g, "specs/*/modules/**").is_empty());
+        assert!(!any_virtual_path(&g, "specs/*/modules/**"));
+        assert!(any_virtual_path(&g, "summaries/L2/*") && any_virtual_path(&g, "specs/*/backend/**"));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! A profile lists entries in three classes: `always` (mandatory at the declared level),
 //! `forCurrentTask` (resolved from the task's change request; mandatory at least at L3) and
 //! `onDemand` (included while the budget allows). `never` globs exclude content whatever route it
-//! arrives by; `maxFullSpecs` caps L1 specifications; `tokenBudget` caps the prompt.
+//! arrives by; `maxFullSpecs` caps L1 specifications; `tokenBudget` caps the prompt. `guards`
+//! marks globs (of `never` or of an entry) that guard paths which may appear later: a run's
+//! preflight requires every other glob to match something in the knowledge base.
 //!
 //! Profiles are registered as versioned events (`profile.registered` on `profile/<agentId>`; the
 //! stream version is the profile version), validated against
@@ -52,6 +54,11 @@ pub struct ContextProfile {
     pub max_full_specs: u32,
     /// Token budget of the whole prompt.
     pub token_budget: u32,
+    /// Globs of this profile (a `never` glob or an entry's path, written the same) that guard
+    /// paths which may appear later: a run's preflight does not require them to match anything
+    /// in the knowledge base yet. Left out when empty, so a profile without guards keeps its hash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<String>,
 }
 
 fn default_max_full_specs() -> u32 {
@@ -139,6 +146,16 @@ pub fn parse(source_name: &str, text: &str) -> Result<Profile, ProfileError> {
         }
         if Level::parse(&e.level).is_none() {
             problems.push(format!("entry {i} has unknown level {:?}", e.level));
+        }
+    }
+    let cp = &p.context_profile;
+    for (i, g) in cp.guards.iter().enumerate() {
+        let written = cp.never.contains(g)
+            || cp.always.iter().chain(&cp.for_current_task).chain(&cp.on_demand).any(|e| e.path == *g);
+        if !written {
+            problems.push(format!(
+                "guards[{i}] {g:?} is neither a never glob nor an entry path of this profile; a guard names one of them exactly (/contextProfile/guards/{i})"
+            ));
         }
     }
     if problems.is_empty() { Ok(p) } else { Err(err(problems.join("; "))) }
@@ -245,5 +262,23 @@ mod tests {
         v["contextProfile"]["always"][0]["path"] = "{nope}".into();
         let e = parse("x", &v.to_string()).unwrap_err();
         assert!(e.problems.contains("unknown template variable {nope}"), "{e}");
+    }
+
+    #[test]
+    fn a_guard_names_a_glob_of_its_profile_and_an_empty_list_keeps_the_hash() {
+        let (_, text) = BUILTIN[2];
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        v["contextProfile"]["guards"] = serde_json::json!(["specs/*/screens/**", "specs/*/nope/**"]);
+        let e = parse("x", &v.to_string()).unwrap_err();
+        assert!(e.problems.contains("guards[1] \"specs/*/nope/**\" is neither"), "{e}");
+        assert!(!e.problems.contains("guards[0]"), "{e}");
+        v["contextProfile"]["guards"] = serde_json::json!([]);
+        let p = parse("x", &v.to_string()).unwrap();
+        let without = {
+            let mut w = v.clone();
+            w["contextProfile"].as_object_mut().unwrap().remove("guards");
+            parse("x", &w.to_string()).unwrap()
+        };
+        assert_eq!(hash(&p), hash(&without));
     }
 }

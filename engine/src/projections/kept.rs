@@ -1,7 +1,9 @@
-//! A projection state that is a fold over a small subset of the journal can snapshot that subset
-//! itself: the ordered list of the events it folded. Restoring re-folds the list. Used where the
-//! folded events are few next to the journal (context, knowledge) and the derived indexes are
-//! cheap to rebuild.
+//! A projection state that is a fold over a subset of the journal can snapshot that subset
+//! itself: the ordered list of the events it folded. Restoring re-folds the list, so a restore
+//! costs as much as folding those events again; what it saves is reading the rest of the journal.
+//! Used by six projections (context, knowledge, the dispatch ledger, workgroups, telemetry,
+//! rollouts); for one whose events grow with use (knowledge keeps every serve) the snapshot grows
+//! with them.
 
 use rkyv::rancor;
 use strata_journal::{Hash, Record};

@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Checked, Task};
+use crate::ce::router::Mode;
 use crate::telemetry::events::{AccountingSource, Counters};
 
 /// `workgroup.planned`: the checked plan's settings; its tasks follow in `workgroup.tasks-added`.
@@ -134,9 +135,9 @@ pub struct Dispatched {
     /// The provider.
     pub provider: String,
     /// The router's mode.
-    pub routed: String,
+    pub routed: Mode,
     /// The mode that runs (the routed one, or `fresh-capsule` when the provider cannot do it).
-    pub runs_as: String,
+    pub runs_as: Mode,
     /// Reason codes, `CAPABILITY_FALLBACK` added when the mode degraded.
     pub reason_codes: Vec<String>,
     /// The prompt.

@@ -8,6 +8,9 @@
 //! * [`events`]: the workgroup events on `workgroup/<name>` and the worker events on
 //!   `worker/<workgroup>/<task>/<attempt>`.
 //! * [`state`]: the `workgroups` projection (tasks, sessions, writes per file).
+//! * [`preflight`]: every check a run makes before it records anything (the plan, profiles,
+//!   change requests and specs, the repository, provider CLIs, profile globs), at once, over
+//!   facts the adapter probed.
 //! * [`decide`]: pure decisions: the plan event, what to dispatch or hold next, each task event
 //!   checked against the task's state.
 //! * [`driver`]: the coordinator's loop over those decisions, which `strata run` and the
@@ -23,13 +26,18 @@
 //! * [`sim`]: the simulated provider's seeded model of cost, latency and outcome per mode.
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
+//! * [`lease`]: which coordinator process runs a workgroup (a lease with an epoch on its own
+//!   stream, ended by a time recorded in the journal) and the fence that refuses every append
+//!   of a coordinator whose lease was taken over.
 
 pub mod decide;
 pub mod dispatch;
 pub mod driver;
 pub mod events;
 pub mod judge;
+pub mod lease;
 pub mod plan;
+pub mod preflight;
 pub mod provider;
 pub mod sim;
 pub mod state;

@@ -222,11 +222,10 @@ pub fn default_profile(role: &str) -> &'static str {
 }
 
 /// Whether two repository-relative paths overlap: equal, or one a directory holding the other.
+/// The one overlap rule ([`crate::ce::paths::overlaps`], which the write guard and the ledger
+/// use), for paths written with or without a trailing `/`.
 pub fn overlaps(a: &str, b: &str) -> bool {
-    let a = a.trim_end_matches('/');
-    let b = b.trim_end_matches('/');
-    let inside = |x: &str, root: &str| x.starts_with(root) && x.as_bytes().get(root.len()) == Some(&b'/');
-    a == b || inside(a, b) || inside(b, a)
+    crate::ce::paths::overlaps(a.trim_end_matches('/'), b.trim_end_matches('/'))
 }
 
 struct Checker {

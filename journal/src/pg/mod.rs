@@ -57,6 +57,9 @@ use conn::{Target, cause, connect, resolve};
 const SCAN_PAGE_ROWS: i64 = 8192;
 /// Idle reader sessions kept open.
 const READER_SESSIONS_MAX: usize = 4;
+/// Rows a scan reads per query on a thread that drives an async runtime, where a page is read
+/// whole on another thread before it is handed on ([`off_runtime`]).
+const BUFFERED_PAGE_ROWS: i64 = 1024;
 
 /// The statements an append runs, prepared once per writer session.
 struct WriterStatements {
@@ -123,10 +126,37 @@ fn seq_of(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// Runs `f`, which uses the blocking client, where it may block. That client drives its
+/// connection with a runtime of its own, which cannot start on a thread that drives another
+/// (`strata mcp`, `strata serve`, the tasks of `strata run`): there `f` runs on a scoped thread
+/// of its own and this one waits for it.
+fn off_runtime<R: Send>(
+    location: &Path,
+    f: impl FnOnce() -> Result<R, JournalError> + Send,
+) -> Result<R, JournalError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("strata-journal-pg".into())
+            .spawn_scoped(s, f)
+            .map_err(|e| JournalError::io(location, e))?;
+        match worker.join() {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    })
+}
+
 impl PgStore {
     /// Connects to the journal described by `options` (the schema must exist at this binary's
     /// version; [`PgStore::migrate`] creates or upgrades it).
     pub fn connect(options: &PgOptions) -> Result<PgStore, JournalError> {
+        off_runtime(Path::new(&options.schema), || PgStore::connect_here(options))
+    }
+
+    fn connect_here(options: &PgOptions) -> Result<PgStore, JournalError> {
         check_schema(&options.schema)?;
         let target = resolve(options)?;
         let s = &options.schema;
@@ -158,10 +188,12 @@ impl PgStore {
     /// Creates the schema, or upgrades it through every migration this binary knows; a no-op
     /// when it is current. Refuses a schema newer than this binary.
     pub fn migrate(options: &PgOptions) -> Result<Migrated, JournalError> {
-        check_schema(&options.schema)?;
-        let target = resolve(options)?;
-        let mut client = connect(&target, options)?;
-        Ok(schema::migrate(&mut client, &options.schema, &target.label)?)
+        off_runtime(Path::new(&options.schema), || {
+            check_schema(&options.schema)?;
+            let target = resolve(options)?;
+            let mut client = connect(&target, options)?;
+            Ok(schema::migrate(&mut client, &options.schema, &target.label)?)
+        })
     }
 
     /// `postgresql://user@host:port/database#schema`, for messages.
@@ -211,19 +243,39 @@ impl PgStore {
     }
 
     /// Runs `f` on a reader session (opened on demand, kept for reuse when healthy).
-    fn read<R>(
+    fn read<R: Send>(
         &self,
         during: &'static str,
-        f: impl FnOnce(&mut postgres::Client) -> Result<R, postgres::Error>,
+        f: impl FnOnce(&mut postgres::Client) -> Result<R, postgres::Error> + Send,
     ) -> Result<R, JournalError> {
-        let mut reader = self.reader()?;
-        match f(&mut reader.client) {
-            Ok(r) => {
-                self.give_back(reader);
-                Ok(r)
+        off_runtime(&self.location, || {
+            let mut reader = self.reader()?;
+            match f(&mut reader.client) {
+                Ok(r) => {
+                    self.give_back(reader);
+                    Ok(r)
+                }
+                Err(e) => Err(self.stmt_err(during, &e)),
             }
-            Err(e) => Err(self.stmt_err(during, &e)),
+        })
+    }
+
+    /// [`PgStore::scan_page`] for a thread that drives an async runtime: at most
+    /// [`BUFFERED_PAGE_ROWS`] rows read whole ([`off_runtime`]), then handed on here.
+    fn scan_page_buffered(&self, from: u64, f: &mut FrameVisitor<'_>) -> Result<(i64, bool), JournalError> {
+        let sql = format!("SELECT seq, hash, record FROM {} WHERE seq >= $1 ORDER BY seq LIMIT $2", self.t.events);
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = self.read("a read", |c| c.query(&sql, &[&from, &BUFFERED_PAGE_ROWS]))?;
+        let mut frame = Vec::new();
+        for (n, row) in rows.iter().enumerate() {
+            let (seq, hash, rec): (i64, &[u8], &[u8]) = (row.get(0), row.get(1), row.get(2));
+            frame.clear();
+            frame::write_single(&mut frame, &hash_of(hash), rec);
+            if !f(seq_of(seq), &frame)? {
+                return Ok((i64::try_from(n + 1).unwrap_or(i64::MAX), true));
+            }
         }
+        Ok((i64::try_from(rows.len()).unwrap_or(i64::MAX), false))
     }
 
     /// Streams the rows `seq >= from` (at most one page) to `f` as single-record frames; returns
@@ -401,13 +453,17 @@ impl Store for PgStore {
     fn scan_frames(&self, seq: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
         // Every row is a frame of one record: the frame containing `seq` starts at `seq`.
         let mut next = seq.max(1);
+        let buffered = tokio::runtime::Handle::try_current().is_ok();
+        let page_rows = if buffered { BUFFERED_PAGE_ROWS } else { SCAN_PAGE_ROWS };
         loop {
             let mut last = None;
-            let (seen, stopped) = self.scan_page(next, &mut |first, bytes| {
+            let mut visit = |first, bytes: &[u8]| {
                 last = Some(first);
                 f(first, bytes)
-            })?;
-            if stopped || seen < SCAN_PAGE_ROWS {
+            };
+            let (seen, stopped) =
+                if buffered { self.scan_page_buffered(next, &mut visit)? } else { self.scan_page(next, &mut visit)? };
+            if stopped || seen < page_rows {
                 return Ok(());
             }
             match last {
@@ -494,8 +550,9 @@ impl Store for PgStore {
     }
 }
 
-impl SharedOrder for PgStore {
-    fn lock_order(&self) -> Result<(u64, Hash), JournalError> {
+impl PgStore {
+    /// [`SharedOrder::lock_order`] on this thread.
+    fn lock_order_here(&self) -> Result<(u64, Hash), JournalError> {
         let mut w = lock(&self.writer);
         if let Some(head) = w.holding {
             return Ok(head);
@@ -530,12 +587,21 @@ impl SharedOrder for PgStore {
             }
         }
     }
+}
+
+impl SharedOrder for PgStore {
+    fn lock_order(&self) -> Result<(u64, Hash), JournalError> {
+        off_runtime(&self.location, || self.lock_order_here())
+    }
 
     fn release_order(&self) {
-        let mut w = lock(&self.writer);
-        if w.holding.is_some() {
-            self.abandon(&mut w);
-        }
+        let _ = off_runtime(&self.location, || {
+            let mut w = lock(&self.writer);
+            if w.holding.is_some() {
+                self.abandon(&mut w);
+            }
+            Ok(())
+        });
     }
 
     fn wait_for_appends(&self, timeout: Duration) -> Result<Option<u64>, JournalError> {
