@@ -5,7 +5,7 @@
 //! not kept by hand: each domain declares the types it emits next to where its events are built
 //! (`ALL` or `EVENT_TYPES` in its events module) and [`DOMAINS`] names those lists, so a type a
 //! decider emits cannot be missing from it unless its own domain forgot it — which the tidy test
-//! (`tests/tests/tidy.rs`) catches by finding every event-type string the code can emit.
+//! (`tests/it/tidy.rs`) catches by finding every event-type string the code can emit.
 //!
 //! Every type is at schema version [`SCHEMA_VERSION`]; a type's versions only ever grow, and an
 //! old version stays readable through an upcaster.

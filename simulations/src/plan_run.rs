@@ -3,7 +3,7 @@
 //! dispatch with `dispatch::route` and `Cleared::brief` and judging every end with
 //! `judge::judge`, the functions `strata run` calls. It exists to show that what the simulation
 //! proves is what `strata run` does: run the same plan with the same seed through both, and the
-//! decision events agree (the equivalence test in `tests/tests/simulation.rs`).
+//! decision events agree (the equivalence test in `tests/it/simulation.rs`).
 //!
 //! The edges here are simulated: the runner starts each dispatched attempt at once, its worker
 //! ends when the model's latency has passed (ties in task order), and the changes it made are the

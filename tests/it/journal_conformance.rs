@@ -4,7 +4,7 @@
 //! backend. PostgreSQL-only cases (two handles on one journal, migrations, lock timeouts,
 //! keepalives, sled → PostgreSQL → sled) follow.
 
-mod pg;
+use crate::pg;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! concurrent writer claims, a stopped coordinator taken over and fenced, and one workspace's
 //! MCP server serving the chunks the other put.
 
-mod pg;
+use crate::pg;
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -162,7 +162,11 @@ fn sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on() 
     Journal::create_postgres(&options, ORIGIN).unwrap().close_blocking().unwrap();
     let spawn = |child: u32| {
         std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on"])
+            // The test's name in the test binary, module path first (`--exact` needs it).
+            .args([
+                "--exact",
+                "journal_pg_faults::sigkill_of_a_writer_mid_commit_leaves_no_partial_batch_and_others_carry_on",
+            ])
             .args(["--include-ignored", "--nocapture", "--test-threads=1"])
             .env("STRATA_FAULT_SCHEMA", &options.schema)
             .env("STRATA_FAULT_URL", server.url())
@@ -316,7 +320,8 @@ fn partition_child(schema: &str, url: &str) {
 #[test]
 #[ignore = "needs PostgreSQL and root (network namespaces); CI runs them"]
 fn a_partitioned_coordinator_fails_typed_stalls_no_one_is_fenced_after_takeover_and_loses_nothing() {
-    const NAME: &str = "a_partitioned_coordinator_fails_typed_stalls_no_one_is_fenced_after_takeover_and_loses_nothing";
+    // Its name in the test binary (`--exact` needs the module path).
+    const NAME: &str = "journal_pg_faults::a_partitioned_coordinator_fails_typed_stalls_no_one_is_fenced_after_takeover_and_loses_nothing";
     if let (Ok(schema), Ok(url)) = (std::env::var("STRATA_PARTITION_SCHEMA"), std::env::var("STRATA_PARTITION_URL")) {
         return partition_child(&schema, &url);
     }

@@ -500,7 +500,7 @@ async fn codex_interrupt_and_release_end_the_worker() {
     release_ends_a_running_turn(&p, &fake, &s).await;
 }
 
-/// A workspace holding the bundled example knowledge (as `tests/tests/mcp.rs` sets it up).
+/// A workspace holding the bundled example knowledge (as `tests/it/mcp.rs` sets it up).
 fn example_workspace(root: &Path) -> PathBuf {
     let ws = root.join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
