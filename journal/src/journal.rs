@@ -341,12 +341,22 @@ fn take_lock(dir: &Path, holder: &str, wait: std::time::Duration) -> Result<File
 /// program): that wait is bounded like the journal lock's, never reported as an I/O error.
 fn open_sled(dir: &Path, options: &OpenOptions) -> Result<SledStore, JournalError> {
     let data = sled_dir(dir).join("db");
-    // Nobody else can take sled's lock while this process holds the journal's: waiting until
-    // it is free (or the wait runs out, and sled reports it) leaves it free for sled.
-    if data.exists() && !options.lock_wait.is_zero() {
-        wait_for_unlock(&data, options.lock_wait);
+    let mut tries = 0;
+    loop {
+        match SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes) {
+            // sled's own message for a busy lock on its data file (sled 0.34 reports it as an
+            // `Other` I/O error): wait for its holder, who no longer holds the journal's lock.
+            Err(JournalError::Io { source, .. })
+                if source.to_string().starts_with("could not acquire lock")
+                    && tries < LOCK_TRIES_MAX
+                    && !options.lock_wait.is_zero()
+                    && wait_for_unlock(&data, options.lock_wait) =>
+            {
+                tries += 1;
+            }
+            other => return other,
+        }
     }
-    SledStore::open(&sled_dir(dir), options.durability, options.cache_bytes)
 }
 
 /// Takes the journal's lock and opens its sled store, without reading the journal.

@@ -286,6 +286,18 @@ fn worker_running(marker: &str, parent: u32) -> Option<u32> {
     })
 }
 
+/// Whether process `parent` no longer holds the pipe that is worker `worker`'s stdin: the prompt
+/// was written to it in full and the write end closed.
+fn prompt_handed_over(worker: u32, parent: u32) -> bool {
+    // A worker whose stdin is no longer a pipe has read it and let go of it.
+    let stdin = match std::fs::read_link(format!("/proc/{worker}/fd/0")) {
+        Ok(l) if l.to_string_lossy().starts_with("pipe:") => l,
+        _ => return true,
+    };
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{parent}/fd")) else { return false };
+    !fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == stdin))
+}
+
 /// Must-hold (c): `strata run` (the coordinator serving its workers' hooks) SIGSTOPped for
 /// longer than the hook's deadline while a real worker writes outside the repository. The hook
 /// denies on its own within its deadline, the outside file never appears, and after SIGCONT the
@@ -343,11 +355,13 @@ fn stopped_coordinator_lets_no_write_escape(runtime: &str) {
         let ok = Command::new("kill").arg(format!("-{sig}")).arg(run.id().to_string()).status().expect("kill");
         assert!(ok.success(), "kill -{sig}");
     };
-    // Stop the coordinator as soon as its worker runs: the worker's hook then finds nobody to
+    // Stop the coordinator as soon as its worker runs and has its whole prompt (the runner, in
+    // the coordinator's process, writes it to the worker's stdin and then closes it; stopped
+    // halfway, the worker would wait for the rest): the worker's hook then finds nobody to
     // answer it.
     let mut seen = false;
     for _ in 0..12_000 {
-        if worker_running(marker, run.id()).is_some() {
+        if worker_running(marker, run.id()).is_some_and(|w| prompt_handed_over(w, run.id())) {
             seen = true;
             break;
         }
