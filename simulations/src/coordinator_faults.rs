@@ -135,16 +135,24 @@ pub struct Report {
     pub head_hash: String,
 }
 
+/// The builder whose files builder `i`, a continuation, works on: the first of its chain.
+fn continued(i: usize) -> usize {
+    if i >= 8 && i.is_multiple_of(4) { continued(i - 4) } else { i }
+}
+
 fn plan() -> Plan {
     let mut tasks = vec![json!({"id": "plan", "role": "planner", "phase": "plan", "objective": "Plan the change."})];
     for i in 0..28 {
         let after = if i < 4 { "plan".to_owned() } else { format!("b{}", i - 4) };
         // Every seventh builder owns a file inside the previous one's directory: overlapping
         // ownership, ordered by the dependency.
-        let owns = if i % 7 == 6 { format!("src/p{}/shared.rs", i - 4) } else { format!("src/p{i}/") };
-        let mut t = json!({"id": format!("b{i}"), "role": "backend-builder", "objective": format!("Build part {i}."), "owns": [owns], "after": [after]});
-        // Every fourth builder from b8 on continues the session of the one it waits for.
-        if i >= 8 && i % 4 == 0 {
+        let owns = |i: usize| if i % 7 == 6 { format!("src/p{}/shared.rs", i - 4) } else { format!("src/p{i}/") };
+        // Every fourth builder from b8 on continues the session of the one it waits for, on the
+        // same files (so the lineage evaluator lets it resume that session).
+        let continues = i >= 8 && i % 4 == 0;
+        let own = if continues { owns(continued(i)) } else { owns(i) };
+        let mut t = json!({"id": format!("b{i}"), "role": "backend-builder", "objective": format!("Build part {i}."), "owns": [own], "after": [after]});
+        if continues {
             t["continues"] = json!(format!("b{}", i - 4));
         }
         tasks.push(t);
