@@ -22,10 +22,11 @@
 //! start is started, a start without an end is recorded as abandoned and its task runs again,
 //! `decide::open_attempts`) and the loop runs again, as `strata run --resume` does.
 //!
-//! Some builders continue the session of the builder they wait for: a completed session is kept
-//! warm on the ledger with a lease of one simulated minute (the real `warm` deciders), so delays,
-//! spikes and crashes race the lease's expiry; a continuation resumes only a live lease and
-//! otherwise starts fresh.
+//! Some builders continue the session of the builder they wait for, on that builder's files (so
+//! the lineage evaluator every resume goes through finds them bound to the same work): a
+//! completed session is kept warm on the ledger with a lease of one simulated minute (the real
+//! `warm` deciders), so delays, spikes and crashes race the lease's expiry; a continuation
+//! resumes only a live lease and otherwise starts fresh.
 //!
 //! The knowledge base changes under the workers (`ce.vault-delta-applied` through the real
 //! journaled `vault-delta` decider, on one of three topics). Every dispatch that starts or
