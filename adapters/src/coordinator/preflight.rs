@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strata_engine::context::state::ContextState;
 use strata_engine::workgroup::plan::{Checked, Plan};
@@ -120,18 +120,15 @@ fn probe_output(program: &Path, args: &[&str], dir: Option<&Path>) -> Result<(bo
     };
     let out = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
     let err = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
-    let deadline = Instant::now() + Duration::from_millis(PROBE_MS_MAX);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {} s", PROBE_MS_MAX / 1000));
-            }
-            Err(e) => return Err(format!("cannot wait for it: {e}")),
+    use wait_timeout::ChildExt as _;
+    let status = match child.wait_timeout(Duration::from_millis(PROBE_MS_MAX)) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("no answer within {} s", PROBE_MS_MAX / 1000));
         }
+        Err(e) => return Err(format!("cannot wait for it: {e}")),
     };
     let text = format!("{}{}", out.join().unwrap_or_default(), err.join().unwrap_or_default());
     Ok((status.success(), text))
