@@ -192,14 +192,9 @@ impl PlanRun<'_> {
 
     /// Ends the next worker to end (in simulated time), recording its end as the runner does.
     fn end_next(&mut self, until: Option<i64>) -> Result<(), String> {
-        let Some(((at, _), _)) = self.running.first_key_value() else {
-            if let Some(at) = until {
-                self.clock.advance((at - self.clock.now_ns()).max(0));
-            }
-            return Ok(());
-        };
-        if until.is_some_and(|u| u < *at) {
-            let u = until.unwrap_or(*at);
+        let next = self.running.first_key_value().map(|((at, _), _)| *at);
+        // Nothing ends before `until`: time passes to it.
+        if let Some(u) = until.filter(|u| next.is_none_or(|at| *u < at)) {
             self.clock.advance((u - self.clock.now_ns()).max(0));
             return Ok(());
         }

@@ -81,8 +81,6 @@ pub struct Judged {
     pub appends: Vec<StreamAppend>,
     /// The commit to apply to the integration branch once the append is durable.
     pub integrate: Option<String>,
-    /// The writes outside ownership found.
-    pub outside: Vec<String>,
     /// For a failure retried: the plan's backoff, milliseconds.
     pub retry_ms: Option<u64>,
     /// The time its next attempt may be dispatched, as recorded.
@@ -180,18 +178,11 @@ pub fn judge(
         expected: ExpectedVersion::Exact(e.ledger.version()),
         events: closed.ledger_events,
     });
-    Ok(Judged {
-        appends,
-        integrate: commit,
-        outside,
-        retry_ms: closed.retry_ms,
-        not_before_ns: closed.not_before_ns,
-        notes,
-    })
+    Ok(Judged { appends, integrate: commit, retry_ms: closed.retry_ms, not_before_ns: closed.not_before_ns, notes })
 }
 
 /// The pseudonym a session's telemetry is recorded under.
-pub fn pseudonym(session: &str) -> String {
+fn pseudonym(session: &str) -> String {
     format!("s-{}", &blake3::hash(session.as_bytes()).to_hex()[..20])
 }
 
