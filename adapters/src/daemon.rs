@@ -24,9 +24,9 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 
+use crate::app::workspace::Workspace;
 use crate::harness::Harness;
 use crate::mcp::{KnowledgeServer, serve_connection};
-use crate::workspace::Workspace;
 
 /// Longest request line a client may send (a CLI argv with many paths, or a hook's 1 MiB of
 /// stdin JSON-escaped, fits).
@@ -200,6 +200,11 @@ pub fn serve(ws: &Workspace, options: &ServeOptions, json: bool) -> anyhow::Resu
         );
     }
     let journal = ws.open_journal("serve")?;
+    // What a command that died after its append left for its reactions is recorded now.
+    let caught = crate::app::react::catch_up(&journal);
+    if let Err(e) = &caught {
+        errln!("warning: {e}");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(run(ws, options, journal.clone(), json));
     // Whatever happened, the journal is closed (flushed) before the process ends.
@@ -480,9 +485,8 @@ impl Conn {
         // A plain thread: commands block on the journal and may run their own small runtime.
         let spawned = std::thread::Builder::new().name("strata-cli".into()).spawn(move || {
             let (code, captured) = crate::output::capture(|| {
-                crate::output::with_input(stdin.map(String::into_bytes), || {
-                    crate::workspace::serving(&journal, &cwd, || crate::cli::run_served(argv, root))
-                })
+                let ws = crate::app::workspace::Workspace::served(&root, &journal, &cwd, stdin.map(String::into_bytes));
+                crate::cli::run_served(argv, ws)
             });
             drop(counted);
             let _ = tx.send(CliReply {

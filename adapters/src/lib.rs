@@ -16,6 +16,7 @@
 #[macro_use]
 pub mod output;
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod coordinator;
@@ -28,4 +29,3 @@ pub mod measure;
 pub mod providers;
 pub mod system;
 pub mod table;
-pub mod workspace;

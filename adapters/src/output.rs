@@ -10,24 +10,12 @@ use std::io::{self, Write};
 
 thread_local! {
     static CAPTURE: RefCell<Option<Captured>> = const { RefCell::new(None) };
-    static INPUT: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `input` as its standard input (a command the daemon runs for a client that
-/// sent its stdin along); [`stdin_bytes`] reads it.
-pub fn with_input<R>(input: Option<Vec<u8>>, f: impl FnOnce() -> R) -> R {
-    INPUT.with(|i| *i.borrow_mut() = input);
-    let r = f();
-    INPUT.with(|i| *i.borrow_mut() = None);
-    r
-}
-
-/// Standard input, at most `max + 1` bytes (so a caller can tell it was over `max`): the
-/// client's, when the daemon runs this command, else the process's.
+/// This process's standard input, at most `max + 1` bytes (so a caller can tell it was over
+/// `max`). A command reads its input through [`Workspace::stdin_bytes`](crate::app::workspace::Workspace::stdin_bytes),
+/// which gives the client's when the daemon runs it.
 pub fn stdin_bytes(max: u64) -> io::Result<Vec<u8>> {
-    if let Some(given) = INPUT.with(|i| i.borrow_mut().take()) {
-        return Ok(given.into_iter().take(max as usize + 1).collect());
-    }
     use std::io::Read as _;
     let mut bytes = Vec::new();
     io::stdin().lock().take(max + 1).read_to_end(&mut bytes)?;

@@ -19,8 +19,8 @@ use std::sync::LazyLock;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use strata_adapters::app::workspace::Workspace;
 use strata_adapters::config::Config;
-use strata_adapters::workspace::Workspace;
 use strata_benches::{Samples, report, target_dir, timed_per_call};
 use strata_engine::context::assemble::{Inputs, Task, TokenCounter, assemble};
 use strata_engine::context::profile::{self, BUILTIN};

@@ -17,8 +17,8 @@ use std::sync::{Arc, Barrier, LazyLock};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use strata_adapters::app::workspace::Workspace;
 use strata_adapters::config::Config;
-use strata_adapters::workspace::Workspace;
 use strata_benches::{Ratio, Samples, bench_event, payload, report, target_dir};
 use strata_journal::projection::Projections;
 use strata_journal::{Durability, ExpectedVersion, Journal, OpenOptions};

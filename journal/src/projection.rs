@@ -66,6 +66,9 @@ pub struct ProjectionStatus {
     pub discarded: Vec<Discarded>,
     /// Events applied.
     pub applied: u64,
+    /// The journal sequence the projection now reflects (every event up to it folded); a
+    /// snapshot saved right after catching up belongs at this sequence.
+    pub through: u64,
     /// State hash at the head.
     pub state_hash: Hash,
 }
@@ -191,12 +194,13 @@ impl Projections {
             .into_iter()
             .zip(&self.items)
             .zip(applied)
-            .map(|(((name, version, from_snapshot, discarded), (p, _)), applied)| ProjectionStatus {
+            .map(|(((name, version, from_snapshot, discarded), (p, cursor)), applied)| ProjectionStatus {
                 name,
                 version,
                 from_snapshot,
                 discarded,
                 applied,
+                through: *cursor,
                 state_hash: p.state_hash(),
             })
             .collect())
@@ -230,7 +234,8 @@ pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<Proje
     }
     let from_snapshot = cursor;
     let mut applied = 0u64;
-    let r = journal.scan(cursor + 1, journal.head().seq, |rec, _| {
+    let head = journal.head().seq;
+    let r = journal.scan(cursor + 1, head, |rec, _| {
         if apply_one(p, &mut cursor, rec, true)? {
             applied += 1;
         }
@@ -243,8 +248,27 @@ pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<Proje
         from_snapshot,
         discarded,
         applied,
+        through: cursor.max(head),
         state_hash: p.state_hash(),
     })
+}
+
+/// Brings `p`, which reflects the journal through `through`, to the head by folding only the
+/// tail; returns the sequence it now reflects. For a caller that keeps `p` between reads.
+pub fn catch_up_tail<P: Projection>(p: &mut P, journal: &Journal, through: u64) -> Result<u64, ProjectionRunError> {
+    let head = journal.head().seq;
+    if through >= head {
+        return Ok(through);
+    }
+    let wanted: Option<Vec<&'static str>> = p.event_types().map(<[_]>::to_vec);
+    let mut cursor = through;
+    let r = journal.scan(through + 1, head, |rec, _| {
+        let wants = wanted.as_ref().is_none_or(|t| t.contains(&rec.event_type));
+        apply_one(p, &mut cursor, rec, wants)?;
+        Ok::<bool, ProjectionError>(true)
+    })?;
+    r?;
+    Ok(cursor.max(head))
 }
 
 /// Saves one projection's snapshot at journal sequence `seq` (the last event it applied).

@@ -20,15 +20,21 @@ fn head(ws: &Path) -> u64 {
     json(ws, &["journal", "log", "--limit", "1"])[0]["seq"].as_u64().unwrap()
 }
 
-#[test]
-fn assemble_verify_refuse_audit_supersede_and_summaries_on_the_command_line() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
+/// A workspace under `dir` with the seed-scale knowledge base taken in: (workspace, its files).
+fn seed_workspace(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ws = dir.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
     strata_ok(BIN, &ws, &["init", "--durability", "process"]);
     let kb = ws.join("kb");
     strata_ok(BIN, &ws, &["fixture", "--out", kb.to_str().unwrap()]);
     strata_ok(BIN, &ws, &["intake", kb.to_str().unwrap()]);
+    (ws, kb)
+}
+
+#[test]
+fn assemble_verify_refuse_audit_supersede_and_summaries_on_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, kb) = seed_workspace(tmp.path());
     assert!(json(&ws, &["profile", "list"])["profiles"].as_array().unwrap().is_empty());
     let reg = json(&ws, &["profile", "register", "--builtin"]);
     assert!(reg["profiles"].as_array().unwrap().iter().all(|p| p["registered"] == true && p["version"] == 1));
@@ -175,4 +181,108 @@ fn assemble_verify_refuse_audit_supersede_and_summaries_on_the_command_line() {
     assert!(l2["tokens"].as_u64().unwrap() > 0 && !l2["sources"].as_array().unwrap().is_empty());
     let r = strata(BIN, &ws, &["summary", "show", "--level", "L2"]);
     assert!(String::from_utf8_lossy(&r.stderr).contains("STRATA-E0906"));
+}
+
+/// Appends, straight to the journal, the deletion of `item` (`kind:id`), as a process that died
+/// right after its append would have left it: the reaction to it is not recorded.
+fn delete_without_reacting(ws: &Path, item: &str) {
+    use strata_engine::kb::commands::{self, Ctx};
+    use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
+    let (kind, id) = item.split_once(':').unwrap();
+    let key = ArtifactKey::new(ArtifactKind::from_name(kind).unwrap(), id);
+    let options = strata_journal::OpenOptions {
+        durability: strata_journal::Durability::Process,
+        cache_bytes: 8 << 20,
+        holder: "a test's dying process".into(),
+        lock_wait: std::time::Duration::from_secs(5),
+    };
+    let j = strata_journal::Journal::open(&ws.join(".strata/journal"), &options).unwrap();
+    let g = strata_adapters::app::kb::load_graph(&j).unwrap();
+    let mut ids = strata_adapters::system::V7Ids;
+    let appends =
+        commands::delete(&g, &key, &mut Ctx { ids: &mut ids, clock: &strata_adapters::system::SystemClock }).unwrap();
+    j.append_multi_blocking(appends).unwrap().unwrap();
+    j.close_blocking().unwrap();
+}
+
+fn superseded(ws: &Path, task: &str) -> Vec<String> {
+    let audit = json(ws, &["audit", "context", "--task", task]);
+    audit["prompts"][0]["superseded"].as_object().unwrap().keys().cloned().collect()
+}
+
+/// A reaction is never lost, only late: a change whose process died before reacting is flagged
+/// by the next change's reaction, and by `strata serve` when it starts.
+#[test]
+fn a_reaction_a_dead_process_left_undone_is_caught_up_by_the_next_change_and_by_the_daemon() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, kb) = seed_workspace(tmp.path());
+    let mut screens = Vec::new();
+    let mut given = std::collections::BTreeSet::new();
+    for task in ["T-1", "T-2"] {
+        let out = ws.join(format!("{task}.md"));
+        let args = ["prompt", "assemble", "--task", task, "--profile", "ui-developer", "--plan", "CR-4", "--out"];
+        let a = json(&ws, &[&args[..], &[out.to_str().unwrap()]].concat());
+        let m: Value =
+            serde_json::from_str(&std::fs::read_to_string(a["manifest"].as_str().unwrap()).unwrap()).unwrap();
+        given.extend(
+            m["included"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|i| i["item"].as_str()?.split_once(':'))
+                .map(|(_, id)| id.to_owned()),
+        );
+        let items: Vec<String> = m["included"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["section"] == "Screens")
+            .map(|i| i["item"].as_str().unwrap().to_owned())
+            .collect();
+        screens = items;
+    }
+    assert!(screens.len() >= 3, "the prompts were given three screens or more: {screens:?}");
+
+    // A change recorded by a process that died before its reaction: nothing flagged yet.
+    delete_without_reacting(&ws, &screens[0]);
+    assert!(superseded(&ws, "T-1").is_empty());
+    // The next change's reaction decides on the state now, so it flags both changes.
+    let id = screens[1].split_once(':').unwrap().1;
+    let d = json(&ws, &["artifact", "delete", id]);
+    assert_eq!(d["prompts_superseded"], 2, "both prompts, flagged once each: {d}");
+    let mut both = vec![screens[0].clone(), screens[1].clone()];
+    both.sort();
+    for task in ["T-1", "T-2"] {
+        assert_eq!(superseded(&ws, task), both, "{task}");
+    }
+    // Reacting again finds nothing left to flag: a change to an artifact no prompt was given.
+    let other = walk_md(&kb).into_iter().find(|f| !given.contains(f.file_stem().unwrap().to_str().unwrap())).unwrap();
+    let text = std::fs::read_to_string(&other).unwrap();
+    std::fs::write(&other, format!("{text}\nOne more line.\n")).unwrap();
+    let before = head(&ws);
+    let d = json(&ws, &["intake", other.to_str().unwrap()]);
+    assert_eq!(d["prompts_superseded"], 0, "{d}");
+    assert!(head(&ws) > before);
+
+    // Another dead process; this time the daemon catches it up when it starts.
+    delete_without_reacting(&ws, &screens[2]);
+    let daemon = strata_tests::daemon::Daemon::start(BIN, &ws, &[]);
+    let flagged = superseded(&ws, "T-1");
+    let (status, err) = daemon.stop();
+    assert!(status.success(), "{err}");
+    assert!(flagged.contains(&screens[2]), "{flagged:?}");
+}
+
+fn walk_md(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk_md(&p));
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
 }

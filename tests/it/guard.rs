@@ -336,8 +336,8 @@ fn no_exit_path_of_the_hook_gives_another_code() {
         hook.replacen("std::process::exit(i32::from(DENY))", "std::process::exit(1)", 1),
         hook.replacen("const DENY: u8 = 2;", "const DENY: u8 = 1;", 1),
         hook.replacen(
-            "pub fn served(cmd: HookCommand, journal: &Journal) -> ExitCode",
-            "pub fn served(cmd: HookCommand, journal: &Journal) -> anyhow::Result<ExitCode>",
+            "pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode",
+            "pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> anyhow::Result<ExitCode>",
             1,
         ),
         hook.replacen("std::panic::set_hook", "drop", 1),

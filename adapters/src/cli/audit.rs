@@ -11,9 +11,9 @@ use strata_engine::workgroup::state::{Workgroups, Write};
 use strata_journal::projection::catch_up_one;
 
 use super::context::AuditCommand;
+use crate::app::workspace::Workspace;
 use crate::coordinator::summary;
 use crate::table::Table;
-use crate::workspace::Workspace;
 
 /// The prompt assembly a write followed: the one recorded for its task with its hash, before it.
 fn prompt_of(context: &ContextState, w: &Write) -> Value {
@@ -79,7 +79,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
     let mut context = ContextState::default();
     catch_up_one(&mut groups, &journal)?;
     catch_up_one(&mut context, &journal)?;
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     match cmd {
         AuditCommand::Context { .. } => anyhow::bail!("audit context is answered by the context commands"),
         AuditCommand::File { path } => {

@@ -15,11 +15,11 @@ use serde_json::Value;
 use strata_engine::ce::journaled::{self, LEDGER_OPERATIONS};
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
-use strata_journal::projection::{catch_up_one, save_one};
 use strata_journal::{ExpectedVersion, Journal, JournalError, StreamAppend};
 
 use strata_engine::ports::Clock as _;
 
+use crate::app::append::{AppendError, Decided, decide_and_append};
 use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
@@ -27,8 +27,6 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Pause before looking again at a journal another process is still creating (its lock file may
 /// not exist yet, so there is nothing to wait on).
 const CREATE_RETRY: Duration = Duration::from_millis(10);
-/// Decisions retried when another writer moved the ledger between reading and appending.
-pub(crate) const LEDGER_RETRIES: usize = 16;
 
 /// Runs one operation on standard input.
 pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
@@ -145,7 +143,7 @@ fn journal_dir(dir: &Path) -> PathBuf {
 pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Result<Journal, CeError> {
     // A workspace whose journal lives in PostgreSQL: opened as every command opens it (with
     // this machine's journal directory for deferred appends); there is no lock to wait for.
-    let ws = crate::workspace::Workspace::at(dir);
+    let ws = crate::app::workspace::Workspace::at(dir);
     if ws.config_path().is_file() {
         let config = ws.config().map_err(|e| unavailable(format!("{e:#}")))?;
         if let Some(pg) = config.backend.pg_options("ce").map_err(|e| unavailable(format!("{e:#}")))? {
@@ -197,32 +195,26 @@ fn is_missing_or_empty(dir: &Path) -> bool {
     }
 }
 
-/// Catches the ledger up, decides, appends expecting the ledger version read; decides again
-/// on the newer ledger if another writer moved it in between. A journal shared with other
-/// processes (PostgreSQL) is refreshed first, so the decision is made on what every process
-/// committed so far; one committed after that makes the append conflict, and it is decided again.
+/// Decides on the ledger and records the decision through the one decide-and-append: decided
+/// again on the newer ledger when another writer moved it in between (on a shared journal,
+/// after reading what every process committed).
 fn decide_and_record(journal: &Journal, op: &str, payload: &Value) -> Result<Value, CeError> {
-    let mut state = Ledger::default();
-    for _ in 0..LEDGER_RETRIES {
-        journal.refresh().map_err(unavailable)?;
-        catch_up_one(&mut state, journal).map_err(unavailable)?;
-        let decided = journaled::run(op, payload, &context(0), &state, &mut V7Ids, &SystemClock)?;
-        if decided.events.is_empty() {
-            return Ok(decided.result);
-        }
-        let append = StreamAppend {
-            stream: ledger::STREAM.to_owned(),
-            expected: ExpectedVersion::Exact(state.version()),
-            events: decided.events,
+    let decided = decide_and_append(journal, &mut Ledger::default(), |state| {
+        let decided = journaled::run(op, payload, &context(0), state, &mut V7Ids, &SystemClock)?;
+        let appends = if decided.events.is_empty() {
+            Vec::new()
+        } else {
+            let expected = ExpectedVersion::Exact(state.version());
+            vec![StreamAppend { stream: ledger::STREAM.to_owned(), expected, events: decided.events }]
         };
-        match journal.append_multi_blocking(vec![append]).map_err(unavailable)? {
-            Ok(_) => {
-                catch_up_one(&mut state, journal).map_err(unavailable)?;
-                save_one(&state, journal, journal.head().seq).map_err(unavailable)?;
-                return Ok(decided.result);
-            }
-            Err(_conflict) => continue,
+        Ok(Decided { appends, answer: decided.result })
+    });
+    match decided {
+        Ok(done) => Ok(done.answer),
+        Err(AppendError::Refused(e)) => Err(e),
+        Err(AppendError::Contended { .. }) => {
+            Err(unavailable("the ledger kept moving under this decision; run it again"))
         }
+        Err(e) => Err(unavailable(e)),
     }
-    Err(unavailable("the ledger kept moving under this decision; run it again"))
 }

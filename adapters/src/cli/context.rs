@@ -13,13 +13,14 @@ use strata_engine::context::prompts;
 use strata_engine::context::state::ContextState;
 use strata_engine::context::summary::{self, Problem, Summaries};
 use strata_journal::Journal;
-use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::projection::catch_up_one;
 
 use super::EXIT_PROBLEMS;
-use super::kb::{commit, load_graph};
+use super::kb::load_graph;
+use crate::app::append::{Decided, decide_and_append};
+use crate::app::workspace::Workspace;
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
-use crate::workspace::Workspace;
 
 /// Largest profile or manifest file read.
 pub const DOC_BYTES_MAX: u64 = 16 * 1024 * 1024;
@@ -272,17 +273,19 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
             Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
         }
         SummaryCommand::Publish => {
-            let appends = summary::publish(&l.summaries, &l.state.published, &mut V7Ids, &SystemClock)
-                .map_err(anyhow::Error::msg)?;
-            let published =
-                appends.iter().flat_map(|a| &a.events).filter(|e| e.event_type == summary::PUBLISHED).count();
-            let retracted =
-                appends.iter().flat_map(|a| &a.events).filter(|e| e.event_type == summary::RETRACTED).count();
-            let head = commit(&l.journal, appends)?;
-            let mut state = l.state;
-            catch_up_one(&mut state, &l.journal)?;
-            save_one(&state, &l.journal, l.journal.head().seq)?;
-            crate::workspace::finish(&l.journal)?;
+            // Decided on the published summaries at the head, against the summaries of the graph
+            // loaded above.
+            let done = super::appended(
+                decide_and_append(&l.journal, &mut ContextState::default(), |state| {
+                    let appends = summary::publish(&l.summaries, &state.published, &mut V7Ids, &SystemClock)?;
+                    let count = |t: &str| appends.iter().flat_map(|a| &a.events).filter(|e| e.event_type == t).count();
+                    let answer = (count(summary::PUBLISHED), count(summary::RETRACTED));
+                    Ok(Decided { appends, answer })
+                }),
+                anyhow::Error::msg::<String>,
+            )?;
+            let ((published, retracted), head) = (done.answer, done.seq);
+            ws.finish(&l.journal)?;
             if json {
                 outln!("{}", json!({"ok": true, "published": published, "retracted": retracted, "head": head}));
             } else {
@@ -296,21 +299,6 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
 fn unknown_entity(l: &Loaded, e: &str) -> anyhow::Error {
     let known: Vec<String> = l.summaries.all().map(|(s, _)| s.entity.clone()).collect();
     anyhow::anyhow!("[STRATA-E0906] no entity {e:?} in the knowledge base; entities: {}", known.join(", "))
-}
-
-/// Registers the shipped profiles that are not registered yet (or changed); returns how many.
-pub(crate) fn register_builtin(journal: &Journal) -> anyhow::Result<usize> {
-    let mut state = ContextState::default();
-    catch_up_one(&mut state, journal)?;
-    let mut n = 0;
-    for (name, text) in BUILTIN {
-        let p = profile::parse(name, text)?;
-        if let Some(a) = profile::register(&state.profiles, &p, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)? {
-            commit(journal, vec![a])?;
-            n += 1;
-        }
-    }
-    Ok(n)
 }
 
 pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> anyhow::Result<ExitCode> {
@@ -348,23 +336,29 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                     );
                 }
             }
-            let mut rows = Vec::new();
-            for p in &parsed {
-                match profile::register(&state.profiles, p, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)? {
-                    Some(a) => {
-                        commit(&journal, vec![a])?;
-                        catch_up_one(&mut state, &journal)?;
-                        let v = state.profiles.latest(&p.agent_id).map_or(0, |(v, _)| v);
-                        rows.push(json!({"profile": p.agent_id, "version": v, "registered": true}));
+            // All of them in one append: each new or changed one as the next version of its stream.
+            let done = super::appended(
+                decide_and_append(&journal, &mut state, |state| {
+                    let mut appends = Vec::new();
+                    let mut changed = Vec::new();
+                    for p in &parsed {
+                        let a = profile::register(&state.profiles, p, &mut V7Ids, &SystemClock)?;
+                        changed.push(a.is_some());
+                        appends.extend(a);
                     }
-                    None => {
-                        let v = state.profiles.latest(&p.agent_id).map_or(0, |(v, _)| v);
-                        rows.push(json!({"profile": p.agent_id, "version": v, "registered": false}));
-                    }
-                }
-            }
-            save_one(&state, &journal, journal.head().seq)?;
-            crate::workspace::finish(&journal)?;
+                    Ok(Decided { appends, answer: changed })
+                }),
+                anyhow::Error::msg::<String>,
+            )?;
+            let rows: Vec<Value> = parsed
+                .iter()
+                .zip(done.answer)
+                .map(|(p, registered)| {
+                    let v = state.profiles.latest(&p.agent_id).map_or(0, |(v, _)| v);
+                    json!({"profile": p.agent_id, "version": v, "registered": registered})
+                })
+                .collect();
+            ws.finish(&journal)?;
             if json {
                 outln!("{}", json!({"ok": true, "profiles": rows}));
             } else {
@@ -443,14 +437,15 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 && let Some((name, text)) = BUILTIN.iter().find(|(n, _)| *n == pid)
             {
                 let p = profile::parse(name, text)?;
-                if let Some(a) =
-                    profile::register(&l.state.profiles, &p, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?
-                {
-                    commit(&l.journal, vec![a])?;
-                    catch_up_one(&mut l.state, &l.journal)?;
-                    if !json {
-                        errln!("registered the shipped profile {pid} as version 1");
-                    }
+                let done = super::appended(
+                    decide_and_append(&l.journal, &mut l.state, |state| {
+                        let appends = profile::register(&state.profiles, &p, &mut V7Ids, &SystemClock)?;
+                        Ok(Decided { appends: appends.into_iter().collect(), answer: () })
+                    }),
+                    anyhow::Error::msg::<String>,
+                )?;
+                if done.events > 0 && !json {
+                    errln!("registered the shipped profile {pid} as version 1");
                 }
             }
             let Some((version, p)) = l.state.profiles.latest(&pid) else {
@@ -477,15 +472,14 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             let inputs = Inputs::at_head(&l.graph, &l.summaries, p, version, &t, &head);
             let mut tc = TokenCounter::new(config.token_factor(&p.model));
             let Assembly { prompt, manifest: m } = assemble(&inputs, &mut tc)?;
-            let append = prompts::record(&m, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
-            let seq = commit(&l.journal, vec![append])?;
+            let recorded = decide_and_append(&l.journal, &mut l.state, |_| {
+                Ok(Decided { appends: vec![prompts::record(&m, &mut V7Ids, &SystemClock)?], answer: () })
+            });
+            let seq = super::appended(recorded, anyhow::Error::msg::<String>)?.seq;
             let manifest_path = manifest.unwrap_or_else(|| default_manifest_path(&out));
             write_atomic(&out, prompt.as_bytes())?;
             write_atomic(&manifest_path, format!("{}\n", serde_json::to_string_pretty(&m)?).as_bytes())?;
-            let mut state = l.state;
-            catch_up_one(&mut state, &l.journal)?;
-            save_one(&state, &l.journal, l.journal.head().seq)?;
-            crate::workspace::finish(&l.journal)?;
+            ws.finish(&l.journal)?;
             if json {
                 outln!(
                     "{}",
@@ -519,7 +513,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             let graph = load_graph(&journal)?;
             let paths = strata_engine::context::paths::virtual_paths(&graph, &glob);
             let position = journal.head().seq;
-            crate::workspace::finish(&journal)?;
+            ws.finish(&journal)?;
             if json {
                 outln!("{}", json!({"glob": glob, "paths": paths, "count": paths.len(), "position": position}));
             } else {
@@ -557,7 +551,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             if !state.prompts.of_task(&m.task.id).iter().any(|(_, r)| r.manifest == m) {
                 problems.push(format!("no prompt.assembled event of task {} records this manifest", m.task.id));
             }
-            crate::workspace::finish(&journal)?;
+            ws.finish(&journal)?;
             if json {
                 outln!(
                     "{}",
@@ -593,7 +587,7 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
     let journal = ws.open_journal("audit")?;
     let mut state = ContextState::default();
     catch_up_one(&mut state, &journal)?;
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     let found = state.prompts.of_task(&task);
     if found.is_empty() {
         anyhow::bail!(
@@ -648,25 +642,6 @@ pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// After the knowledge base changed: appends `context.superseded` for every prompt that was given
-/// an artifact that has changed since. Returns the number of prompts flagged.
-pub(crate) fn flag_superseded(journal: &Journal) -> anyhow::Result<usize> {
-    let mut state = ContextState::default();
-    catch_up_one(&mut state, journal)?;
-    if state.prompts.all().next().is_none() {
-        return Ok(0);
-    }
-    let g = load_graph(journal)?;
-    let appends = prompts::supersede(&state.prompts, &g, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
-    let n = appends.len();
-    if n > 0 {
-        commit(journal, appends)?;
-        catch_up_one(&mut state, journal)?;
-        save_one(&state, journal, journal.head().seq)?;
-    }
-    Ok(n)
 }
 
 pub(crate) fn context_cmd(cmd: ContextCommand, json: bool) -> anyhow::Result<ExitCode> {

@@ -28,18 +28,45 @@ use strata_journal::verify::verify_dir;
 use super::EXIT_PROBLEMS;
 use super::journal::{check_attestations, demo_options, open_with, projection_attestations};
 use super::kb::load_graph;
+use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids, random_seed};
 use crate::table::Table;
-use crate::workspace::{Workspace, record_initialized};
 use strata_engine::context::assemble::{Inputs, Task, TokenCounter, assemble};
 use strata_engine::context::prompts;
 use strata_engine::context::state::ContextState;
 use strata_engine::context::summary::{self, Summaries};
+use strata_engine::kb::graph::Graph;
+use strata_journal::Journal;
 use strata_journal::projection::catch_up_one;
+
+use crate::app::append::{Committed, Decided, Folded, decide_and_append};
 
 const MARKER: &str = ".strata-demo";
 const SEED: u64 = 7;
+
+/// Takes `files` in through the one decide-and-append; `refused` says what a refusal means.
+fn take_in(
+    journal: &Journal,
+    files: &[intake::SourceFile],
+    refused: &str,
+) -> anyhow::Result<Committed<intake::IntakePlan>> {
+    let decided = decide_and_append(journal, &mut Graph::new(), |g| {
+        let plan = intake::plan(g, files, &mut V7Ids, &SystemClock)?;
+        Ok(Decided { appends: plan.appends.clone(), answer: plan })
+    });
+    super::appended(decided, |p: Vec<intake::IntakeProblem>| anyhow::anyhow!("{refused}: {:?}", p.first()))
+}
+
+/// Records what `decide` decides on `state`, through the one decide-and-append.
+fn record<S: Folded, E: std::fmt::Display>(
+    journal: &Journal,
+    state: &mut S,
+    mut decide: impl FnMut(&S) -> Result<Vec<strata_journal::StreamAppend>, E>,
+) -> anyhow::Result<()> {
+    let decided = decide_and_append(journal, state, |s| Ok::<_, E>(Decided { appends: decide(s)?, answer: () }));
+    super::appended(decided, |e| anyhow::anyhow!("{e}")).map(|_| ())
+}
 
 pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     if at.exists() {
@@ -79,13 +106,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         .filter(|d| d.key.kind.is_spec())
         .map(|d| strata_engine::tokens::count(&String::from_utf8_lossy(&render(d).bytes)))
         .sum();
-    let mut g = load_graph(&journal)?;
-    let plan = intake::plan(&g, &files, &mut V7Ids, &SystemClock)
-        .map_err(|p| anyhow::anyhow!("the bundled example does not take in: {:?}", p.first()))?;
-    let taken = plan.created.len();
-    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    let taken = take_in(&journal, &files, "the bundled example does not take in")?.answer.created.len();
     let first_checkpoint = journal.checkpoint_blocking(key.clone(), V7Ids.next_id(), SystemClock.now_ns())?;
-    g = load_graph(&journal)?;
+    let mut g = load_graph(&journal)?;
     let findings = g.validate();
 
     // 2. Impact of a product change request, across entity boundaries.
@@ -107,13 +130,10 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     // 2b. Context: the shipped profiles registered, the summaries published, and a backend
     //     developer's prompt for that change request assembled with its bill of materials,
     //     recorded, and verified against the journal.
-    super::context::register_builtin(&journal)?;
+    crate::app::kb::register_builtin(&journal)?;
     let mut state = ContextState::default();
-    catch_up_one(&mut state, &journal)?;
     let mut summaries = Summaries::build(&mut g);
-    let publish =
-        summary::publish(&summaries, &state.published, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
-    journal.append_multi_blocking(publish)?.map_err(anyhow::Error::from)?;
+    record(&journal, &mut state, |s| summary::publish(&summaries, &s.published, &mut V7Ids, &SystemClock))?;
     let Some((profile_version, profile)) = state.profiles.latest("backend-developer").map(|(v, p)| (v, p.clone()))
     else {
         anyhow::bail!("the shipped backend-developer profile is not registered");
@@ -134,11 +154,9 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         position_hash: at_head.hash,
     };
     let assembly = assemble(&inputs, &mut TokenCounter::new(config.token_factor(&profile.model)))?;
-    journal
-        .append_multi_blocking(vec![
-            prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?,
-        ])?
-        .map_err(anyhow::Error::from)?;
+    record(&journal, &mut state, |_| {
+        Ok::<_, String>(vec![prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock)?])
+    })?;
     let prompt_path = at.join("demo-1.prompt.md");
     std::fs::write(&prompt_path, &assembly.prompt)?;
     std::fs::write(at.join("demo-1.prompt.md.manifest.json"), serde_json::to_string_pretty(&assembly.manifest)?)?;
@@ -160,15 +178,15 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     edited.body.push_str("\nThe correction threshold is now configurable per region.\n");
     let edited_file = render(&edited);
     std::fs::write(kb_dir.join(&edited_file.path), &edited_file.bytes)?;
-    let plan = intake::plan(&g, &[edited_file], &mut V7Ids, &SystemClock)
-        .map_err(|p| anyhow::anyhow!("edit refused: {:?}", p.first()))?;
-    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    // The prompt was given that requirement: taking the edit in flags the prompt as superseded
+    // (a reaction to the change), and the published summaries of its entity are stale.
+    let edit = take_in(&journal, &[edited_file], "edit refused")?;
+    let superseded = edit.reacted.get(crate::app::react::SUPERSEDED_CONTEXT).copied().unwrap_or(0);
     g = load_graph(&journal)?;
     let suspects = g.suspects().len();
-    // The prompt was given that requirement: it is flagged as superseded, and the published
-    // summaries of its entity are stale.
-    let superseded = super::context::flag_superseded(&journal)?;
-    summaries.refresh(&mut g);
+    // The summaries of the knowledge base now (a graph loaded from a snapshot marks nothing
+    // dirty, so they are built, not refreshed).
+    summaries = Summaries::build(&mut g);
     catch_up_one(&mut state, &journal)?;
     let stale = summary::check(&summaries, &state.published).len();
     // A draft change request on the edited requirement, proposed for approval.
@@ -191,21 +209,18 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         brd_now.fields = n.fields.clone();
     }
     intake::with(&mut brd_now.fields, "linkedCrs", "CR-9000");
-    let plan = intake::plan(&g, &[render(&draft), render(&brd_now)], &mut V7Ids, &SystemClock)
-        .map_err(|p| anyhow::anyhow!("draft refused: {:?}", p.first()))?;
-    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
+    take_in(&journal, &[render(&draft), render(&brd_now)], "draft refused")?;
     g = load_graph(&journal)?;
-    let mut ids = V7Ids;
-    let clock = SystemClock;
-    let mut ctx = Ctx { ids: &mut ids, clock: &clock };
-    let gate = commands::transition(&g, &draft_cr, "approved", None, &mut ctx);
+    let gate = commands::transition(&g, &draft_cr, "approved", None, &mut Ctx { ids: &mut V7Ids, clock: &SystemClock });
     let gate_held = matches!(gate, Err(commands::Rejection::SuspectUpstream { .. }));
-    let reviews = commands::review(&g, &draft_cr, &mut ctx)?;
-    journal.append_multi_blocking(reviews)?.map_err(anyhow::Error::from)?;
-    g = load_graph(&journal)?;
-    let approve =
-        commands::transition(&g, &draft_cr, "approved", Some("reviewed against the edited requirement"), &mut ctx)?;
-    journal.append_multi_blocking(approve)?.map_err(anyhow::Error::from)?;
+    let mut graph = Graph::new();
+    record(&journal, &mut graph, |g| {
+        commands::review(g, &draft_cr, &mut Ctx { ids: &mut V7Ids, clock: &SystemClock })
+    })?;
+    record(&journal, &mut graph, |g| {
+        let why = Some("reviewed against the edited requirement");
+        commands::transition(g, &draft_cr, "approved", why, &mut Ctx { ids: &mut V7Ids, clock: &SystemClock })
+    })?;
     let second_checkpoint = journal.checkpoint_blocking(key.clone(), V7Ids.next_id(), SystemClock.now_ns())?;
     let head = journal.head();
     journal.close_blocking()?;

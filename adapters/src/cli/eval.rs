@@ -16,10 +16,10 @@ use strata_engine::promotion::promote::{self, Options};
 use strata_engine::promotion::rollout::{self, Rollouts};
 use strata_engine::promotion::stages::Stage;
 use strata_engine::promotion::{corpus, synthetic};
-use strata_journal::projection::{catch_up_one, save_one};
 use strata_journal::{ExpectedVersion, StreamAppend};
 
 use super::EXIT_PROBLEMS;
+use crate::app::append::{AppendError, Both, Decided, decide_and_append};
 use crate::system::{SystemClock, V7Ids};
 
 /// The synthetic corpus shipped with strata.
@@ -318,12 +318,9 @@ fn record(
 ) -> anyhow::Result<promote::Document> {
     let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
     let refused = |e: rollout::RolloutError| anyhow::anyhow!("[STRATA-E1601] {e}");
-    let mut ledger_state = Ledger::default();
-    let mut rollouts = Rollouts::default();
+    let mut state = Both(Ledger::default(), Rollouts::default());
     let asked_stage = opts.stage;
-    for _ in 0..super::ce::LEDGER_RETRIES {
-        catch_up_one(&mut ledger_state, journal)?;
-        catch_up_one(&mut rollouts, journal)?;
+    let decided = decide_and_append(journal, &mut state, |Both(ledger_state, rollouts)| -> anyhow::Result<_> {
         if let Some(name) = rollout_name {
             let ro = rollouts.get(name).ok_or_else(|| refused(rollout::RolloutError::Unknown(name.to_owned())))?;
             if asked_stage.is_some_and(|s| s != ro.stage) {
@@ -351,10 +348,10 @@ fn record(
                 errln!("note: provenance failed; the rollout does not move on this evaluation");
                 doc.action = None;
             }
-            return Ok(doc);
+            return Ok(Decided::nothing(doc));
         };
         let event =
-            ledger::consume_run(&ledger_state, &t.measurement_run_id, &t.corpus_digest, &mut V7Ids, &SystemClock)
+            ledger::consume_run(ledger_state, &t.measurement_run_id, &t.corpus_digest, &mut V7Ids, &SystemClock)
                 .map_err(|e| anyhow::anyhow!("[STRATA-E1408] {}", e.detail))?;
         let mut appends = vec![StreamAppend {
             stream: ledger::STREAM.to_owned(),
@@ -364,7 +361,7 @@ fn record(
         if let Some(name) = rollout_name {
             // The document reports what is recorded (limits may turn a hold into a rollback),
             // and the event carries the digest of exactly that document.
-            let mut change = rollout::evaluated(&rollouts, name, &doc).map_err(refused)?;
+            let mut change = rollout::evaluated(rollouts, name, &doc).map_err(refused)?;
             doc.action = Some(change.action);
             if let Some(e) = change.evaluation.as_mut() {
                 e.digest = strata_engine::ce::json::sha256_tagged(serde_json::to_string(&doc)?.as_bytes());
@@ -375,23 +372,20 @@ fn record(
                 events: rollout::stamp(rollout::changed_event(&change), &mut V7Ids, &SystemClock).map_err(refused)?,
             });
         }
-        if journal.append_multi_blocking(appends)?.is_ok() {
-            catch_up_one(&mut ledger_state, journal)?;
-            catch_up_one(&mut rollouts, journal)?;
-            save_one(&ledger_state, journal, journal.head().seq)?;
-            save_one(&rollouts, journal, journal.head().seq)?;
-            if let Some(r) = rollout_name.and_then(|n| rollouts.get(n)) {
-                errln!(
-                    "rollout {}: now at {} ({})",
-                    r.start.rollout,
-                    r.stage.as_str(),
-                    r.last_reason.as_deref().unwrap_or("")
-                );
-            }
-            return Ok(doc);
+        Ok(Decided { appends, answer: doc })
+    });
+    let done = match decided {
+        Err(AppendError::Contended { .. }) => {
+            bail!("[STRATA-E1408] the ledger kept moving under this evaluation; run it again")
         }
+        r => super::appended(r, |e| e)?,
+    };
+    if done.events > 0
+        && let Some(r) = rollout_name.and_then(|n| state.1.get(n))
+    {
+        errln!("rollout {}: now at {} ({})", r.start.rollout, r.stage.as_str(), r.last_reason.as_deref().unwrap_or(""));
     }
-    bail!("[STRATA-E1408] the ledger kept moving under this evaluation; run it again")
+    Ok(done.answer)
 }
 
 fn corpus_check(file: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {

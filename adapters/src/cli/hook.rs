@@ -34,8 +34,8 @@ use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 use uuid::Uuid;
 
+use crate::app::workspace::Workspace;
 use crate::system::{SystemClock, V7Ids};
-use crate::workspace::Workspace;
 
 /// Largest hook input read.
 const INPUT_BYTES_MAX: u64 = 1 << 20;
@@ -208,9 +208,9 @@ pub fn main(cmd: HookCommand) -> ExitCode {
 /// Runs a hook call sent to the journal's owner (`strata serve`, `strata run`): decides on its
 /// journal handle and records the decision under the asker's id, unless the asker has already
 /// given up.
-pub fn served(cmd: HookCommand, journal: &Journal) -> ExitCode {
+pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode {
     let call = Call::from(cmd);
-    let input = match read_input() {
+    let input = match read_input(ws.stdin_bytes(INPUT_BYTES_MAX)) {
         Ok(v) => v,
         Err(why) => return deny(&why),
     };
@@ -252,9 +252,10 @@ fn now_ms() -> i64 {
     SystemClock.now_ns() / 1_000_000
 }
 
-fn read_input() -> Result<Value, String> {
-    let bytes = crate::output::stdin_bytes(INPUT_BYTES_MAX)
-        .map_err(|e| format!("strata could not check this write (stdin unreadable: {e}) [STRATA-E2002]; denied"))?;
+/// The hook call's JSON from `read` (its stdin, at most one byte over the limit).
+fn read_input(read: std::io::Result<Vec<u8>>) -> Result<Value, String> {
+    let bytes =
+        read.map_err(|e| format!("strata could not check this write (stdin unreadable: {e}) [STRATA-E2002]; denied"))?;
     if bytes.len() as u64 > INPUT_BYTES_MAX {
         return Err(format!(
             "strata could not check this write (hook input over {INPUT_BYTES_MAX} bytes) [STRATA-E2002]; denied"
@@ -270,7 +271,7 @@ fn check(call: &Call, by: Instant, seen: &OnceLock<Value>) -> Answer {
     let refused = |input: Option<&Value>, why: String| {
         Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, &call.root.to_string_lossy(), input, why))
     };
-    let input = match read_input() {
+    let input = match read_input(crate::output::stdin_bytes(INPUT_BYTES_MAX)) {
         Ok(v) => v,
         Err(why) => return refused(None, why),
     };

@@ -17,10 +17,10 @@ use strata_journal::verify::{Coverage, VerifyReport, verify_dir};
 use strata_journal::{Envelope, Journal, OpenOptions};
 
 use super::{EXIT_PROBLEMS, read_key_arg, read_key_file};
+use crate::app::workspace::{Workspace, holder};
 use crate::config::{Backend, Config};
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
-use crate::workspace::{Workspace, holder};
 
 /// Largest export or bundle file `journal import` and `journal verify --bundle` read (each is
 /// read once, whole, and checked from memory).
@@ -104,12 +104,12 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
     match cmd {
         JournalCommand::Log { from, limit, stream } => log(ws, from, limit, stream.as_deref(), json),
         JournalCommand::Verify { pubkey, require_attested, checkpoint, bundle } => {
-            let keys = parse_pubkeys(&pubkey)?;
+            let keys = parse_pubkeys(ws, &pubkey)?;
             let extra = read_checkpoint_files(&checkpoint)?;
             match bundle {
                 Some(b) => verify_bundle(&b, keys, &extra, require_attested, json),
                 None => {
-                    let mut report = match crate::workspace::served_journal() {
+                    let mut report = match ws.served_journal() {
                         // The daemon holds the journal: verify through its handle.
                         Some(j) => strata_journal::verify::verify_store(
                             j.store().as_ref(),
@@ -147,8 +147,8 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
     }
 }
 
-fn parse_pubkeys(args: &[String]) -> anyhow::Result<Vec<VerifierKey>> {
-    args.iter().map(|a| VerifierKey::parse(&read_key_arg(a)?).with_context(|| format!("--pubkey {a}"))).collect()
+fn parse_pubkeys(ws: &Workspace, args: &[String]) -> anyhow::Result<Vec<VerifierKey>> {
+    args.iter().map(|a| VerifierKey::parse(&read_key_arg(ws, a)?).with_context(|| format!("--pubkey {a}"))).collect()
 }
 
 fn read_checkpoint_files(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, String)>> {
@@ -371,7 +371,7 @@ fn export_cmd(
     }
     let journal = ws.open_journal("journal export")?;
     let summary = if let Some(path) = bundle {
-        let keys = parse_pubkeys(pubkeys)?;
+        let keys = parse_pubkeys(ws, pubkeys)?;
         let mut projections = Projections::new(strata_engine::standard_projections());
         projections.rebuild(&journal)?;
         let attestations = projection_attestations(&projections);
@@ -503,7 +503,7 @@ fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<Exi
     let key = SignerKey::parse(&text).with_context(|| format!("--key {}", key_path.display()))?;
     let journal = ws.open_journal("journal checkpoint")?;
     let signed = journal.checkpoint_blocking(Arc::new(key), V7Ids.next_id(), SystemClock.now_ns())?;
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     if json {
         outln!(
             "{}",

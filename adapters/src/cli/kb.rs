@@ -12,14 +12,14 @@ use strata_engine::kb::graph::{Graph, Reached};
 use strata_engine::kb::intake::{self, FILE_BYTES_MAX, FILES_MAX, IntakeProblem, SourceFile};
 use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
 use strata_engine::kb::links::LINKS;
-use strata_journal::projection::{catch_up_one, save_one};
 use strata_journal::{Journal, StreamAppend};
 
 use super::EXIT_PROBLEMS;
+use crate::app::append::{AppendError, Decided, decide_and_append};
+use crate::app::workspace::Workspace;
 use crate::files::{self, ScanLimits};
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
-use crate::workspace::Workspace;
 
 /// Most bytes one intake reads across all files.
 pub const INTAKE_BYTES_MAX: u64 = 256 * 1024 * 1024;
@@ -116,11 +116,9 @@ pub(crate) enum GraphCommand {
     Entities,
 }
 
-/// Builds the graph at the journal head from its snapshot plus the tail.
+/// The graph at the journal head (see [`crate::app::kb::load_graph`]).
 pub(crate) fn load_graph(journal: &Journal) -> anyhow::Result<Graph> {
-    let mut g = Graph::new();
-    catch_up_one(&mut g, journal)?;
-    Ok(g)
+    Ok(crate::app::kb::load_graph(journal)?)
 }
 
 fn parse_kind(kind: Option<&str>) -> anyhow::Result<Option<ArtifactKind>> {
@@ -189,17 +187,6 @@ pub(crate) fn read_sources(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<
     Ok(out)
 }
 
-/// Appends a decided command's events; a conflict means someone else wrote first.
-pub(crate) fn commit(journal: &Journal, appends: Vec<StreamAppend>) -> anyhow::Result<u64> {
-    if appends.is_empty() {
-        return Ok(journal.head().seq);
-    }
-    match journal.append_multi_blocking(appends)? {
-        Ok(a) => Ok(a.positions.last().map_or(journal.head().seq, |p| p.seq)),
-        Err(c) => anyhow::bail!("{c}: another writer changed it since it was read; run the command again"),
-    }
-}
-
 pub(crate) fn problems_json(problems: &[IntakeProblem]) -> Value {
     json!(
         problems
@@ -231,10 +218,13 @@ pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool) {
 pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
     let sources = read_sources(paths, "intake")?;
     let journal = ws.open_journal("intake")?;
-    let mut g = load_graph(&journal)?;
-    let plan = match intake::plan(&g, &sources, &mut V7Ids, &SystemClock) {
-        Ok(p) => p,
-        Err(problems) => {
+    let decided = decide_and_append(&journal, &mut Graph::new(), |g| -> Result<_, Vec<IntakeProblem>> {
+        let plan = intake::plan(g, &sources, &mut V7Ids, &SystemClock)?;
+        let appends = if dry_run { Vec::new() } else { plan.appends.clone() };
+        Ok(Decided { appends, answer: plan })
+    });
+    let done = match decided {
+        Err(AppendError::Refused(problems)) => {
             print_problems(&problems, json);
             if !json {
                 errln!(
@@ -245,16 +235,13 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
             }
             return Ok(ExitCode::from(1));
         }
+        r => super::appended(r, |_: Vec<IntakeProblem>| anyhow::anyhow!("refusals are answered above"))?,
     };
+    let plan = &done.answer;
     let events: usize = plan.appends.iter().map(|a| a.events.len()).sum();
-    let head = if dry_run { journal.head().seq } else { commit(&journal, plan.appends.clone())? };
-    if !dry_run && events > 0 {
-        let r = journal.scan(g.seq() + 1, head, |rec, _| g.apply_record(rec).map(|()| true))?;
-        r.map_err(|e| anyhow::anyhow!("{e}"))?;
-        save_one(&g, &journal, g.seq())?;
-    }
-    let superseded = if dry_run || events == 0 { 0 } else { super::context::flag_superseded(&journal)? };
-    crate::workspace::finish(&journal)?;
+    let head = if dry_run { journal.head().seq } else { done.seq };
+    let superseded = done.reacted.get(crate::app::react::SUPERSEDED_CONTEXT).copied().unwrap_or(0);
+    ws.finish(&journal)?;
     let keys = |v: &[ArtifactKey]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     if json {
         outln!(
@@ -303,10 +290,9 @@ fn links_json(g: &Graph, key: &ArtifactKey) -> (Value, Value) {
 pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("artifact")?;
     let g = load_graph(&journal)?;
-    let mut ids = V7Ids;
-    let clock = SystemClock;
-    let mut ctx = Ctx { ids: &mut ids, clock: &clock };
-    let (what, appends) = match cmd {
+    // What to record, decided on the graph at the head (again, if another writer moved it).
+    type Decide = Box<dyn Fn(&Graph, &mut Ctx<'_>) -> Result<Vec<StreamAppend>, commands::Rejection>>;
+    let (what, decide): (String, Decide) = match cmd {
         ArtifactCommand::Show { id, kind } => {
             let key = resolve(&g, &id, kind.as_deref())?;
             let Some(node) = g.get(&key) else { anyhow::bail!("{key} vanished") };
@@ -354,15 +340,16 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
         }
         ArtifactCommand::Transition { id, to, reason, kind } => {
             let key = resolve(&g, &id, kind.as_deref())?;
-            (format!("{key} -> {to}"), commands::transition(&g, &key, &to, reason.as_deref(), &mut ctx)?)
+            let what = format!("{key} -> {to}");
+            (what, Box::new(move |g, ctx| commands::transition(g, &key, &to, reason.as_deref(), ctx)))
         }
         ArtifactCommand::Review { id, kind } => {
             let key = resolve(&g, &id, kind.as_deref())?;
-            (format!("{key} reviewed"), commands::review(&g, &key, &mut ctx)?)
+            (format!("{key} reviewed"), Box::new(move |g, ctx| commands::review(g, &key, ctx)))
         }
         ArtifactCommand::Delete { id, kind } => {
             let key = resolve(&g, &id, kind.as_deref())?;
-            (format!("{key} deleted"), commands::delete(&g, &key, &mut ctx)?)
+            (format!("{key} deleted"), Box::new(move |g, ctx| commands::delete(g, &key, ctx)))
         }
         ArtifactCommand::Promote { ids: targets, to_cr, to_initiative, tier, title, entity } => {
             match (to_cr, to_initiative, tier) {
@@ -370,23 +357,30 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
                     let [issue] = targets.as_slice() else {
                         anyhow::bail!("[STRATA-E0706] --to-cr promotes exactly one issue")
                     };
+                    let issue = issue.clone();
                     (
                         format!("issue {issue} promoted to {cr}"),
-                        commands::promote_issue(&g, issue, &cr, title.as_deref(), &mut ctx)?,
+                        Box::new(move |g, ctx| commands::promote_issue(g, &issue, &cr, title.as_deref(), ctx)),
                     )
                 }
                 (None, Some(bi), None) => {
                     let title = title.unwrap_or_else(|| format!("Initiative {bi}"));
                     (
                         format!("{} change request(s) grouped into {bi}", targets.len()),
-                        commands::group_initiative(&g, &bi, &title, entity.as_deref(), &targets, &mut ctx)?,
+                        Box::new(move |g, ctx| {
+                            commands::group_initiative(g, &bi, &title, entity.as_deref(), &targets, ctx)
+                        }),
                     )
                 }
                 (None, None, Some(t)) => {
                     let [e] = targets.as_slice() else {
                         anyhow::bail!("[STRATA-E0706] --tier promotes exactly one entity")
                     };
-                    (format!("entity {e} promoted to {t}"), commands::promote_tier(&g, e, &t, &mut ctx)?)
+                    let e = e.clone();
+                    (
+                        format!("entity {e} promoted to {t}"),
+                        Box::new(move |g, ctx| commands::promote_tier(g, &e, &t, ctx)),
+                    )
                 }
                 _ => anyhow::bail!(
                     "[STRATA-E0706] say what to promote to: --to-cr CR-n (an issue), --to-initiative BI-n (change requests) or --tier TIER (an entity)"
@@ -394,9 +388,16 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
             }
         }
     };
-    let head = commit(&journal, appends)?;
-    let superseded = super::context::flag_superseded(&journal)?;
-    crate::workspace::finish(&journal)?;
+    let done = super::appended(
+        decide_and_append(&journal, &mut Graph::new(), |g| {
+            let mut ctx = Ctx { ids: &mut V7Ids, clock: &SystemClock };
+            Ok(Decided { appends: decide(g, &mut ctx)?, answer: () })
+        }),
+        |e: commands::Rejection| e.into(),
+    )?;
+    let head = done.seq;
+    let superseded = done.reacted.get(crate::app::react::SUPERSEDED_CONTEXT).copied().unwrap_or(0);
+    ws.finish(&journal)?;
     if json {
         outln!("{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
     } else {

@@ -11,11 +11,14 @@ use strata_engine::knowledge::decide;
 use strata_engine::knowledge::insights::{self, Params, Proposal};
 use strata_engine::ports::Clock as _;
 
-use super::kb::{commit, print_problems, read_sources};
+use strata_engine::knowledge::state::Knowledge;
+
+use super::kb::{print_problems, read_sources};
+use crate::app::append::{AppendError, Decided, decide_and_append};
+use crate::app::workspace::Workspace;
 use crate::harness::{DecisionArgs, GetArgs, Harness, LearningArgs, OutcomeArgs, StartArgs};
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
-use crate::workspace::Workspace;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum KnowledgeCommand {
@@ -185,12 +188,14 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             if concerns.is_empty() && projects.is_empty() {
                 anyhow::bail!("[STRATA-E1012] name at least one --concern or --project");
             }
-            let append = h.read(|k| decide::declare(k, &concerns, &projects, &mut V7Ids, &SystemClock))??;
-            let added = append.is_some();
-            let head = match append {
-                Some(a) => commit(h.journal(), vec![a])?,
-                None => h.journal().head().seq,
-            };
+            let done = super::appended(
+                decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
+                    let a = decide::declare(k, &concerns, &projects, &mut V7Ids, &SystemClock)?;
+                    Ok(Decided { appends: a.into_iter().collect(), answer: () })
+                }),
+                |e: strata_engine::knowledge::KnowledgeError| e.into(),
+            )?;
+            let (added, head) = (done.events > 0, done.seq);
             let (c, p) = h.read(|k| (k.concerns().count(), k.projects().count()))?;
             if json {
                 outln!("{}", json!({"ok": true, "added": added, "concerns": c, "projects": p, "head": head}));
@@ -203,18 +208,24 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
         }
         KnowledgeCommand::Put { paths, dry_run } => {
             let files = read_sources(&paths, "knowledge put")?;
-            let plan = match h.read(|k| decide::put(k, &files, &mut V7Ids, &SystemClock))? {
-                Ok(p) => p,
-                Err(problems) => {
+            let decided = decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
+                let plan = decide::put(k, &files, &mut V7Ids, &SystemClock)?;
+                let appends = if dry_run { Vec::new() } else { plan.appends.clone() };
+                Ok::<_, Vec<strata_engine::kb::intake::IntakeProblem>>(Decided { appends, answer: plan })
+            });
+            let done = match decided {
+                Err(AppendError::Refused(problems)) => {
                     print_problems(&problems, json);
                     if !json {
                         errln!("[STRATA-E1013] put refused: {} problem(s); nothing was appended", problems.len());
                     }
                     return Ok(ExitCode::from(1));
                 }
+                r => super::appended(r, |_| anyhow::anyhow!("refusals are answered above"))?,
             };
+            let plan = done.answer;
             let n = plan.appends.len();
-            let head = if dry_run { h.journal().head().seq } else { commit(h.journal(), plan.appends)? };
+            let head = if dry_run { h.journal().head().seq } else { done.seq };
             let rows = |v: &[(String, u64, u32)]| {
                 v.iter().map(|(s, v, t)| json!({"slug": s, "version": v, "tokens": t})).collect::<Vec<_>>()
             };
@@ -242,8 +253,14 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             ExitCode::SUCCESS
         }
         KnowledgeCommand::Retire { slug, reason } => {
-            let a = h.read(|k| decide::retire(k, &slug, reason.as_deref(), &mut V7Ids, &SystemClock))??;
-            let head = commit(h.journal(), vec![a])?;
+            let done = super::appended(
+                decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
+                    let a = decide::retire(k, &slug, reason.as_deref(), &mut V7Ids, &SystemClock)?;
+                    Ok(Decided { appends: vec![a], answer: () })
+                }),
+                |e: strata_engine::knowledge::KnowledgeError| e.into(),
+            )?;
+            let head = done.seq;
             if json {
                 outln!("{}", json!({"ok": true, "retired": slug, "head": head}));
             } else {
@@ -373,7 +390,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             ExitCode::SUCCESS
         }
     };
-    crate::workspace::finish(h.journal())?;
+    ws.finish(h.journal())?;
     Ok(code)
 }
 

@@ -26,8 +26,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use strata_journal::note::SignerKey;
 
+use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
-use crate::workspace::{Workspace, record_initialized};
 
 /// strata: event-sourced orchestration for governed, context-efficient multi-agent work.
 #[derive(Parser, Debug)]
@@ -260,7 +260,8 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    match run(cli) {
+    let ws = Workspace::at(&cli.dir);
+    match run(cli, ws) {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {e:#}");
@@ -281,10 +282,15 @@ fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path, stdin:
     crate::daemon::forward_cli(stream, argv, &dir, stdin)
 }
 
-/// Runs a command the daemon received from a client (output already captured by the caller);
-/// returns the exit code.
-pub(crate) fn run_served(argv: Vec<String>, root: PathBuf) -> u8 {
-    let mut cli = match Cli::try_parse_from(argv) {
+/// Runs a command the daemon received from a client (output already captured by the caller) on
+/// `ws`, the daemon's view of the client's workspace; returns the exit code. Path arguments
+/// resolve against the client's working directory.
+pub(crate) fn run_served(argv: Vec<String>, ws: crate::app::workspace::Workspace) -> u8 {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let base = ws.cwd().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let parsed =
+        resolving_paths(Cli::command(), &base).try_get_matches_from(argv).and_then(|m| Cli::from_arg_matches(&m));
+    let mut cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let text = e.render().to_string();
@@ -300,8 +306,8 @@ pub(crate) fn run_served(argv: Vec<String>, root: PathBuf) -> u8 {
         errln!("error: [STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
         return 1;
     }
-    cli.dir = root;
-    match run(cli) {
+    cli.dir = ws.root().to_path_buf();
+    match run(cli, ws) {
         Ok(code) => (0..=EXIT_PROBLEMS).find(|n| ExitCode::from(*n) == code).unwrap_or(1),
         Err(e) => {
             errln!("error: {e:#}");
@@ -310,11 +316,24 @@ pub(crate) fn run_served(argv: Vec<String>, root: PathBuf) -> u8 {
     }
 }
 
+/// `cmd` with every path-valued argument, in every subcommand, resolved against `base`.
+fn resolving_paths(cmd: clap::Command, base: &std::path::Path) -> clap::Command {
+    let is_path = |a: &clap::Arg| a.get_value_parser().type_id() == std::any::TypeId::of::<PathBuf>();
+    let owned = base.to_path_buf();
+    cmd.mut_args(move |a| {
+        if !is_path(&a) {
+            return a;
+        }
+        let base = owned.clone();
+        a.value_parser(move |s: &str| path_arg(s).map(|p| base.join(p)))
+    })
+    .mut_subcommands(|sub| resolving_paths(sub, base))
+}
+
 /// Exit code for "an integrity check found problems".
 pub const EXIT_PROBLEMS: u8 = 3;
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let ws = Workspace::at(&cli.dir);
+fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Init { durability, origin, backend, url, schema } => {
             let durability =
@@ -383,8 +402,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
         Command::Eval(cmd) => eval::run(cmd, cli.json),
-        Command::Hook(cmd) => Ok(match crate::workspace::served_journal() {
-            Some(j) => hook::served(cmd, &j),
+        Command::Hook(cmd) => Ok(match ws.served_journal() {
+            Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd),
         }),
         Command::Rollout { journal, command } => {
@@ -468,8 +487,8 @@ pub(crate) const KEY_FILE_BYTES_MAX: u64 = 4096;
 /// Reads a key given as a file path or as the key text itself: anything at that path (a
 /// dangling link included) is read as a key file, so a FIFO or a device is refused, not taken
 /// for key text.
-pub(crate) fn read_key_arg(arg: &str) -> anyhow::Result<String> {
-    let resolved = crate::workspace::resolve(std::path::Path::new(arg));
+pub(crate) fn read_key_arg(ws: &Workspace, arg: &str) -> anyhow::Result<String> {
+    let resolved = ws.resolve(std::path::Path::new(arg));
     if std::fs::symlink_metadata(&resolved).is_ok() {
         read_key_file(&resolved, "--pubkey")
     } else {
@@ -482,10 +501,29 @@ pub(crate) fn read_key_file(path: &std::path::Path, what: &str) -> anyhow::Resul
     Ok(crate::files::read_text_bounded(path, KEY_FILE_BYTES_MAX, what)?.trim().to_owned())
 }
 
-/// Parses a path argument (see [`crate::workspace::resolve`]).
+/// Parses a path argument: any path but the empty one. A command the daemon runs for a client
+/// resolves it against the client's working directory (see [`run_served`]).
 pub(crate) fn path_arg(s: &str) -> Result<PathBuf, String> {
     if s.is_empty() {
         return Err("a path must not be empty".to_owned());
     }
-    Ok(crate::workspace::resolve(std::path::Path::new(s)))
+    Ok(PathBuf::from(s))
+}
+
+/// A decide-and-append outcome as a command reports it: a refusal in the decision's own words
+/// (`refused` adds the command's code and fix), every other failure as it is.
+pub(crate) fn appended<T, E>(
+    r: Result<crate::app::append::Committed<T>, crate::app::append::AppendError<E>>,
+    refused: impl FnOnce(E) -> anyhow::Error,
+) -> anyhow::Result<crate::app::append::Committed<T>> {
+    use crate::app::append::AppendError;
+    r.map_err(|e| match e {
+        AppendError::Refused(e) => refused(e),
+        AppendError::Journal(e) => e.into(),
+        AppendError::Fold(e) => e.into(),
+        AppendError::Reaction(e) => e.into(),
+        AppendError::Contended { attempts } => anyhow::anyhow!(
+            "other writers changed what this decision reads {attempts} times in a row; run the command again"
+        ),
+    })
 }

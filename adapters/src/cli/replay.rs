@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use strata_journal::projection::{ProjectionStatus, Projections};
 
 use super::EXIT_PROBLEMS;
+use crate::app::workspace::Workspace;
 use crate::system::peak_rss_mib;
 use crate::table::Table;
-use crate::workspace::Workspace;
 
 pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("replay")?;
@@ -27,7 +27,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         projections.save_snapshots(&journal)?;
     }
     // Close before reading the peak, so it covers the whole life of the journal in this process.
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     drop(journal);
     let mismatches: Vec<&str> = match &from_snapshots {
         Some(snap) => rebuilt

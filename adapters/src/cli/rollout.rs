@@ -11,9 +11,10 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use strata_engine::promotion::rollout::{self, RolloutError, Rollouts};
 use strata_engine::promotion::stages::Action;
-use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
+use crate::app::append;
 use crate::system::{SystemClock, V7Ids};
 
 /// Largest routing-facts request on stdin.
@@ -86,32 +87,33 @@ fn refused(e: RolloutError) -> anyhow::Error {
     anyhow::anyhow!("[STRATA-E1601] {e}")
 }
 
-/// Catches `state` up, decides with `decide`, appends the events on the rollout's stream
-/// expecting the version decided on; decides again if another process moved it.
+/// Decides with `decide` and appends the events on the rollout's stream expecting the version
+/// decided on, through the one decide-and-append.
 fn decide_and_append<T>(
     journal: &Journal,
     state: &mut Rollouts,
     name: &str,
     mut decide: impl FnMut(&Rollouts) -> Result<(T, rollout::Decided), RolloutError>,
 ) -> anyhow::Result<T> {
-    for _ in 0..super::ce::LEDGER_RETRIES {
-        catch_up_one(state, journal)?;
-        let (out, events) = decide(state).map_err(refused)?;
-        if events.is_empty() {
-            return Ok(out);
-        }
-        let append = StreamAppend {
-            stream: rollout::stream(name),
-            expected: ExpectedVersion::Exact(state.version(name)),
-            events: rollout::stamp(events, &mut V7Ids, &SystemClock).map_err(refused)?,
+    let decided = append::decide_and_append(journal, state, |s| {
+        let (answer, events) = decide(s)?;
+        let appends = if events.is_empty() {
+            Vec::new()
+        } else {
+            vec![StreamAppend {
+                stream: rollout::stream(name),
+                expected: ExpectedVersion::Exact(s.version(name)),
+                events: rollout::stamp(events, &mut V7Ids, &SystemClock)?,
+            }]
         };
-        if journal.append_multi_blocking(vec![append])?.is_ok() {
-            catch_up_one(state, journal)?;
-            save_one(state, journal, journal.head().seq)?;
-            return Ok(out);
+        Ok(append::Decided { appends, answer })
+    });
+    match decided {
+        Err(append::AppendError::Contended { .. }) => {
+            bail!("[STRATA-E1602] rollout {name} kept moving under this command; run it again")
         }
+        r => Ok(super::appended(r, refused)?.answer),
     }
-    bail!("[STRATA-E1602] rollout {name} kept moving under this command; run it again")
 }
 
 fn open(dir: &Path) -> anyhow::Result<Journal> {

@@ -20,10 +20,10 @@ use strata_engine::workgroup::plan::Plan;
 use strata_engine::workgroup::preflight::{CliFact, Facts, NOT_CHECKED, Problem, RepoFact};
 
 use super::EXIT_PROBLEMS;
+use crate::app::workspace::Workspace;
 use crate::coordinator::preflight::{self, Subject};
 use crate::coordinator::{Coordinator, Measured, Options, Summary, example, summary};
 use crate::table::Table;
-use crate::workspace::Workspace;
 use strata_engine::workgroup::state::Status;
 
 /// Largest plan file, bytes.
@@ -159,7 +159,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
     let measured = c.run(&wg)?;
     let g = c.groups().get(&wg).cloned().context("the workgroup vanished from the journal")?;
     drop(c);
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     let s = summary(&g);
     print_summary(&s, Some(&measured), json)?;
     Ok(if s.failed + s.held == 0 { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })

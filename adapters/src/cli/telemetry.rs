@@ -15,15 +15,13 @@ use serde_json::{Value, json};
 use strata_engine::telemetry::decide::{self, REQUEST_BYTES_MAX, Request};
 use strata_engine::telemetry::report;
 use strata_engine::telemetry::state::Telemetry;
-use strata_journal::projection::{catch_up_one, save_one};
+use strata_journal::projection::catch_up_one;
 use strata_journal::{ExpectedVersion, StreamAppend};
 
+use crate::app::append::{AppendError, Decided, decide_and_append};
+use crate::app::workspace::Workspace;
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;
-use crate::workspace::Workspace;
-
-/// Decisions retried when another writer moved the session's stream in between.
-const RECORD_RETRIES: usize = 16;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum TelemetryCommand {
@@ -41,7 +39,8 @@ pub(crate) enum TelemetryCommand {
 pub(crate) fn run(ws: &Workspace, cmd: TelemetryCommand, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
         TelemetryCommand::Record => {
-            let bytes = crate::output::stdin_bytes(REQUEST_BYTES_MAX as u64)
+            let bytes = ws
+                .stdin_bytes(REQUEST_BYTES_MAX as u64)
                 .map_err(|e| anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"))?;
             record(ws, &mut bytes.as_slice(), json)
         }
@@ -67,30 +66,25 @@ fn read_request(input: &mut dyn std::io::Read) -> anyhow::Result<Request> {
 fn record(ws: &Workspace, input: &mut dyn std::io::Read, json: bool) -> anyhow::Result<ExitCode> {
     let req = read_request(input)?;
     let journal = ws.open_journal("telemetry record")?;
-    let mut state = Telemetry::default();
-    let mut recorded = None;
-    for _ in 0..RECORD_RETRIES {
-        catch_up_one(&mut state, &journal)?;
-        let d = decide::decide(&state, &req, &mut V7Ids, &SystemClock)?;
-        let payload: Value = serde_json::from_slice(&d.event.payload)?;
-        let event_type = d.event.event_type.clone();
+    let decided = decide_and_append(&journal, &mut Telemetry::default(), |state| {
+        let d = decide::decide(state, &req, &mut V7Ids, &SystemClock)?;
+        let answer = (d.event.event_type.clone(), d.stream.clone(), d.event.payload.clone());
         let append = StreamAppend {
-            stream: d.stream.clone(),
+            stream: d.stream,
             expected: ExpectedVersion::Exact(d.expected_version),
             events: vec![d.event],
         };
-        if let Ok(a) = journal.append_multi_blocking(vec![append])? {
-            let seq = a.positions.last().map_or(0, |p| p.seq);
-            recorded = Some((event_type, d.stream, seq, payload));
-            break;
+        Ok(Decided { appends: vec![append], answer })
+    });
+    let done = match decided {
+        Err(AppendError::Contended { .. }) => {
+            anyhow::bail!("[STRATA-E1509] the session's stream kept moving under this decision; run it again")
         }
-    }
-    let Some((event_type, stream, seq, payload)) = recorded else {
-        anyhow::bail!("[STRATA-E1509] the session's stream kept moving under this decision; run it again");
+        r => super::appended(r, |e: strata_engine::telemetry::TelemetryError| e.into())?,
     };
-    catch_up_one(&mut state, &journal)?;
-    save_one(&state, &journal, journal.head().seq)?;
-    crate::workspace::finish(&journal)?;
+    let ((event_type, stream, payload), seq) = (done.answer, done.seq);
+    let payload: Value = serde_json::from_slice(&payload)?;
+    ws.finish(&journal)?;
     if json {
         outln!("{}", json!({"ok": true, "type": event_type, "stream": stream, "seq": seq, "payload": payload}));
     } else {
@@ -111,7 +105,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("telemetry report")?;
     let mut state = Telemetry::default();
     catch_up_one(&mut state, &journal)?;
-    crate::workspace::finish(&journal)?;
+    ws.finish(&journal)?;
     let r = report::report(&state);
     if json {
         outln!("{r}");

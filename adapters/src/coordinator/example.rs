@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use strata_engine::kb::fixture::{FixtureSpec, generate};
+use strata_engine::kb::graph::Graph;
 use strata_engine::kb::intake;
 
+use crate::app::append::{Decided, decide_and_append};
+use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids};
-use crate::workspace::{Workspace, record_initialized};
 
 /// The bundled example plan.
 pub const PLAN: &str = include_str!("../../../examples/workgroup.toml");
@@ -47,11 +49,14 @@ pub fn build(at: &Path) -> anyhow::Result<(Workspace, PathBuf)> {
     let journal = ws.create(&format!("strata.example/{}", strata_engine::ports::Ids::next_id(&mut V7Ids)), &config)?;
     record_initialized(&journal, &config)?;
     let fx = generate(&FixtureSpec::seed_scale(7));
-    let g = crate::cli::kb::load_graph(&journal)?;
-    let plan = intake::plan(&g, &fx.files(), &mut V7Ids, &SystemClock)
-        .map_err(|p| anyhow::anyhow!("the bundled knowledge base does not take in: {:?}", p.first()))?;
-    journal.append_multi_blocking(plan.appends)?.map_err(anyhow::Error::from)?;
-    crate::workspace::finish(&journal)?;
+    let taken = decide_and_append(&journal, &mut Graph::new(), |g| {
+        let plan = intake::plan(g, &fx.files(), &mut V7Ids, &SystemClock)?;
+        Ok(Decided { appends: plan.appends, answer: () })
+    });
+    crate::cli::appended(taken, |p: Vec<intake::IntakeProblem>| {
+        anyhow::anyhow!("the bundled knowledge base does not take in: {:?}", p.first())
+    })?;
+    ws.finish(&journal)?;
     journal.close_blocking()?;
     let repo = at.join("repo");
     for (path, text) in EXAMPLE_FILES {

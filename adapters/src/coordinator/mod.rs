@@ -164,8 +164,8 @@ pub struct Coordinator<'j> {
 impl<'j> Coordinator<'j> {
     /// Loads every state the run reads from `journal`.
     pub fn open(journal: &'j Journal, config: Config, options: Options) -> anyhow::Result<Coordinator<'j>> {
-        crate::cli::context::register_builtin(journal)?;
-        let mut graph = crate::cli::kb::load_graph(journal)?;
+        crate::app::kb::register_builtin(journal).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut graph = crate::app::kb::load_graph(journal)?;
         let summaries = Summaries::build(&mut graph);
         let mut c = Coordinator {
             journal,
@@ -345,7 +345,7 @@ impl<'j> Coordinator<'j> {
         // workspace's socket, served for as long as the run lasts.
         let served = if real {
             let (stop, stopped) = tokio::sync::oneshot::channel();
-            let ws = crate::workspace::Workspace::at(&self.options.workspace);
+            let ws = crate::app::workspace::Workspace::at(&self.options.workspace);
             let task = self.runtime.spawn(crate::daemon::listen(ws, self.journal.clone(), stopped));
             Some((stop, task))
         } else {

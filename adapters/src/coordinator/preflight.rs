@@ -67,7 +67,7 @@ pub fn run(
             (preflight::as_written(&g.plan), g.started.provider.clone(), recorded, true)
         }
     };
-    let graph = crate::cli::kb::load_graph(journal)?;
+    let graph = crate::app::kb::load_graph(journal)?;
     let mut context = ContextState::default();
     catch_up_one(&mut context, journal)?;
     let profiles = preflight::run_profiles(&context.profiles)?;

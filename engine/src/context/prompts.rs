@@ -71,11 +71,16 @@ pub struct PromptRecord {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PromptIndex {
     prompts: BTreeMap<(String, u64), PromptRecord>,
+    /// The version of each `prompt/<task>` stream (its last event's).
+    versions: BTreeMap<String, u64>,
 }
 
 impl PromptIndex {
     /// Applies one record.
     pub fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
+        if matches!(r.event_type, ASSEMBLED | SUPERSEDED) {
+            self.versions.insert(r.stream.to_owned(), r.version);
+        }
         match r.event_type {
             ASSEMBLED => {
                 let e: Assembled = serde_json::from_slice(r.payload).map_err(|e| format!("prompt.assembled: {e}"))?;
@@ -103,6 +108,11 @@ impl PromptIndex {
         self.prompts.range((task.to_owned(), 0)..=(task.to_owned(), u64::MAX)).map(|((_, v), p)| (*v, p)).collect()
     }
 
+    /// The version of `task`'s prompt stream (0: no prompt was assembled for it).
+    pub fn stream_version(&self, task: &str) -> u64 {
+        self.versions.get(&stream(task)).copied().unwrap_or(0)
+    }
+
     /// Every prompt.
     pub fn all(&self) -> impl Iterator<Item = (&(String, u64), &PromptRecord)> {
         self.prompts.iter()
@@ -121,14 +131,16 @@ fn artifact_of(item: &str) -> Option<ArtifactKey> {
 }
 
 /// `context.superseded` events for every prompt that included an artifact whose content has
-/// changed (or which was deleted) since, and that has not been flagged for that change yet.
+/// changed (or which was deleted) since, and that has not been flagged for that change yet. Each
+/// append expects the task's prompt stream at the version `prompts` read, so two processes
+/// reacting to the same change flag it once.
 pub fn supersede(
     prompts: &PromptIndex,
     g: &Graph,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<Vec<StreamAppend>, String> {
-    let mut out = Vec::new();
+    let mut out: Vec<StreamAppend> = Vec::new();
     for ((task, version), p) in prompts.all() {
         let mut items = Vec::new();
         for i in &p.manifest.included {
@@ -148,7 +160,15 @@ pub fn supersede(
             &Superseded { task: task.clone(), prompt_version: *version, items },
             None,
         )?;
-        out.push(StreamAppend { stream: stream(task), expected: ExpectedVersion::Any, events: vec![e] });
+        // One append per task stream, holding every prompt of the task that is flagged.
+        match out.last_mut() {
+            Some(last) if last.stream == stream(task) => last.events.push(e),
+            _ => out.push(StreamAppend {
+                stream: stream(task),
+                expected: ExpectedVersion::Exact(prompts.stream_version(task)),
+                events: vec![e],
+            }),
+        }
     }
     Ok(out)
 }

@@ -1,4 +1,7 @@
-//! A strata workspace on disk: a directory holding `.strata/` (config and journal).
+//! A strata workspace as one command sees it: a directory holding `.strata/` (config and
+//! journal) and, when the daemon runs the command for a client, the daemon's journal handle, the
+//! client's working directory and the stdin it sent. Commands get it as an argument; nothing
+//! about the caller lives in thread-local or global state.
 
 use std::path::{Path, PathBuf};
 
@@ -9,16 +12,85 @@ use strata_journal::{EventData, ExpectedVersion, Journal, JournalError, OpenOpti
 use crate::config::{CONFIG_BYTES_MAX, Config};
 use crate::system::{SystemClock, V7Ids};
 
-/// Paths of one workspace.
-#[derive(Clone, Debug)]
+/// One workspace, and who runs the command on it.
+#[derive(Clone)]
 pub struct Workspace {
     root: PathBuf,
+    served: Option<Served>,
+}
+
+/// What the daemon hands a command it runs for a client.
+#[derive(Clone)]
+struct Served {
+    journal: Journal,
+    cwd: PathBuf,
+    stdin: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("root", &self.root)
+            .field("served_for", &self.served.as_ref().map(|s| &s.cwd))
+            .finish()
+    }
 }
 
 impl Workspace {
-    /// The workspace rooted at `root` (which holds, or will hold, `.strata/`).
+    /// The workspace rooted at `root` (which holds, or will hold, `.strata/`), for a command
+    /// this process runs for itself.
     pub fn at(root: &Path) -> Workspace {
-        Workspace { root: root.to_owned() }
+        Workspace { root: root.to_owned(), served: None }
+    }
+
+    /// The workspace at `root` for a command the daemon runs for a client: [`Self::open_journal`]
+    /// returns the daemon's `journal`, [`Self::finish`] leaves it open, [`Self::stdin_bytes`]
+    /// reads what the client sent, and the client's working directory is `cwd`.
+    pub fn served(root: &Path, journal: &Journal, cwd: &Path, stdin: Option<Vec<u8>>) -> Workspace {
+        let served = Served { journal: journal.clone(), cwd: cwd.to_owned(), stdin };
+        Workspace { root: root.to_owned(), served: Some(served) }
+    }
+
+    /// The daemon's journal, when the daemon runs this command for a client.
+    pub fn served_journal(&self) -> Option<&Journal> {
+        self.served.as_ref().map(|s| &s.journal)
+    }
+
+    /// Where relative paths of this command resolve: the client's working directory when the
+    /// daemon runs it, else this process's (`None`).
+    pub fn cwd(&self) -> Option<&Path> {
+        self.served.as_ref().map(|s| s.cwd.as_path())
+    }
+
+    /// Resolves a path argument against [`Self::cwd`].
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        match self.cwd() {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_owned(),
+        }
+    }
+
+    /// Standard input, at most `max + 1` bytes (so a caller can tell it was over `max`): what
+    /// the client sent when the daemon runs this command, else the process's.
+    pub fn stdin_bytes(&self, max: u64) -> std::io::Result<Vec<u8>> {
+        match &self.served {
+            Some(s) => Ok(s
+                .stdin
+                .iter()
+                .flatten()
+                .copied()
+                .take(usize::try_from(max).unwrap_or(usize::MAX).saturating_add(1))
+                .collect()),
+            None => crate::output::stdin_bytes(max),
+        }
+    }
+
+    /// Closes a journal this command opened (flushing it); the daemon's own stays open.
+    pub fn finish(&self, journal: &Journal) -> anyhow::Result<()> {
+        if self.served.is_some() {
+            return Ok(());
+        }
+        Ok(journal.close_blocking()?)
     }
 
     /// The root directory.
@@ -62,11 +134,11 @@ impl Workspace {
         })
     }
 
-    /// Opens the journal for `command` (named in the lock file). On a thread where the daemon
-    /// runs a client's command, this is the daemon's own handle.
+    /// Opens the journal for `command` (named in the lock file). When the daemon runs the
+    /// command for a client, this is the daemon's own handle.
     pub fn open_journal(&self, command: &str) -> anyhow::Result<Journal> {
-        if let Some(j) = SERVED.with(|s| s.borrow().clone()) {
-            return Ok(j);
+        if let Some(j) = self.served_journal() {
+            return Ok(j.clone());
         }
         if let Some(pg) = self.config()?.backend.pg_options(command)? {
             // This machine's journal directory keeps what hooks deferred while the database was
@@ -141,48 +213,6 @@ impl Workspace {
             lock_wait: config.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
         };
         Ok(Journal::create(&self.journal_dir(), origin, &options)?)
-    }
-}
-
-thread_local! {
-    static SERVED: std::cell::RefCell<Option<Journal>> = const { std::cell::RefCell::new(None) };
-    static BASE: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `f` as a command the daemon serves for a client: [`Workspace::open_journal`] returns
-/// `journal` (the daemon's), [`finish`] leaves it open, and relative paths resolve against the
-/// client's working directory `cwd`.
-pub fn serving<R>(journal: &Journal, cwd: &Path, f: impl FnOnce() -> R) -> R {
-    SERVED.with(|s| *s.borrow_mut() = Some(journal.clone()));
-    BASE.with(|b| *b.borrow_mut() = Some(cwd.to_owned()));
-    let r = f();
-    SERVED.with(|s| *s.borrow_mut() = None);
-    BASE.with(|b| *b.borrow_mut() = None);
-    r
-}
-
-/// The daemon's journal, when this thread runs a command for a daemon client.
-pub fn served_journal() -> Option<Journal> {
-    SERVED.with(|s| s.borrow().clone())
-}
-
-/// Closes a journal a command opened (flushing it), unless the daemon owns it.
-pub fn finish(journal: &Journal) -> anyhow::Result<()> {
-    if SERVED.with(|s| s.borrow().is_some()) {
-        return Ok(());
-    }
-    Ok(journal.close_blocking()?)
-}
-
-/// Resolves a path argument: relative paths against the client's working directory when the
-/// daemon runs the command, else against this process's.
-pub fn resolve(path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        return path.to_owned();
-    }
-    match BASE.with(|b| b.borrow().clone()) {
-        Some(base) => base.join(path),
-        None => path.to_owned(),
     }
 }
 
