@@ -393,15 +393,12 @@ fn the_simulations_read_no_clock_os_rng_or_environment() {
 /// Library crates return typed errors (thiserror enums); `anyhow` is for the binaries and tests.
 #[test]
 fn library_code_returns_typed_errors() {
-    for manifest in ["journal/Cargo.toml", "engine/Cargo.toml"] {
+    for manifest in ["journal/Cargo.toml", "engine/Cargo.toml", "simulations/Cargo.toml"] {
         assert!(!dependencies(manifest).contains(&"anyhow".to_owned()), "{manifest} depends on anyhow");
     }
     let re = regex::Regex::new(r"\banyhow\b").expect("regex");
     let mut bad = Vec::new();
     for (f, text) in sources(&["journal/src", "engine/src", "simulations/src"]) {
-        if f.ends_with("simulations/src/main.rs") {
-            continue; // the `strata-simulations` binary may use it
-        }
         bad.extend(code_matches(&text, &re).into_iter().map(|(n, _)| format!("{}:{n}", f.display())));
     }
     assert!(bad.is_empty(), "anyhow in library code (return a typed error enum):\n{}", bad.join("\n"));
@@ -543,4 +540,27 @@ fn commands_append_only_through_the_one_decide_and_append() {
         bad.extend(direct_appends(&text).into_iter().map(|(n, m)| format!("{}:{n}: {m}", f.display())));
     }
     assert!(bad.is_empty(), "direct journal appends (decide and append through app::append):\n{}", bad.join("\n"));
+}
+
+/// A journal is opened or created in one place, `app::workspace` (its one open policy: the
+/// workspace config's backend, durability, cache and lock wait); `journal verify` reads a
+/// PostgreSQL store directly, without opening a journal on it.
+#[test]
+fn journals_are_opened_only_by_the_one_open_policy() {
+    let re = regex::Regex::new(r"Journal::(?:open|create)\w*\(|\b(?:SledStore|PgStore)::(?:open|connect)\w*\(")
+        .expect("regex");
+    assert_eq!(
+        code_matches("    Journal::open_postgres_at(&pg, &dir)?;\n    Journal::in_memory(\"x\")\n", &re).len(),
+        1
+    );
+    let allowed = [("adapters/src/app/workspace.rs", ""), ("adapters/src/cli/journal.rs", "PgStore::connect(")];
+    let mut bad = Vec::new();
+    for (f, text) in sources(&["adapters/src"]) {
+        for (n, m) in code_matches(&text, &re) {
+            if !allowed.iter().any(|(file, what)| f.ends_with(file) && (what.is_empty() || m == *what)) {
+                bad.push(format!("{}:{n}: {m}", f.display()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "journals opened outside app::workspace::open_at:\n{}", bad.join("\n"));
 }

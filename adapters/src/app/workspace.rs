@@ -4,6 +4,7 @@
 //! about the caller lives in thread-local or global state.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use strata_engine::ports::{Clock, Ids};
@@ -125,13 +126,7 @@ impl Workspace {
     }
 
     fn options(&self, command: &str) -> anyhow::Result<OpenOptions> {
-        let c = self.config()?;
-        Ok(OpenOptions {
-            durability: c.durability,
-            cache_bytes: c.cache_mib * 1024 * 1024,
-            holder: holder(command),
-            lock_wait: c.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
-        })
+        options_from(&self.config()?, command, None)
     }
 
     /// Opens the journal for `command` (named in the lock file). When the daemon runs the
@@ -140,27 +135,21 @@ impl Workspace {
         if let Some(j) = self.served_journal() {
             return Ok(j.clone());
         }
-        if let Some(pg) = self.config()?.backend.pg_options(command)? {
-            // This machine's journal directory keeps what hooks deferred while the database was
-            // unreachable; opening folds it in.
-            return match Journal::open_postgres_at(&pg, &self.journal_dir()) {
-                Ok(j) => Ok(j),
-                Err(JournalError::NotAJournal { path }) => anyhow::bail!(
+        match open_at(&self.root, &Open { command, create: false, wait: None }) {
+            Ok(j) => Ok(j),
+            Err(OpenError::Journal(JournalError::NotAJournal { path }))
+                if matches!(self.config()?.backend, crate::config::Backend::Postgres { .. }) =>
+            {
+                anyhow::bail!(
                     "[STRATA-E0204] no strata journal in {}: run `strata init --backend postgres --url …` once for that database",
                     path.display()
-                ),
-                Err(e) => Err(e.into()),
-            };
-        }
-        let dir = self.journal_dir();
-        match Journal::open(&dir, &self.options(command)?) {
-            Ok(j) => Ok(j),
-            Err(JournalError::NotAJournal { .. }) => {
-                anyhow::bail!(
-                    "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
-                    self.root.display()
                 )
             }
+            Err(OpenError::Journal(JournalError::NotAJournal { .. })) => anyhow::bail!(
+                "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
+                self.root.display()
+            ),
+            Err(OpenError::Config(e)) => Err(e),
             Err(e) => Err(e.into()),
         }
     }
@@ -206,14 +195,106 @@ impl Workspace {
             std::fs::write(self.config_path(), config.render())
                 .with_context(|| format!("cannot write {}", self.config_path().display()))?;
         }
-        let options = OpenOptions {
-            durability: config.durability,
-            cache_bytes: config.cache_mib * 1024 * 1024,
-            holder: holder("init"),
-            lock_wait: config.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
-        };
-        Ok(Journal::create(&self.journal_dir(), origin, &options)?)
+        Ok(Journal::create(&self.journal_dir(), origin, &options_from(config, "init", None)?)?)
     }
+}
+
+/// How a command opens the journal a path names.
+#[derive(Clone, Copy, Debug)]
+pub struct Open<'a> {
+    /// The command, named in the lock file.
+    pub command: &'a str,
+    /// Create a journal in a missing or empty directory (`strata ce --journal`).
+    pub create: bool,
+    /// How long to wait for another process to let go of a sled journal (default: the
+    /// config's `lock_wait_ms`, or `STRATA_LOCK_WAIT_MS`).
+    pub wait: Option<Duration>,
+}
+
+/// Why a journal could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The workspace's config cannot be read or is invalid.
+    #[error("{0:#}")]
+    Config(anyhow::Error),
+    /// The journal could not be opened or created.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// The directory for a new journal could not be created.
+    #[error("cannot create {path}: {source}")]
+    Create {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Pause before looking again at a journal another process is still creating (its lock file may
+/// not exist yet, so there is nothing to wait on).
+const CREATE_RETRY: Duration = Duration::from_millis(10);
+
+/// The one way a journal is opened. `dir` is a workspace root (its config says the backend,
+/// durability and cache; a PostgreSQL journal keeps this machine's journal directory for
+/// deferred appends) or a bare journal directory (the defaults). A sled journal another process
+/// holds is waited for; with `create`, a missing or empty directory gets a new journal (and one
+/// another process is creating at that moment is waited for and opened).
+pub fn open_at(dir: &Path, how: &Open<'_>) -> Result<Journal, OpenError> {
+    let ws = Workspace::at(dir);
+    let in_workspace = ws.config_path().is_file() || ws.journal_dir().join("sled").exists();
+    let config = if in_workspace { ws.config().map_err(OpenError::Config)? } else { Config::default() };
+    if let Some(pg) = config.backend.pg_options(how.command).map_err(OpenError::Config)? {
+        return Ok(Journal::open_postgres_at(&pg, &ws.journal_dir())?);
+    }
+    let dir = if in_workspace { ws.journal_dir() } else { dir.to_owned() };
+    let options = options_from(&config, how.command, how.wait).map_err(OpenError::Config)?;
+    let deadline = Instant::now() + options.lock_wait;
+    loop {
+        match Journal::open(&dir, &options) {
+            Ok(j) => return Ok(j),
+            Err(JournalError::NotAJournal { .. }) if how.create && is_missing_or_empty(&dir) => {
+                std::fs::create_dir_all(&dir).map_err(|source| OpenError::Create { path: dir.clone(), source })?;
+                match Journal::create(&dir, how.command, &options) {
+                    Ok(j) => return Ok(j),
+                    // Another process created it first: open theirs.
+                    Err(_) if Instant::now() < deadline => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // Another process is creating it right now: wait for it to let go, then open it.
+            Err(e @ JournalError::NotAJournal { .. }) if how.create && Instant::now() < deadline => {
+                if !strata_journal::wait_for_unlock(
+                    &dir.join("LOCK"),
+                    deadline.saturating_duration_since(Instant::now()),
+                ) {
+                    return Err(e.into());
+                }
+                std::thread::sleep(CREATE_RETRY);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether `dir` is missing or empty (a place a new journal may be created).
+pub fn is_missing_or_empty(dir: &Path) -> bool {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+fn options_from(config: &Config, command: &str, wait: Option<Duration>) -> anyhow::Result<OpenOptions> {
+    let lock_wait = match wait {
+        Some(w) => w,
+        None => config.lock_wait(std::env::var("STRATA_LOCK_WAIT_MS").ok().as_deref())?,
+    };
+    Ok(OpenOptions {
+        durability: config.durability,
+        cache_bytes: config.cache_mib * 1024 * 1024,
+        holder: holder(command),
+        lock_wait,
+    })
 }
 
 /// What a lock file says about the process holding a journal.

@@ -9,24 +9,22 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use strata_engine::ce::journaled::{self, LEDGER_OPERATIONS};
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
-use strata_journal::{ExpectedVersion, Journal, JournalError, StreamAppend};
+use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
 use strata_engine::ports::Clock as _;
 
 use crate::app::append::{AppendError, Decided, decide_and_append};
+use crate::app::workspace::{Open, is_missing_or_empty, open_at};
 use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
-/// Pause before looking again at a journal another process is still creating (its lock file may
-/// not exist yet, so there is nothing to wait on).
-const CREATE_RETRY: Duration = Duration::from_millis(10);
 
 /// Runs one operation on standard input.
 pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
@@ -139,60 +137,10 @@ fn journal_dir(dir: &Path) -> PathBuf {
     if workspace.join("sled").exists() { workspace } else { dir.to_owned() }
 }
 
-/// [`open_journal`], creating a journal in a missing or empty directory only when `create`.
+/// [`open_journal`], creating a journal in a missing or empty directory only when `create`
+/// (the one open policy, [`crate::app::workspace::open_at`]).
 pub(crate) fn open_journal_at(dir: &Path, create: bool, wait: Duration) -> Result<Journal, CeError> {
-    // A workspace whose journal lives in PostgreSQL: opened as every command opens it (with
-    // this machine's journal directory for deferred appends); there is no lock to wait for.
-    let ws = crate::app::workspace::Workspace::at(dir);
-    if ws.config_path().is_file() {
-        let config = ws.config().map_err(|e| unavailable(format!("{e:#}")))?;
-        if let Some(pg) = config.backend.pg_options("ce").map_err(|e| unavailable(format!("{e:#}")))? {
-            return Journal::open_postgres_at(&pg, &ws.journal_dir()).map_err(unavailable);
-        }
-    }
-    let dir = journal_dir(dir);
-    let dir = dir.as_path();
-    let options = super::journal::demo_options("ce");
-    let deadline = Instant::now() + wait;
-    loop {
-        match Journal::open(dir, &options) {
-            Ok(j) => return Ok(j),
-            Err(JournalError::NotAJournal { .. }) if create && is_missing_or_empty(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| unavailable(format!("{}: {e}", dir.display())))?;
-                match Journal::create(dir, "ce", &options) {
-                    Ok(j) => return Ok(j),
-                    // Another process created it first: open theirs.
-                    Err(_) if Instant::now() < deadline => continue,
-                    Err(e) => return Err(unavailable(e)),
-                }
-            }
-            // Another process is creating it right now: wait for it to let go, then open it.
-            Err(e @ JournalError::NotAJournal { .. }) if create && Instant::now() < deadline => {
-                if !lock_released(&dir.join("LOCK"), deadline) {
-                    return Err(unavailable(e));
-                }
-                std::thread::sleep(CREATE_RETRY);
-            }
-            Err(e @ JournalError::Locked { .. }) => {
-                if !lock_released(&dir.join("LOCK"), deadline) {
-                    return Err(unavailable(e));
-                }
-            }
-            Err(e) => return Err(unavailable(e)),
-        }
-    }
-}
-
-/// Waits, until `deadline`, for the holder of `lock` to let go.
-fn lock_released(lock: &Path, deadline: Instant) -> bool {
-    strata_journal::wait_for_unlock(lock, deadline.saturating_duration_since(Instant::now()))
-}
-
-fn is_missing_or_empty(dir: &Path) -> bool {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => entries.next().is_none(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    }
+    open_at(dir, &Open { command: "ce", create, wait: Some(wait) }).map_err(unavailable)
 }
 
 /// Decides on the ledger and records the decision through the one decide-and-append: decided

@@ -26,7 +26,7 @@ use strata_journal::projection::Projections;
 use strata_journal::verify::verify_dir;
 
 use super::EXIT_PROBLEMS;
-use super::journal::{check_attestations, demo_options, open_with, projection_attestations};
+use super::journal::{check_attestations, projection_attestations};
 use super::kb::load_graph;
 use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
@@ -227,11 +227,10 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
     drop(journal);
 
     // 4. Verify the database against the public key.
-    let options = demo_options("demo");
-    let report = verify_dir(&ws.journal_dir(), &options, vec![key.verifier()], &[])?;
+    let report = verify_dir(&ws.journal_dir(), &ws.open_options("demo")?, vec![key.verifier()], &[])?;
 
     // 5. Replay every projection from sequence 1 and export an offline bundle attesting to them.
-    let journal = open_with(&ws.journal_dir(), &options)?;
+    let journal = ws.open_journal("demo")?;
     let mut projections = Projections::new(strata_engine::standard_projections());
     let statuses = projections.rebuild(&journal)?;
     projections.save_snapshots(&journal)?;

@@ -14,7 +14,7 @@ use strata_journal::note::{SignerKey, VerifierKey};
 use strata_journal::pg::SCHEMA_DEFAULT;
 use strata_journal::projection::Projections;
 use strata_journal::verify::{Coverage, VerifyReport, verify_dir};
-use strata_journal::{Envelope, Journal, OpenOptions};
+use strata_journal::{Envelope, OpenOptions};
 
 use super::{EXIT_PROBLEMS, read_key_arg, read_key_file};
 use crate::app::workspace::{Workspace, holder};
@@ -534,21 +534,4 @@ pub(crate) fn check_attestations(attested: &[Attestation], replayed: &Projection
             Some((a.name.clone(), hashes.get(name).map(|h| h.to_hex()).as_deref() == Some(a.value.as_str())))
         })
         .collect()
-}
-
-/// Opens a journal for a library caller that already has options (demo, tests).
-pub(crate) fn open_with(dir: &Path, options: &OpenOptions) -> anyhow::Result<Journal> {
-    Ok(Journal::open(dir, options)?)
-}
-
-/// Options for the demo's journal.
-pub(crate) fn demo_options(command: &str) -> OpenOptions {
-    let c = Config::default();
-    // A second for a lock a forked child still shares; `ce --journal` waits longer itself.
-    OpenOptions {
-        durability: c.durability,
-        cache_bytes: c.cache_mib * 1024 * 1024,
-        holder: holder(command),
-        lock_wait: std::time::Duration::from_secs(1),
-    }
 }
