@@ -157,13 +157,14 @@ fn naive_seal(c: &Value) -> String {
             std::hint::black_box(re.is_match(s));
         }
     }
-    strata_engine::ce::capsule::hash(c)
+    let json = strata_engine::ce::json::to_string_without(c, "capsule_hash");
+    strata_engine::ce::json::sha256_tagged(json.as_bytes())
 }
 
 fn bench_capsule(c: &mut Criterion) {
     let draft = capsule_8k();
     let seal = || {
-        strata_engine::ce::capsule::seal(&strata_engine::ce::capsule::SealRequest {
+        strata_engine::ce::wire::capsule::seal(&strata_engine::ce::wire::capsule::SealRequest {
             capsule: &draft,
             max_bytes: 12_288,
             artifact_path: None,

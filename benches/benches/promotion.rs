@@ -168,7 +168,7 @@ fn event(i: usize) -> Value {
 fn bench_telemetry(c: &mut Criterion) {
     let events: Vec<Value> = (0..64).map(event).collect();
     timed_per_call(c, &SAMPLES, "telemetry", "strata-normalise", 3, |i| {
-        std::hint::black_box(strata_engine::ce::telemetry::normalise(&events[i % events.len()]).expect("valid"));
+        std::hint::black_box(strata_engine::ce::wire::telemetry::normalise(&events[i % events.len()]).expect("valid"));
     });
     let schema: Value =
         serde_json::from_str(include_str!("../../schemas/efficiency-event.schema.json")).expect("schema");
@@ -176,7 +176,7 @@ fn bench_telemetry(c: &mut Criterion) {
         let v = jsonschema::validator_for(&schema).expect("compiles");
         let e = &events[i % events.len()];
         std::hint::black_box(v.is_valid(e));
-        std::hint::black_box(strata_engine::ce::telemetry::normalise(e).expect("valid"));
+        std::hint::black_box(strata_engine::ce::wire::telemetry::normalise(e).expect("valid"));
     });
 }
 

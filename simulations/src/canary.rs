@@ -26,7 +26,7 @@ use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 use strata_engine::ce::json::sha256_tagged;
-use strata_engine::ce::rollout::STRATA;
+use strata_engine::ce::wire::rollout::STRATA;
 use strata_engine::ports::Clock as _;
 use strata_engine::promotion::gates::{self, Arm, Evaluation, Pair, Thresholds};
 use strata_engine::promotion::promote::{self, CorpusId, Document};

@@ -48,10 +48,11 @@ use std::collections::BTreeMap;
 use rand::Rng as _;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
+use strata_engine::ce::Context;
 use strata_engine::ce::ledger::Ledger;
 use strata_engine::ce::ownership;
 use strata_engine::ce::router::Mode;
-use strata_engine::ce::{Context, journaled};
+use strata_engine::ce::wire::journaled;
 use strata_engine::context::profile::ProfileIndex;
 use strata_engine::kb::graph::Graph;
 use strata_engine::ports::Clock as _;
@@ -445,7 +446,7 @@ impl Run {
         self.report.dispatches += 1;
         if let Some((l, current)) = &d.resumed {
             self.report.checks += 1;
-            let named = self.ledger.lineages().get(l).and_then(|e| e.record["capsule_hash"].as_str());
+            let named = self.ledger.lineages().get(l).and_then(|e| e.record.capsule_hash.as_deref());
             if named != Some(current.hash.as_str()) {
                 return Err(self.fail(
                     "no-stale-resume",

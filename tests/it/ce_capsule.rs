@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use strata_engine::ce::capsule::{self, SealRequest, seal, verify};
 use strata_engine::ce::privacy::{self, CAPSULE_CLASSES, TELEMETRY_CLASSES};
+use strata_engine::ce::wire::capsule::{self, SealRequest, seal, verify};
 use strata_engine::ce::{Code, Context, run};
 
 fn draft() -> Value {

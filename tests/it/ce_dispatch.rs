@@ -412,7 +412,7 @@ fn ceo_13_rollout_selection_is_deterministic_per_stage() {
         assert!(n >= previous, "{pct}%: {n} < {previous}");
         previous = n;
     }
-    let exact = strata_engine::ce::rollout::bucket("anon-0123456789abcdef");
+    let exact = strata_engine::ce::wire::rollout::bucket("anon-0123456789abcdef");
     let out = rollout(json!({"rollout": "canary", "recommended_mode": "resume", "canary_percent": exact, "task_corpus_id": "anon-0123456789abcdef"})).unwrap();
     assert_eq!(out["execute_recommendation"], false, "bucket == pct does not execute");
     assert_eq!(

@@ -7,10 +7,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-use strata_engine::ce::journaled;
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::ce::paths::{Workspace, overlaps};
 use strata_engine::ce::time::parse_rfc3339;
+use strata_engine::ce::wire::journaled;
 use strata_engine::ce::{Code, Context};
 use strata_engine::ports::{CountingIds, FixedClock};
 use strata_journal::projection::Projection as _;

@@ -187,7 +187,8 @@ fn ceo_19_billed_figures_need_an_authoritative_accounting_source() {
 
 #[test]
 fn ceo_10_targeted_checks_in_fix_loops_consolidated_before_gate3_and_after_production_fixes() {
-    use strata_engine::ce::plan::{Tier, verification_plan};
+    use strata_engine::ce::budget::{self, Tier};
+    let verification_plan = |tier, changed| budget::verification_plan(tier, changed).to_json();
     assert_eq!(
         verification_plan(Tier::Tdd, false),
         json!({"checks": ["targeted"], "consolidated": false, "artifact_logs": true})
@@ -205,7 +206,7 @@ fn ceo_10_targeted_checks_in_fix_loops_consolidated_before_gate3_and_after_produ
 
 #[test]
 fn ceo_11_mcp_health_is_reused_only_while_healthy_and_fresh() {
-    use strata_engine::ce::plan::health_reusable;
+    use strata_engine::ce::budget::health_reusable;
     let min = 60_000_000_000i128;
     assert!(health_reusable(true, 0, 14 * min, 15));
     assert!(!health_reusable(true, 0, 15 * min, 15), "the TTL is exclusive");
@@ -215,7 +216,7 @@ fn ceo_11_mcp_health_is_reused_only_while_healthy_and_fresh() {
 
 #[test]
 fn budget_levels_preserve_mandatory_gates() {
-    use strata_engine::ce::plan::{BudgetLevel, budget};
+    use strata_engine::ce::budget::{BudgetLevel, budget};
     assert_eq!(budget(5.0, None).unwrap().level, BudgetLevel::Unbounded);
     for (used, level) in [
         (69.0, BudgetLevel::Normal),

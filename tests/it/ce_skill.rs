@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use strata_engine::ce::OPERATIONS;
-use strata_engine::ce::journaled::LEDGER_OPERATIONS;
+use strata_engine::ce::wire::journaled::LEDGER_OPERATIONS;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()

@@ -564,3 +564,51 @@ fn journals_are_opened_only_by_the_one_open_policy() {
     }
     assert!(bad.is_empty(), "journals opened outside app::workspace::open_at:\n{}", bad.join("\n"));
 }
+
+/// The typed dispatch core: every file directly in `engine/src/ce/` (router, result policy,
+/// budget rules, lineage, ledger, ownership, capsule, privacy, paths, times, digests, errors).
+/// JSON documents belong to the wire adapter beneath it, `engine/src/ce/wire/`.
+fn dispatch_core() -> Vec<(PathBuf, String)> {
+    let dir = root().join("engine/src/ce");
+    let mut core: Vec<(PathBuf, String)> =
+        sources(&["engine/src/ce"]).into_iter().filter(|(f, _)| f.parent() == Some(dir.as_path())).collect();
+    core.sort();
+    core
+}
+
+/// A JSON document in Rust source: `serde_json::Value` (or its map or module), a `Value` however
+/// imported, or the `json!` macro that builds one.
+fn json_value_pattern() -> regex::Regex {
+    regex::Regex::new(r"\bserde_json::(?:Value|Map|value)\b|\bValue\b|\bjson!").expect("regex")
+}
+
+#[test]
+fn the_json_value_rule_catches_a_use() {
+    let re = json_value_pattern();
+    let found = |text: &str| code_matches(text, &re);
+    assert_eq!(found("use serde_json::{Value, json};"), [(1, "Value".to_owned())]);
+    assert_eq!(found("fn f(v: &serde_json::Value) {}"), [(1, "serde_json::Value".to_owned())]);
+    assert_eq!(found("let m: serde_json::Map<String, V> = x;"), [(1, "serde_json::Map".to_owned())]);
+    assert_eq!(found("let x = 1;\nlet y = json!({});"), [(2, "json!".to_owned())]);
+    assert!(found("// a Value in a comment\nlet s = serde_json::to_string(&c)?;").is_empty());
+}
+
+/// Routing, lineage, the ledger and ownership, the capsule and privacy work on typed values;
+/// only the wire adapter converts requests and answers to and from JSON.
+#[test]
+fn no_serde_json_value_in_the_typed_dispatch_core() {
+    let core = dispatch_core();
+    let names: Vec<String> =
+        core.iter().filter_map(|(f, _)| Some(f.file_name()?.to_string_lossy().into_owned())).collect();
+    for must in
+        ["router.rs", "policy.rs", "budget.rs", "lineage.rs", "ledger.rs", "ownership.rs", "capsule.rs", "privacy.rs"]
+    {
+        assert!(names.iter().any(|n| n == must), "{must} is not in the typed dispatch core: {names:?}");
+    }
+    let re = json_value_pattern();
+    let mut bad = Vec::new();
+    for (f, text) in &core {
+        bad.extend(code_matches(text, &re).into_iter().map(|(n, m)| format!("{}:{n}: {m}", f.display())));
+    }
+    assert!(bad.is_empty(), "JSON in the typed dispatch core (convert in engine/src/ce/wire/):\n{}", bad.join("\n"));
+}

@@ -145,11 +145,11 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     // Completed sessions are warm lineages on the ledger; billing-tests resumed billing-api's
     // session only because its lineage's lease was live, and the resume renewed it.
     let api = ledger.lineages().get("cr-1-rollout.billing-api").expect("billing-api's lineage is recorded");
-    assert_eq!(api.record["platform"], "other");
-    assert_eq!(api.record["platform_handle"], session);
+    assert_eq!(api.record.to_json()["platform"], "other");
+    assert_eq!(api.record.to_json()["platform_handle"], session);
     assert!(ledger.leases().contains_key("cr-1-rollout.billing-api"), "its lease is live");
     let tests = ledger.lineages().get("cr-1-rollout.billing-tests").expect("billing-tests' lineage");
-    assert_eq!(tests.record["parent_lineage_id"], "cr-1-rollout.billing-api");
+    assert_eq!(tests.record.to_json()["parent_lineage_id"], "cr-1-rollout.billing-api");
     let renewed = ledger_events
         .iter()
         .filter(|e| e["type"] == "ce.lease-renewed" && e["payload"]["lineage_id"] == "cr-1-rollout.billing-api")
@@ -160,7 +160,11 @@ fn the_example_completes_and_audit_names_task_session_and_prompt_for_every_writt
     let [r] = reconciled.as_slice() else { panic!("one reconciliation: {reconciled:?}") };
     assert_eq!(r["payload"]["lineage_id"], "cr-1-rollout.billing-api");
     assert_eq!(r["payload"]["from_capsule_hash"], api_capsule(g));
-    assert_eq!(api.record["capsule_hash"], r["payload"]["capsule_hash"], "the record names the current capsule");
+    assert_eq!(
+        api.record.to_json()["capsule_hash"],
+        r["payload"]["capsule_hash"],
+        "the record names the current capsule"
+    );
     let input = std::fs::read_to_string(at.join(".strata/prompts/cr-1-rollout/billing-tests.1.input.md"))
         .expect("billing-tests' input");
     let hash = r["payload"]["capsule_hash"].as_str().expect("hash");

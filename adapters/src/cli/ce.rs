@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::Value;
-use strata_engine::ce::journaled::{self, LEDGER_OPERATIONS};
 use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::wire::journaled::{self, LEDGER_OPERATIONS};
 use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 

@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use strata_journal::{EventData, Record};
 
 use super::error::{CeError, Code, fail};
+use super::lineage::LineageRecord;
 use super::paths::{self, Workspace};
 use super::router::{ActiveWriter, Mode};
+use super::wire::vault::Record as VaultRecord;
 use crate::ports::{Clock, Ids};
 use crate::projections::kept::EventLog;
 
@@ -133,7 +134,7 @@ pub struct LineageRecorded {
     /// Lineage.
     pub lineage_id: String,
     /// The `knowzcode.agent-lineage/v1` record as first seen.
-    pub record: Value,
+    pub record: LineageRecord,
 }
 
 /// `ce.lineage-invalidated` v1.
@@ -217,8 +218,10 @@ pub struct VaultDeltaApplied {
     pub action: String,
     /// Why.
     pub reason: String,
-    /// The delta as given (category, title, content, semantic_key, supersedes, source_hash).
-    pub delta: Value,
+    /// The delta as given (category, title, content, semantic_key, supersedes, source_hash):
+    /// the caller's JSON, kept verbatim for the wire's `vault-delta` (no dispatch decision reads
+    /// it).
+    pub delta: VaultRecord,
 }
 
 /// `ce.workspace-facts` v1: every fact, replacing the earlier set.
@@ -246,7 +249,7 @@ pub struct RunConsumed {
 pub struct LineageEntry {
     /// The record as first seen, with `last_used_at` moved on by renewals and reconciliations and
     /// `capsule_hash` by reconciliations.
-    pub record: Value,
+    pub record: LineageRecord,
     /// Invalidation codes once invalidated (never cleared).
     pub invalidated: Option<Vec<String>>,
 }
@@ -276,7 +279,7 @@ pub struct Ledger {
     owners: BTreeMap<String, Owned>,
     lineages: BTreeMap<String, LineageEntry>,
     leases: BTreeMap<String, Lease>,
-    vault: BTreeMap<String, Value>,
+    vault: BTreeMap<String, VaultRecord>,
     capsules_sealed: u64,
     consumed_runs: BTreeMap<String, u64>,
     version: u64,
@@ -305,7 +308,7 @@ impl Ledger {
     }
 
     /// Vault records by stable id, each the applied delta with its `KnowledgeId`.
-    pub fn vault(&self) -> &BTreeMap<String, Value> {
+    pub fn vault(&self) -> &BTreeMap<String, VaultRecord> {
         &self.vault
     }
 
@@ -412,17 +415,15 @@ impl Ledger {
                 if entry.invalidated.is_some() {
                     return Err(format!("seq {}: {} reconciled after it was invalidated", r.seq, x.lineage_id));
                 }
-                let held = entry.record.get("capsule_hash").and_then(Value::as_str);
+                let held = entry.record.capsule_hash.as_deref();
                 if held != x.from_capsule_hash.as_deref() {
                     return Err(format!(
                         "seq {}: {} reconciled from {:?}, but its record names {:?}",
                         r.seq, x.lineage_id, x.from_capsule_hash, held
                     ));
                 }
-                if let Some(o) = entry.record.as_object_mut() {
-                    o.insert("capsule_hash".to_owned(), Value::from(x.capsule_hash));
-                    o.insert("last_used_at".to_owned(), Value::from(super::time::format_rfc3339(x.at_ns)));
-                }
+                entry.record.capsule_hash = Some(x.capsule_hash);
+                entry.record.last_used_at = super::time::format_rfc3339(x.at_ns);
             }
             LEASE_GRANTED | LEASE_RENEWED => {
                 let x: LeaseSet = de(r)?;
@@ -430,9 +431,7 @@ impl Ledger {
                     .lineages
                     .get_mut(&x.lineage_id)
                     .ok_or_else(|| format!("seq {}: lease for {} before it was recorded", r.seq, x.lineage_id))?;
-                if let Some(o) = entry.record.as_object_mut() {
-                    o.insert("last_used_at".to_owned(), Value::from(super::time::format_rfc3339(x.at_ns)));
-                }
+                entry.record.last_used_at = super::time::format_rfc3339(x.at_ns);
                 self.leases.insert(x.lineage_id, Lease { at_ns: x.at_ns, expires_at_ns: x.expires_at_ns });
             }
             LEASE_EXPIRED => {
@@ -445,10 +444,7 @@ impl Ledger {
             }
             VAULT_DELTA_APPLIED => {
                 let x: VaultDeltaApplied = de(r)?;
-                let mut record = x.delta;
-                if let Some(o) = record.as_object_mut() {
-                    o.insert("KnowledgeId".to_owned(), Value::from(x.knowledge_id.clone()));
-                }
+                let record = x.delta.with_id(&x.knowledge_id);
                 self.vault.insert(x.knowledge_id, record);
             }
             _ => {}

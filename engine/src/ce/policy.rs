@@ -2,10 +2,7 @@
 //! writes it may make. A write-prohibited unit writes nothing; material or writer work cannot
 //! request away its recoverable handoff; large raw output needs artifact persistence.
 
-use serde_json::{Value, json};
-
 use super::error::{CeError, Code, fail};
-use super::facts::Obj;
 
 /// Result modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,42 +52,44 @@ pub struct Policy {
     pub writes: Writes,
 }
 
-impl Policy {
-    /// The wire result.
-    pub fn to_json(&self) -> Value {
-        let w = &self.writes;
-        json!({
-            "mode": self.mode.as_str(),
-            "write_prohibited": self.write_prohibited,
-            "writes": {"handoff": w.handoff, "artifact": w.artifact, "vault": w.vault, "settings": w.settings, "workgroup": w.workgroup},
-        })
-    }
+/// The result policy facts (`input` of `result-policy`); an absent affirmative fact is `false`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyFacts {
+    /// The mode asked for.
+    pub requested: Option<ResultMode>,
+    /// The unit may write nothing.
+    pub write_prohibited: bool,
+    /// A recoverable handoff is required (material, writer, partial, resumable or
+    /// phase-crossing work).
+    pub handoff_required: bool,
+    /// The unit produces large raw output.
+    pub large_raw_output: bool,
+    /// `authorize_handoff` (`Some(false)` refuses one).
+    pub authorize_handoff: Option<bool>,
+    /// `authorize_artifact` (`Some(false)` refuses one).
+    pub authorize_artifact: Option<bool>,
+    /// A vault capture is authorised.
+    pub vault: bool,
+    /// A settings change is authorised.
+    pub settings: bool,
+    /// A WorkGroup mutation is authorised.
+    pub workgroup: bool,
 }
 
-/// Resolves the policy facts (`input` of `result-policy`).
-pub fn resolve(input: &Value) -> Result<Policy, CeError> {
-    let o = Obj::of(input, "input", Code::InvalidRequest)?;
-    let requested = match o.string_or("requested_mode", Code::InvalidResultMode)? {
-        None => None,
-        Some("ephemeral") => Some(ResultMode::Ephemeral),
-        Some("durable") => Some(ResultMode::Durable),
-        Some("artifact") => Some(ResultMode::Artifact),
-        Some(_) => {
-            return fail(Code::InvalidResultMode, "input.requested_mode: must be ephemeral, durable or artifact");
-        }
-    };
-    let write_prohibited = o.is_true("write_prohibited")?;
-    // Every fact is type-checked even when the unit is write-prohibited.
-    let mut required = requested == Some(ResultMode::Durable);
-    for k in ["material", "writer", "partial", "resumable", "crosses_phase"] {
-        required |= o.is_true(k)?;
-    }
-    let large_raw_output = o.is_true("large_raw_output")?;
-    let authorize_handoff = o.flag("authorize_handoff")?;
-    let authorize_artifact = o.flag("authorize_artifact")?;
-    let vault = o.is_true("authorize_vault_write")?;
-    let settings = o.is_true("authorize_settings_write")?;
-    let workgroup = o.is_true("authorize_workgroup_write")?;
+/// Resolves the policy of `f`.
+pub fn resolve(f: &PolicyFacts) -> Result<Policy, CeError> {
+    let PolicyFacts {
+        requested,
+        write_prohibited,
+        handoff_required,
+        large_raw_output,
+        authorize_handoff,
+        authorize_artifact,
+        vault,
+        settings,
+        workgroup,
+    } = *f;
+    let required = handoff_required || requested == Some(ResultMode::Durable);
     if write_prohibited {
         return Ok(Policy { mode: ResultMode::Ephemeral, write_prohibited, writes: Writes::default() });
     }

@@ -15,7 +15,6 @@ use std::sync::LazyLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::Regex;
-use serde_json::Value;
 
 /// What a rule detects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -439,29 +438,6 @@ pub struct Finding {
 /// secrets) the gitleaks default rules.
 pub fn scan(text: &str, classes: &[Class]) -> Option<Finding> {
     scan_all(&[text], classes)
-}
-
-/// Every string value of `v` at any depth, in document order, after `check_key` accepts each
-/// object key and `check_str` each string (the first refusal, in walk order, is returned).
-pub fn strings_of<'a, E>(
-    v: &'a Value,
-    check_key: &impl Fn(&str) -> Result<(), E>,
-    check_str: &impl Fn(&str) -> Result<(), E>,
-    out: &mut Vec<&'a str>,
-) -> Result<(), E> {
-    match v {
-        Value::String(s) => {
-            check_str(s)?;
-            out.push(s);
-            Ok(())
-        }
-        Value::Array(items) => items.iter().try_for_each(|x| strings_of(x, check_key, check_str, out)),
-        Value::Object(m) => m.iter().try_for_each(|(k, x)| {
-            check_key(k)?;
-            strings_of(x, check_key, check_str, out)
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// The first finding in `texts`: value by value, strata's rules in order, then (for secrets)

@@ -5,10 +5,8 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::error::{CeError, Code, fail};
-use super::facts::Obj;
 use super::paths::{self, Workspace};
 
 /// Default nesting limit (`max_nesting_depth`).
@@ -151,7 +149,8 @@ pub enum Sensitivity {
 }
 
 impl Sensitivity {
-    fn of(s: Option<&str>) -> Sensitivity {
+    /// The class named `s`.
+    pub fn parse(s: Option<&str>) -> Sensitivity {
         match s {
             Some("normal") => Sensitivity::Normal,
             Some("restricted") => Sensitivity::Restricted,
@@ -280,14 +279,11 @@ impl Route {
     fn of(mode: Mode, reasons: impl IntoIterator<Item = Reason>) -> Route {
         Route { mode, reason_codes: reasons.into_iter().collect() }
     }
+}
 
-    /// The wire result `{mode, reason_codes}`.
-    pub fn to_json(&self) -> Value {
-        serde_json::json!({
-            "mode": self.mode.as_str(),
-            "reason_codes": self.reason_codes.iter().map(|r| r.as_str()).collect::<Vec<_>>(),
-        })
-    }
+/// `raw` as a canonical owned path under `ws`; a refusal names `field` (`input.owned_files`).
+pub fn canonical_owned(ws: &Workspace, raw: &str, field: &str) -> Result<String, CeError> {
+    paths::canonical(ws, raw, "").map_err(|e| CeError { detail: format!("{field}{}", e.detail), ..e })
 }
 
 /// The role tokens of `role`: lower-cased, split on `-` and `_`.
@@ -311,113 +307,25 @@ pub fn is_contaminated_role(role: Option<&str>) -> bool {
 }
 
 impl RouteFacts {
-    /// Reads the wire facts (`input` of `route`). `active_writers` / `active_writer_scopes` are
-    /// taken from the request; with a journal, the caller replaces them with the ownership map.
-    pub fn from_json(input: &Value, ws: &Workspace) -> Result<RouteFacts, CeError> {
-        let o = Obj::of(input, "input", Code::InvalidRequest)?;
-        let mut f = RouteFacts {
-            role: o.string("role")?.map(str::to_owned),
-            is_writer: o.flag("is_writer")?,
+    /// Facts with every limit at its default and nothing else known.
+    pub fn defaults() -> RouteFacts {
+        RouteFacts {
+            max_nesting_depth: NESTING_DEFAULT,
+            max_active_inherited: INHERITED_WRITERS_DEFAULT,
             ..RouteFacts::default()
-        };
-        let mut proposed = Vec::new();
-        let add = |obj: &Obj<'_>, into: &mut Vec<String>| -> Result<(), CeError> {
-            for key in ["owned_files", "resolved_owned_files"] {
-                obj.each_string(key, Code::InvalidOwnershipPath, |p| {
-                    // The field is named only when the path is refused.
-                    let c = paths::canonical(ws, p, "")
-                        .map_err(|e| CeError { detail: format!("{}{}", obj.path(key), e.detail), ..e })?;
-                    into.push(c);
-                    Ok(())
-                })?;
-            }
-            Ok(())
-        };
-        add(&o, &mut proposed)?;
-        if let Some(l) = o.object("lineage")? {
-            add(&l, &mut proposed)?;
-            f.lineage = Some(LineageFacts {
-                compatible: l.is_true("compatible")?,
-                resumable: l.is_true("resumable")?,
-                role: l.string("role")?.map(str::to_owned),
-                lineage_id: l.string("lineage_id")?.map(str::to_owned),
-            });
         }
-        let writers_key = if o.has("active_writers") { "active_writers" } else { "active_writer_scopes" };
-        let writers = o.array(writers_key, Code::InvalidOwnershipPath)?;
-        if writers.len() > ACTIVE_WRITERS_MAX {
-            return fail(Code::InvalidRequest, format!("input.{writers_key}: more than {ACTIVE_WRITERS_MAX} writers"));
-        }
-        for w in writers {
-            let w = Obj::of(w, writers_key, Code::InvalidOwnershipPath)?;
-            let mut paths = Vec::new();
-            add(&w, &mut paths)?;
-            if paths.is_empty() {
-                return fail(Code::WriterScopeRequired, format!("input.{writers_key}: an active writer owns no path"));
-            }
-            f.active_writers.push(ActiveWriter { lineage_id: w.string("lineage_id")?.map(str::to_owned), paths });
-        }
-        f.nesting_depth = o.count("nesting_depth", Code::InvalidNesting)?.unwrap_or(0);
-        f.max_nesting_depth = o.count("max_nesting_depth", Code::InvalidNesting)?.unwrap_or(NESTING_DEFAULT);
-        if f.max_nesting_depth == 0 {
-            return fail(Code::InvalidNesting, "input.max_nesting_depth: must be at least 1");
-        }
-        f.trivial = o.is_true("trivial")?;
-        f.blocking = o.is_true("blocking")?;
-        f.tight = o.string("coupling")? == Some("tight");
-        f.sensitivity = Sensitivity::of(o.string("sensitivity")?);
-        f.independent_reviewer = o.is_true("independent_reviewer")?;
-        f.active_inherited_writers = o.count("active_inherited_writers", Code::InvalidWriterCount)?.unwrap_or(0);
-        f.max_active_inherited =
-            o.count("max_active_inherited", Code::InvalidWriterCount)?.unwrap_or(INHERITED_WRITERS_DEFAULT);
-        if f.max_active_inherited == 0 {
-            return fail(Code::InvalidWriterCount, "input.max_active_inherited: must be at least 1");
-        }
-        if let Some(i) = o.object("inheritance")? {
-            f.inheritance = Inheritance {
-                affinity_high: i.string("affinity")? == Some("high"),
-                safe: i.flag("safe")?,
-                within_budget: i.is_true("within_budget")?,
-                full_supported: i.is_true("full_supported")?,
-                recent_supported: i.is_true("recent_supported")?,
-                recent_sufficient: i.is_true("recent_sufficient")?,
-            };
-        }
-        if let Some(t) = o.object("team")? {
-            let mut team = Team {
-                coordination_required: t.is_true("coordination_required")?,
-                peers: peers(&t)?,
-                provider_supported: t.is_true("provider_supported")?,
-                safe: t.is_true("safe")?,
-                sensitivity_approved: t.is_true("sensitivity_approved")?,
-                within_budget: t.is_true("within_budget")?,
-                latency_ratio: t.number("latency_ratio", Code::InvalidFact)?,
-                writer_scopes: Vec::new(),
-            };
-            for s in t.array("scopes", Code::InvalidOwnershipPath)? {
-                let s = Obj::of(s, "input.team.scopes", Code::InvalidOwnershipPath)?;
-                if s.flag("is_writer")? == Some(false) {
-                    continue;
-                }
-                let mut paths = Vec::new();
-                add(&s, &mut paths)?;
-                if paths.is_empty() {
-                    return fail(Code::WriterScopeRequired, "input.team.scopes: a writer scope owns no path");
-                }
-                proposed.extend(paths.iter().cloned());
-                team.writer_scopes.push(paths);
-            }
-            f.team_writer_paths = !team.writer_scopes.is_empty();
-            f.team = Some(team);
-        }
-        f.capsule_sufficient = o.flag("capsule_sufficient")?;
+    }
+
+    /// Sets the proposed paths (already canonical): sorted, without duplicates, at most
+    /// [`OWNED_PATHS_MAX`].
+    pub fn set_proposed(&mut self, mut proposed: Vec<String>) -> Result<(), CeError> {
         proposed.sort();
         proposed.dedup();
         if proposed.len() > OWNED_PATHS_MAX {
             return fail(Code::InvalidRequest, format!("input: more than {OWNED_PATHS_MAX} owned paths"));
         }
-        f.proposed = proposed;
-        Ok(f)
+        self.proposed = proposed;
+        Ok(())
     }
 
     /// The unit's role, falling back to its lineage's.
@@ -440,15 +348,6 @@ impl RouteFacts {
                 .iter()
                 .find_map(|a| self.proposed.iter().find(|p| paths::overlaps(a, p)).map(|p| (w, a.as_str(), p.as_str())))
         })
-    }
-}
-
-/// `peers` as a whole number; a fractional number is no peer count (as in the reference), a
-/// non-number is a typed error.
-fn peers(t: &Obj<'_>) -> Result<Option<u64>, CeError> {
-    match t.get("peers") {
-        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() != 0.0 || f < 0.0) => Ok(None),
-        _ => t.count("peers", Code::InvalidFact),
     }
 }
 

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use super::gates::{PAIRS_MIN, STRATA, STRATUM_MIN};
 use crate::ce::paths::Workspace;
 use crate::ce::router::{self, Mode, Reason, RouteFacts};
-use crate::ce::{self, Context, json, rollout, time};
+use crate::ce::wire::rollout;
+use crate::ce::{self, Context, json, time};
 
 /// The corpus schema id.
 pub const SCHEMA: &str = "strata.eval-corpus/v1";

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use super::stats;
 
 /// The five strata every corpus must cover.
-pub use crate::ce::rollout::STRATA;
+pub use crate::ce::wire::rollout::STRATA;
 /// Fewest pairs in all.
 pub const PAIRS_MIN: usize = 40;
 /// Fewest pairs per stratum.

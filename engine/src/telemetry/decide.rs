@@ -105,7 +105,7 @@ impl Request {
         if !v.is_object() {
             return Err(TelemetryError::Shape("must be a JSON object with a `kind`".to_owned()));
         }
-        crate::ce::telemetry::private(v)?;
+        crate::ce::wire::telemetry::private(v)?;
         serde_json::from_value(v.clone()).map_err(|e| TelemetryError::Shape(e.to_string()))
     }
 }
@@ -133,7 +133,7 @@ pub fn decide(
             let s = known(state, session)?;
             check_stratum(stratum.as_deref())?;
             fixed(s, session, "arm", s.and_then(|s| s.arm).map(Arm::as_str), arm.map(Arm::as_str))?;
-            let event = crate::ce::telemetry::normalise(event)?;
+            let event = crate::ce::wire::telemetry::normalise(event)?;
             let x = EfficiencyRecorded { session: session.clone(), arm: *arm, stratum: stratum.clone(), event };
             (session, stamp(ids, clock, events::EFFICIENCY_RECORDED, &x)?)
         }

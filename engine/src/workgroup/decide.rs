@@ -11,6 +11,9 @@ use super::events::{
 };
 use super::plan::{Checked, PHASES, RETRY_BACKOFF_MS_MAX, Task};
 use super::state::{Status, Workgroup, Workgroups, stream, worker_stream};
+use crate::ce::CeError;
+use crate::ce::paths::Workspace;
+use crate::ce::router::{LineageFacts, RouteFacts, Sensitivity, canonical_owned};
 use crate::ports::{Clock, Ids};
 
 /// Builds one event, stamped by the ports.
@@ -242,23 +245,28 @@ pub fn worker_ended(
     })
 }
 
-/// The routing facts of dispatching `t`: role, owned files, sensitivity, `trivial`, review
-/// independence, a capsule that suffices; with `prior` (the lineage it continues, and whether
-/// the ledger keeps that lineage's session resumable) the candidate lineage.
-pub fn route_input(t: &Task, prior: Option<(&str, bool)>) -> serde_json::Value {
-    let mut input = serde_json::json!({
-        "role": t.spec.role,
-        "owned_files": t.spec.owns,
-        "sensitivity": t.spec.sensitivity,
-        "trivial": t.spec.trivial,
-        "independent_reviewer": PHASES[t.phase] == "review",
-        "capsule_sufficient": true,
-    });
-    if let Some((lineage, warm)) = prior {
-        input["lineage"] =
-            serde_json::json!({"lineage_id": lineage, "role": t.spec.role, "compatible": warm, "resumable": warm});
-    }
-    input
+/// The routing facts of dispatching `t`, its owned files canonical under `ws`: role, owned
+/// files, sensitivity, `trivial`, review independence, a capsule that suffices; with `prior` (the
+/// lineage it continues, and whether the ledger keeps that lineage's session resumable) the
+/// candidate lineage. Limits are the router's defaults; active writers come from the ledger.
+pub fn route_facts(t: &Task, prior: Option<(&str, bool)>, ws: &Workspace) -> Result<RouteFacts, CeError> {
+    let mut f = RouteFacts {
+        role: Some(t.spec.role.clone()),
+        sensitivity: Sensitivity::parse(t.spec.sensitivity.as_deref()),
+        trivial: t.spec.trivial,
+        independent_reviewer: PHASES[t.phase] == "review",
+        capsule_sufficient: Some(true),
+        lineage: prior.map(|(lineage, warm)| LineageFacts {
+            compatible: warm,
+            resumable: warm,
+            role: Some(t.spec.role.clone()),
+            lineage_id: Some(lineage.to_owned()),
+        }),
+        ..RouteFacts::defaults()
+    };
+    let owned = t.spec.owns.iter().map(|p| canonical_owned(ws, p, "input.owned_files")).collect::<Result<_, _>>()?;
+    f.set_proposed(owned)?;
+    Ok(f)
 }
 
 /// Whether `task`'s failed attempt runs again, and how many milliseconds later: at once when its
@@ -448,20 +456,46 @@ mod tests {
     }
 
     #[test]
-    fn route_input_carries_the_facts_the_router_needs_and_the_warm_candidate() {
+    fn route_facts_carry_the_facts_the_router_needs_and_the_warm_candidate() {
+        let ws = Workspace::default();
         let t = task("api", "backend-builder", "build");
-        let input = route_input(&t, None);
-        assert_eq!(input["owned_files"], json!(["src/a/"]));
-        assert_eq!(input["sensitivity"], "restricted");
-        assert_eq!(input["independent_reviewer"], false);
-        assert!(input.get("lineage").is_none());
-        let warm = route_input(&t, Some(("wg.prior", true)));
-        assert_eq!(
-            warm["lineage"],
-            json!({"lineage_id": "wg.prior", "role": "backend-builder", "compatible": true, "resumable": true})
-        );
+        let facts = route_facts(&t, None, &ws).unwrap();
+        assert_eq!(facts.proposed, vec!["src/a"]);
+        assert_eq!(facts.sensitivity, Sensitivity::Restricted);
+        assert!(!facts.independent_reviewer);
+        assert!(facts.lineage.is_none());
+        let warm = route_facts(&t, Some(("wg.prior", true)), &ws).unwrap();
+        let candidate = LineageFacts {
+            compatible: true,
+            resumable: true,
+            role: Some("backend-builder".to_owned()),
+            lineage_id: Some("wg.prior".to_owned()),
+        };
+        assert_eq!(warm.lineage, Some(candidate));
         let review = task("review", "reviewer", "review");
-        assert_eq!(route_input(&review, Some(("wg.prior", false)))["independent_reviewer"], true);
+        assert!(route_facts(&review, Some(("wg.prior", false)), &ws).unwrap().independent_reviewer);
+    }
+
+    #[test]
+    fn route_facts_are_the_facts_the_wire_reads_from_the_same_task() {
+        // The JSON the router used to be given, read by the wire: the typed facts are the same.
+        let ws = Workspace::default();
+        for (t, prior) in [
+            (task("api", "backend-builder", "build"), None),
+            (task("api", "backend-builder", "build"), Some(("wg.prior", true))),
+            (task("review", "reviewer", "review"), Some(("wg.prior", false))),
+        ] {
+            let mut input = json!({
+                "role": t.spec.role, "owned_files": t.spec.owns, "sensitivity": t.spec.sensitivity,
+                "trivial": t.spec.trivial, "independent_reviewer": PHASES[t.phase] == "review",
+                "capsule_sufficient": true,
+            });
+            if let Some((lineage, warm)) = prior {
+                input["lineage"] =
+                    json!({"lineage_id": lineage, "role": t.spec.role, "compatible": warm, "resumable": warm});
+            }
+            assert_eq!(route_facts(&t, prior, &ws).unwrap(), RouteFacts::from_json(&input, &ws).unwrap());
+        }
     }
 
     /// Appends `append` and folds the journal.

@@ -6,7 +6,6 @@
 //! no claim blocks, once they have its prompt) [`Cleared::brief`]; they differ only in how they
 //! carry out effects and where a prompt and a capsule's facts come from ([`Brief`]).
 
-use serde_json::{Value, json};
 use strata_journal::{ExpectedVersion, StreamAppend};
 
 use super::WorkgroupError;
@@ -17,7 +16,7 @@ use super::provider::Capabilities;
 use super::state::Workgroup;
 use super::step::{self, Routed};
 use super::warm::{self, Warm};
-use crate::ce::capsule::{self, Sealed};
+use crate::ce::capsule::{self, Capsule, Failure, Sealed};
 use crate::ce::ledger::{self, Ledger};
 use crate::ce::ownership;
 use crate::ce::router::Mode;
@@ -45,14 +44,15 @@ pub struct CapsuleFacts {
 }
 
 /// The capsule draft of `t`'s attempt `attempt`, run as `lineage` in `g`.
-pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &CapsuleFacts) -> Value {
-    let failures: Vec<Value> = g
+pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &CapsuleFacts) -> Capsule {
+    let failures: Vec<Failure> = g
         .tasks
         .get(t.id())
         .and_then(|s| s.failed.as_ref())
-        .map(|(_, f)| {
-            json!({"command": format!("attempt {}", f.attempt),
-                "summary": events::bounded(&f.reason).chars().take(2048).collect::<String>(), "artifact": null})
+        .map(|(_, f)| Failure {
+            artifact: None,
+            command: format!("attempt {}", f.attempt),
+            summary: events::bounded(&f.reason).chars().take(2048).collect::<String>(),
         })
         .into_iter()
         .collect();
@@ -67,35 +67,33 @@ pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts
         constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
     }
     constraints.extend(facts.known.iter().map(|k| format!("Known: {k}")));
-    json!({
-        "schema": capsule::SCHEMA_ID,
-        "task_id": lineage,
-        "workgroup_id": g.plan.workgroup,
-        "phase": CAPSULE_PHASES[t.phase],
-        "objective": t.spec.objective,
-        "node_ids": nodes,
-        "owned_files": t.spec.owns.iter().map(|o| o.trim_end_matches('/')).collect::<Vec<_>>(),
-        "read_files": [],
-        "specs": [],
-        "approved_decisions": [],
-        "checkpoint_sha": facts.checkpoint,
-        "failures": failures,
-        "risks": [],
-        "constraints": constraints,
-        "next_action": format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
-    })
+    Capsule {
+        schema: capsule::SCHEMA_ID.to_owned(),
+        task_id: lineage.to_owned(),
+        workgroup_id: g.plan.workgroup.clone(),
+        phase: CAPSULE_PHASES[t.phase].to_owned(),
+        objective: t.spec.objective.clone(),
+        node_ids: nodes,
+        owned_files: t.spec.owns.iter().map(|o| o.trim_end_matches('/').to_owned()).collect(),
+        checkpoint_sha: facts.checkpoint.clone(),
+        failures,
+        constraints,
+        next_action: format!("Carry out task {} (attempt {attempt}) and stop.", t.id()),
+        ..Capsule::default()
+    }
 }
 
-/// Seals the capsule of `t`'s attempt; a refusal says why (its code and message).
+/// Seals the capsule of `t`'s attempt against the published capsule schema; a refusal says why
+/// (its code and message).
 pub fn seal(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &CapsuleFacts) -> Result<Sealed, String> {
-    let draft = capsule_draft(g, t, lineage, attempt, facts);
-    capsule::seal(&capsule::SealRequest {
-        capsule: &draft,
+    let req = capsule::SealRequest {
+        capsule: capsule_draft(g, t, lineage, attempt, facts),
         max_bytes: capsule::MAX_BYTES_DEFAULT,
         artifact_path: None,
         artifact_roots: Vec::new(),
-    })
-    .map_err(|e| format!("{} ({})", e.code.as_str(), e.code.message()))
+    };
+    capsule::seal(&req, &crate::ce::wire::capsule::SCHEMA)
+        .map_err(|e| format!("{} ({})", e.code.as_str(), e.code.message()))
 }
 
 /// A dispatch to decide.

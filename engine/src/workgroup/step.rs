@@ -67,7 +67,7 @@ pub fn prior(g: &Workgroup, t: &Task) -> Option<(String, String, String, u32)> {
 }
 
 /// Routes task `t`, running as `lineage`, against `ledger`: its routing facts
-/// ([`decide::route_input`]) with `candidate` (the warm lineage it continues, and whether that
+/// ([`decide::route_facts`]) with `candidate` (the warm lineage it continues, and whether that
 /// may be resumed), the ledger's active writers, the router's decision, and a mode the
 /// provider's `caps` cannot run degraded to a fresh capsule with `CAPABILITY_FALLBACK`.
 pub fn route(
@@ -80,8 +80,7 @@ pub fn route(
     clock: &dyn Clock,
 ) -> Result<Routed, WorkgroupError> {
     let refused = |e: crate::ce::CeError| WorkgroupError::Route { task: t.id().to_owned(), detail: e.to_string() };
-    let input = decide::route_input(t, candidate);
-    let mut facts = RouteFacts::from_json(&input, ledger.workspace()).map_err(refused)?;
+    let mut facts = decide::route_facts(t, candidate, ledger.workspace()).map_err(refused)?;
     ownership::apply_ledger(ledger, lineage, &mut facts).map_err(refused)?;
     let route = router::route(&facts).map_err(refused)?;
     let (runs_as, reasons) = provider::degrade(&route, caps);

@@ -12,19 +12,19 @@
 //! (`ce.lineage-reconciled`, appended with the dispatch, after which the record names the
 //! current capsule and the session is given it), never silently hot.
 
-use serde_json::{Value, json};
 use strata_journal::EventData;
 
 use super::WorkgroupError;
 use super::events::{Dispatched, LineageCheck};
 use super::plan::{CAPSULE_PHASES, PHASES, Task};
-use crate::ce::json::sha256_tagged;
+use crate::ce::digest::sha256_tagged;
 use crate::ce::ledger::{self, LeaseSet, Ledger, LineageRecorded};
+use crate::ce::lineage::{Current, LineageRecord};
 use crate::ce::time::format_rfc3339;
 use crate::ports::{Clock, Ids};
 
 /// The agent-lineage schema id.
-pub const SCHEMA: &str = "knowzcode.agent-lineage/v1";
+pub const SCHEMA: &str = crate::ce::lineage::SCHEMA_ID;
 
 /// The lineage platform of a provider.
 pub fn platform(provider: &str) -> &'static str {
@@ -69,64 +69,109 @@ fn tagged(parts: &[&str]) -> String {
 /// `workgroup` run on `provider`: its specifications and change request (`spec_hash`), the
 /// workgroup and role it works for (`scope_hash`), the files it may write (`permissions_hash`),
 /// the provider's tools with strata's guard and MCP server (`tools_hash`), the runtime and
-/// profile it starts with (`runtime_prefix_hash`), its phase and sensitivity. A completed
-/// attempt's record states them; a continuation's `current` states them for the lineage
-/// evaluator ([`crate::ce::lineage::evaluate`]), which refuses a resume when any differs.
-fn bound(workgroup: &str, t: &Task, provider: &str) -> serde_json::Map<String, Value> {
+/// profile it starts with (`runtime_prefix_hash`), its phase and sensitivity (fix loop, model,
+/// effort and baseline are not known: null). A completed attempt's record states them; a
+/// continuation's `current` states them for the lineage evaluator
+/// ([`crate::ce::lineage::evaluate`]), which refuses a resume when any differs.
+struct Bound {
+    workgroup_id: String,
+    platform: &'static str,
+    role: String,
+    phase: &'static str,
+    runtime_prefix_hash: String,
+    tools_hash: String,
+    permissions_hash: String,
+    spec_hash: String,
+    scope_hash: String,
+    sensitivity: String,
+}
+
+fn bound(workgroup: &str, t: &Task, provider: &str) -> Bound {
     let spec = &t.spec;
     let mut specs: Vec<&str> = spec.change_request.iter().chain(&spec.specs).map(String::as_str).collect();
     specs.sort_unstable();
     let mut owns: Vec<&str> = spec.owns.iter().map(String::as_str).collect();
     owns.sort_unstable();
     let profile = spec.profile.as_deref().unwrap_or("backend-developer");
-    let v = json!({
-        "workgroup_id": workgroup,
-        "platform": platform(provider),
-        "role": spec.role,
-        "phase": CAPSULE_PHASES[t.phase],
-        "fix_loop_id": null,
-        "model": null,
-        "effort": null,
-        "runtime_prefix_hash": tagged(&[provider, profile]),
-        "baseline_hash": null,
-        "tools_hash": tagged(&[provider, "strata-guard", "strata-mcp"]),
-        "permissions_hash": tagged(&owns),
-        "spec_hash": tagged(&specs),
-        "scope_hash": tagged(&[workgroup, &spec.role]),
-        "sensitivity": spec.sensitivity.as_deref().unwrap_or("normal"),
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
+    Bound {
+        workgroup_id: workgroup.to_owned(),
+        platform: platform(provider),
+        role: spec.role.clone(),
+        phase: CAPSULE_PHASES[t.phase],
+        runtime_prefix_hash: tagged(&[provider, profile]),
+        tools_hash: tagged(&[provider, "strata-guard", "strata-mcp"]),
+        permissions_hash: tagged(&owns),
+        spec_hash: tagged(&specs),
+        scope_hash: tagged(&[workgroup, &spec.role]),
+        sensitivity: spec.sensitivity.as_deref().unwrap_or("normal").to_owned(),
+    }
+}
+
+impl Bound {
+    /// As a continuation's `current`, with the checkpoint and capsule it is checked against.
+    fn current(&self, checkpoint_sha: Option<&str>, capsule_hash: Option<&str>) -> Current {
+        let mut c = Current::default();
+        for (k, v) in [
+            ("workgroup_id", Some(self.workgroup_id.as_str())),
+            ("platform", Some(self.platform)),
+            ("role", Some(self.role.as_str())),
+            ("phase", Some(self.phase)),
+            ("fix_loop_id", None),
+            ("model", None),
+            ("effort", None),
+            ("runtime_prefix_hash", Some(self.runtime_prefix_hash.as_str())),
+            ("baseline_hash", None),
+            ("tools_hash", Some(self.tools_hash.as_str())),
+            ("permissions_hash", Some(self.permissions_hash.as_str())),
+            ("spec_hash", Some(self.spec_hash.as_str())),
+            ("scope_hash", Some(self.scope_hash.as_str())),
+            ("sensitivity", Some(self.sensitivity.as_str())),
+            ("checkpoint_sha", checkpoint_sha),
+            ("capsule_hash", capsule_hash),
+        ] {
+            c.set(k, v);
+        }
+        c
     }
 }
 
 /// The lineage record of a completed attempt: what its session is bound to ([`bound`]), its
 /// session, parent, mode, checkpoint and capsule, and its lease.
-pub fn record(c: &Completion<'_>) -> Value {
+pub fn record(c: &Completion<'_>) -> LineageRecord {
     let t = &c.task.spec;
     let mut owns: Vec<&str> = t.owns.iter().map(String::as_str).collect();
     owns.sort_unstable();
     let scope = if owns.is_empty() { "read-only".to_owned() } else { owns.join(", ") };
     let at = format_rfc3339(c.now_ns);
-    let mut m = bound(c.workgroup, c.task, &c.dispatch.provider);
-    for (k, v) in [
-        ("schema", json!(SCHEMA)),
-        ("lineage_id", json!(c.dispatch.lineage_id)),
-        ("platform_handle", json!(c.session)),
-        ("parent_lineage_id", json!(c.parent)),
-        ("scope", json!(scope)),
-        ("mode", json!(c.dispatch.runs_as)),
-        ("checkpoint_sha", json!(c.checkpoint)),
-        ("capsule_hash", json!(c.dispatch.capsule_hash)),
-        ("created_at", json!(at)),
-        ("last_used_at", json!(at)),
-        ("resumable", json!(true)),
-        ("lease_expires_at", json!(format_rfc3339(warm_end(c.now_ns, c.warm_minutes)))),
-    ] {
-        m.insert(k.to_owned(), v);
+    let b = bound(c.workgroup, c.task, &c.dispatch.provider);
+    LineageRecord {
+        baseline_hash: None,
+        capsule_hash: c.dispatch.capsule_hash.clone(),
+        checkpoint_sha: c.checkpoint.map(str::to_owned),
+        created_at: at.clone(),
+        effort: None,
+        fix_loop_id: None,
+        last_used_at: at,
+        lease_expires_at: Some(format_rfc3339(warm_end(c.now_ns, c.warm_minutes))),
+        lineage_id: c.dispatch.lineage_id.clone(),
+        mode: c.dispatch.runs_as,
+        model: None,
+        parent_lineage_id: c.parent.map(str::to_owned),
+        permissions_hash: b.permissions_hash,
+        phase: b.phase.to_owned(),
+        platform: b.platform.to_owned(),
+        platform_handle: Some(c.session.to_owned()),
+        resumable: true,
+        role: b.role,
+        runtime_prefix_hash: b.runtime_prefix_hash,
+        schema: SCHEMA.to_owned(),
+        scope,
+        scope_hash: b.scope_hash,
+        sensitivity: b.sensitivity,
+        spec_hash: b.spec_hash,
+        tools_hash: b.tools_hash,
+        workgroup_id: b.workgroup_id,
     }
-    Value::Object(m)
 }
 
 /// The ledger events that keep a completed attempt's session warm: the lineage's record with a
@@ -143,13 +188,13 @@ pub fn completed(
     let enc = |e: crate::ce::CeError| WorkgroupError::Encode(e.detail);
     match ledger.lineages().get(id) {
         Some(entry) if entry.invalidated.is_some() => Ok(Vec::new()),
-        Some(entry) if entry.record.get("platform_handle").and_then(Value::as_str) == Some(c.session) => {
+        Some(entry) if entry.record.platform_handle.as_deref() == Some(c.session) => {
             Ok(vec![ledger::event(ids, clock, ledger::LEASE_RENEWED, &lease).map_err(enc)?])
         }
         // Unknown, or a later attempt's new session: (re)recorded with a new lease.
         _ => {
             let r = record(c);
-            if !crate::ce::lineage::record_usable(&r) {
+            if !r.usable() {
                 return Err(WorkgroupError::Encode(format!("the lineage record of {id} does not match its schema")));
             }
             let recorded = LineageRecorded { lineage_id: id.clone(), record: r };
@@ -211,31 +256,25 @@ pub fn resumable(
     let Some(lease) = ledger.leases().get(prior).filter(|l| l.expires_at_ns > now_ns) else {
         return (Err(format!("{prior}'s lease has ended")), None);
     };
-    let field = |k: &str| entry.record.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-    if field("platform") != platform(next.provider) {
-        return (Err(format!("{prior} ran on {}, this task on {}", field("platform"), next.provider)), None);
+    let record = &entry.record;
+    if record.platform != platform(next.provider) {
+        return (Err(format!("{prior} ran on {}, this task on {}", record.platform, next.provider)), None);
     }
-    if field("platform_handle") != session {
+    if record.platform_handle.as_deref().unwrap_or_default() != session {
         return (Err(format!("{prior}'s recorded session is not {session}")), None);
     }
-    let recorded = entry.record.get("capsule_hash").and_then(Value::as_str);
-    let mut record = entry.record.clone();
-    if let Value::Object(m) = &mut record {
-        m.insert("last_used_at".into(), json!(format_rfc3339(lease.at_ns)));
-        m.insert("lease_expires_at".into(), json!(format_rfc3339(lease.expires_at_ns)));
-    }
-    let mut current = bound(next.workgroup, next.task, next.provider);
+    let recorded = record.capsule_hash.as_deref();
+    let record = LineageRecord {
+        last_used_at: format_rfc3339(lease.at_ns),
+        lease_expires_at: Some(format_rfc3339(lease.expires_at_ns)),
+        ..record.clone()
+    };
     // The branch a session starts from is carried by its capsule (a moved tip makes it stale,
     // which reconciliation handles), not by the lineage: the record's checkpoint stands.
-    current.insert("checkpoint_sha".into(), record.get("checkpoint_sha").cloned().unwrap_or(Value::Null));
-    current.insert("capsule_hash".into(), json!(capsule_now.or(recorded)));
-    current.insert("independent_reviewer".into(), json!(PHASES[next.task.phase] == "review"));
-    let evaluated =
-        crate::ce::lineage::evaluate(Some(&record), &Value::Object(current), i128::from(now_ns), warm_minutes);
-    let e = match evaluated {
-        Ok(e) => e,
-        Err(e) => return (Err(format!("the lineage evaluator refused the check ({})", e.detail)), None),
-    };
+    let mut current = bound(next.workgroup, next.task, next.provider)
+        .current(record.checkpoint_sha.as_deref(), capsule_now.or(recorded));
+    current.independent_reviewer = PHASES[next.task.phase] == "review";
+    let e = crate::ce::lineage::evaluate(Some(&record), &current, i128::from(now_ns), warm_minutes);
     let check = LineageCheck {
         lineage_id: prior.to_owned(),
         state: e.state.as_str().to_owned(),
@@ -287,6 +326,7 @@ pub fn renewed(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
     use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 
     use super::*;
@@ -372,7 +412,7 @@ mod tests {
         let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
         let now = 1_000 * MINUTE;
         let c = completion(&t, &d, now);
-        assert!(crate::ce::lineage::record_usable(&record(&c)), "{}", record(&c));
+        assert!(crate::ce::wire::lineage::record_of(&record(&c).to_json()).is_some(), "{}", record(&c).to_json());
         let first = completed(&ledger, &c, &mut ids, &clock).expect("events");
         let types: Vec<&str> = first.iter().map(|e| e.event_type.as_str()).collect();
         assert_eq!(types, [ledger::LINEAGE_RECORDED, ledger::LEASE_GRANTED]);
@@ -456,8 +496,8 @@ mod tests {
         fold(&mut ledger, &journal, vec![e]);
         assert_eq!(res(&ledger, "wg.api", "s-1", "claude", at, Some(hb.as_str())), Ok(Warm::Hot));
         let record = &ledger.lineages()["wg.api"].record;
-        assert_eq!(record["capsule_hash"], hb.as_str());
-        assert_eq!(record["last_used_at"], format_rfc3339(at));
+        assert_eq!(record.to_json()["capsule_hash"], hb.as_str());
+        assert_eq!(record.to_json()["last_used_at"], format_rfc3339(at));
 
         // A reconciliation from a capsule the record does not name does not fold.
         let wrong = reconciled("wg.api", Some(ha.as_str()), &hc, at, &mut ids, &clock).expect("event");

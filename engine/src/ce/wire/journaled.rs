@@ -18,11 +18,15 @@
 use serde_json::{Value, json};
 use strata_journal::EventData;
 
-use super::error::{CeError, Code, fail};
 use super::facts::Obj;
-use super::ledger::{self, LeaseExpired, LeaseSet, Ledger, LineageInvalidated, LineageRecorded, WorkspaceFacts, event};
-use super::router::{Mode, RouteFacts};
-use super::{Context, lineage, ownership, router, time, vault};
+use super::{Context, vault};
+use crate::ce::error::{CeError, Code, fail};
+use crate::ce::ledger::{
+    self, LeaseExpired, LeaseSet, Ledger, LineageInvalidated, LineageRecorded, WorkspaceFacts, event,
+};
+use crate::ce::lineage::{self, LineageRecord};
+use crate::ce::router::{Mode, RouteFacts};
+use crate::ce::{ownership, router, time};
 use crate::ports::{Clock, Ids};
 
 /// Operations only a journal can answer (strata).
@@ -148,40 +152,34 @@ impl Decider<'_> {
 
     /// The record to evaluate: the ledger's for a known lineage (with its live lease, or none),
     /// else the caller's, which is recorded (with a lease of at most the warm-lease time when it
-    /// asks for one) if it is a usable record of that lineage. Returns the record, and whether it
-    /// is in the ledger now.
-    fn resolve(&mut self, id: Option<&str>, given: Option<&Value>) -> Result<(Option<Value>, bool), CeError> {
-        let Some(id) = id else { return Ok((given.cloned(), false)) };
+    /// asks for one) if it is a usable record of that lineage. Returns the record (`None`: no
+    /// usable record, which evaluates as unknown provenance), and whether it is in the ledger now.
+    fn resolve(&mut self, id: Option<&str>, given: Option<&Value>) -> Result<(Option<LineageRecord>, bool), CeError> {
+        let given = given.and_then(super::lineage::record_of);
+        let Some(id) = id else { return Ok((given, false)) };
         if let Some(entry) = self.state.lineages().get(id) {
             let mut record = entry.record.clone();
             let lease = self.state.leases().get(id).filter(|_| self.lease_live(id)).map(|l| l.expires_at_ns);
-            if let Some(o) = record.as_object_mut() {
-                o.insert("lease_expires_at".to_owned(), lease.map_or(Value::Null, |l| time::format_rfc3339(l).into()));
-            }
+            record.lease_expires_at = lease.map(time::format_rfc3339);
             return Ok((Some(record), true));
         }
-        let Some(given) = given.filter(|g| lineage::record_usable(g) && g.get("lineage_id") == Some(&Value::from(id)))
-        else {
-            return Ok((given.cloned(), false));
+        let given = match given {
+            Some(g) if g.lineage_id == id => g,
+            other => return Ok((other, false)),
         };
         let mut record = given.clone();
-        let asked = given.get("lease_expires_at").and_then(Value::as_str).map(|s| time::parse_rfc3339(s, "lease"));
-        self.push(ledger::LINEAGE_RECORDED, &LineageRecorded { lineage_id: id.to_owned(), record: given.clone() })?;
-        let lease = match asked {
+        let asked = given.lease_expires_at.as_deref().map(|s| time::parse_rfc3339(s, "lease"));
+        self.push(ledger::LINEAGE_RECORDED, &LineageRecorded { lineage_id: id.to_owned(), record: given })?;
+        record.lease_expires_at = match asked {
             Some(Ok(end)) if end > i128::from(self.now) => {
                 let end = i64::try_from(end).unwrap_or(i64::MAX).min(self.warm_end());
                 let grant = LeaseSet { lineage_id: id.to_owned(), at_ns: self.now, expires_at_ns: end };
                 self.push(ledger::LEASE_GRANTED, &grant)?;
-                if let Some(o) = record.as_object_mut() {
-                    o.insert("last_used_at".to_owned(), time::format_rfc3339(self.now).into());
-                }
-                Value::from(time::format_rfc3339(end))
+                record.last_used_at = time::format_rfc3339(self.now);
+                Some(time::format_rfc3339(end))
             }
-            _ => Value::Null,
+            _ => None,
         };
-        if let Some(o) = record.as_object_mut() {
-            o.insert("lease_expires_at".to_owned(), lease);
-        }
         Ok((Some(record), true))
     }
 
@@ -192,9 +190,10 @@ impl Decider<'_> {
         given: Option<&Value>,
         current: &Value,
     ) -> Result<(lineage::Evaluation, Option<String>), CeError> {
+        let current = super::lineage::current_of(current)?;
         let before = self.events.len();
         let (record, mut known) = self.resolve(id, given)?;
-        let eval = lineage::evaluate(record.as_ref(), current, i128::from(self.now), self.warm_minutes)?;
+        let eval = lineage::evaluate(record.as_ref(), &current, i128::from(self.now), self.warm_minutes);
         let registered = self.events.len() > before;
         if registered && eval.invalidations.contains(&lineage::Invalidation::UnknownProvenance) {
             // A record nobody can vouch for (future-dated, out of order) is not kept.
@@ -253,20 +252,20 @@ impl Decider<'_> {
         let sealed = super::seal_request(p)?;
         let externalized = sealed
             .capsule
-            .get("externalized")
-            .cloned()
-            .map(serde_json::from_value::<Vec<ledger::Externalized>>)
-            .transpose()
-            .map_err(|e| CeError::new(Code::CapsuleSchemaInvalid, format!("externalized: {e}")))?
-            .unwrap_or_default();
+            .externalized
+            .iter()
+            .flatten()
+            .map(|x| ledger::Externalized { path: x.path.clone(), sha256: x.sha256.clone(), item_count: x.item_count })
+            .collect();
         let bytes = u64::try_from(sealed.bytes).unwrap_or(u64::MAX);
+        let json = super::capsule::to_json(&sealed.capsule);
         self.push(ledger::CAPSULE_SEALED, &ledger::CapsuleSealed { capsule_hash: sealed.hash, bytes, externalized })?;
-        Ok(sealed.capsule)
+        Ok(json)
     }
 
     fn vault(&mut self, p: &Obj<'_>) -> Result<Value, CeError> {
         let input = p.get("input").ok_or_else(|| CeError::new(Code::InvalidRequest, "input: required object"))?;
-        let decision = vault::decide_with(input, self.state.vault().values())?;
+        let decision = vault::decide_with(input, self.state.vault().values().map(|d| &d.0))?;
         if decision.action != "skip" {
             let knowledge_id = match &decision.knowledge_id {
                 Some(id) => id.clone(),
@@ -283,7 +282,7 @@ impl Decider<'_> {
                 knowledge_id: knowledge_id.clone(),
                 action: decision.action.to_owned(),
                 reason: decision.reason.to_owned(),
-                delta,
+                delta: vault::Record(delta),
             };
             self.push(ledger::VAULT_DELTA_APPLIED, &applied)?;
             let mut out = decision.to_json();

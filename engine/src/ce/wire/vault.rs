@@ -10,9 +10,33 @@
 use serde_json::{Value, json};
 use unicode_normalization::UnicodeNormalization as _;
 
-use super::error::{CeError, Code, fail};
 use super::facts::Obj;
 use super::json as cj;
+use crate::ce::error::{CeError, Code, fail};
+
+/// A vault delta as the ledger keeps it (`ce.vault-delta-applied`): the caller's JSON, verbatim.
+/// The vault journal is state of the wire operation alone, so it stays JSON here.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Record(pub Value);
+
+impl Record {
+    /// The delta as a record under `knowledge_id` (its `KnowledgeId` set).
+    pub fn with_id(mut self, knowledge_id: &str) -> Record {
+        if let Some(o) = self.0.as_object_mut() {
+            o.insert("KnowledgeId".to_owned(), Value::from(knowledge_id));
+        }
+        self
+    }
+}
+
+impl std::ops::Deref for Record {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.0
+    }
+}
 
 /// Most previous deltas and hashes one request may carry.
 pub const PREVIOUS_MAX: usize = 10_000;

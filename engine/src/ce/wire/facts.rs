@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{CeError, Code, fail};
+use crate::ce::error::{CeError, Code, fail};
 
 /// One object of the request, with its dotted location for error details.
 #[derive(Clone, Copy)]

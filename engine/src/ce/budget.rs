@@ -1,8 +1,6 @@
 //! Budget levels, the verification plan and the MCP health time-to-live: small pure rules of the
 //! contract that the coordinator consults between dispatches.
 
-use serde_json::{Value, json};
-
 use super::error::{CeError, Code, fail};
 
 /// Default MCP health time-to-live (`mcp_health_ttl_minutes: 15`).
@@ -32,20 +30,6 @@ pub struct Budget {
     pub ratio: Option<f64>,
     /// What to do.
     pub actions: &'static [&'static str],
-}
-
-impl Budget {
-    /// `{level, ratio, actions, mandatory_gates_preserved}`; mandatory gates always hold.
-    pub fn to_json(&self) -> Value {
-        let level = match self.level {
-            BudgetLevel::Unbounded => "UNBOUNDED",
-            BudgetLevel::Normal => "NORMAL",
-            BudgetLevel::Soft => "SOFT",
-            BudgetLevel::Checkpoint => "CHECKPOINT",
-            BudgetLevel::Hard => "HARD",
-        };
-        json!({"level": level, "ratio": self.ratio, "actions": self.actions, "mandatory_gates_preserved": true})
-    }
 }
 
 /// The budget level of `used` against `limit` (`None`: unbounded).
@@ -105,11 +89,22 @@ impl Tier {
 
 const CONSOLIDATED: [&str; 5] = ["full-tests", "static-analysis", "build", "package", "install-smoke"];
 
+/// What to verify at a tier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerificationPlan {
+    /// The checks, in order.
+    pub checks: Vec<&'static str>,
+    /// Whether they are the consolidated suite.
+    pub consolidated: bool,
+    /// Raw logs go to artifacts (always).
+    pub artifact_logs: bool,
+}
+
 /// The checks to run: the narrowest deterministic test in a fix loop, the affected surface at a
 /// microtask, and the consolidated suite before Gate 3 and after production changes in an audit
 /// fix. Raw logs always go to artifacts.
-pub fn verification_plan(tier: Tier, production_changed_after_full_green: bool) -> Value {
-    let (checks, consolidated): (Vec<&str>, bool) = match tier {
+pub fn verification_plan(tier: Tier, production_changed_after_full_green: bool) -> VerificationPlan {
+    let (checks, consolidated): (Vec<&'static str>, bool) = match tier {
         Tier::Tdd => (vec!["targeted"], false),
         Tier::Microtask => (vec!["affected-surface"], false),
         Tier::Gate3 => (CONSOLIDATED.to_vec(), true),
@@ -118,7 +113,7 @@ pub fn verification_plan(tier: Tier, production_changed_after_full_green: bool) 
         }
         Tier::AuditFix => (vec!["targeted"], false),
     };
-    json!({"checks": checks, "consolidated": consolidated, "artifact_logs": true})
+    VerificationPlan { checks, consolidated, artifact_logs: true }
 }
 
 /// Whether an MCP health result observed at `checked_ns` may be reused at `now_ns`: a healthy

@@ -9,10 +9,10 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
-use super::error::{CeError, Code, fail};
-use super::privacy::{self, TELEMETRY_CLASSES};
-use super::router::Reason;
-use super::time::parse_rfc3339;
+use crate::ce::error::{CeError, Code, fail};
+use crate::ce::privacy::{self, TELEMETRY_CLASSES};
+use crate::ce::router::Reason;
+use crate::ce::time::parse_rfc3339;
 
 /// The schema id.
 pub const SCHEMA_ID: &str = "knowzcode.efficiency-event/v1";
@@ -61,7 +61,7 @@ const OUTCOME: [&str; 7] = [
 ];
 
 static SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
-    let v: Value = serde_json::from_str(include_str!("../../../schemas/efficiency-event.schema.json"))
+    let v: Value = serde_json::from_str(include_str!("../../../../schemas/efficiency-event.schema.json"))
         .map_err(|e| format!("efficiency-event schema is not JSON: {e}"))?;
     jsonschema::validator_for(&v).map_err(|e| format!("efficiency-event schema does not compile: {e}"))
 });
@@ -81,7 +81,7 @@ pub(crate) fn private(v: &Value) -> Result<(), CeError> {
         Ok(())
     };
     let mut strings = Vec::new();
-    privacy::strings_of(v, &key, &|_: &str| Ok(()), &mut strings)?;
+    super::strings_of(v, &key, &|_: &str| Ok(()), &mut strings)?;
     match privacy::scan_all(&strings, TELEMETRY_CLASSES) {
         None => Ok(()),
         Some(r) => fail(Code::PrivateTelemetry, format!("event: a value matches privacy rule {}", r.id)),

@@ -8,7 +8,8 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use serde_json::{Number, Value};
-use sha2::{Digest, Sha256};
+
+pub use crate::ce::digest::{sha256_hex, sha256_tagged};
 
 /// The canonical encoding of `v`.
 pub fn to_string(v: &Value) -> String {
@@ -22,22 +23,6 @@ pub fn to_string_without(v: &Value, skip: &str) -> String {
     let mut out = String::with_capacity(4096);
     write(v, Some(skip), &mut out);
     out
-}
-
-/// `sha256:` and the lower-hex SHA-256 of `bytes`.
-pub fn sha256_tagged(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut s = String::with_capacity(71);
-    s.push_str("sha256:");
-    for b in digest {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// Lower-hex SHA-256 of `bytes`, untagged.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    sha256_tagged(bytes).split_off(7)
 }
 
 /// JavaScript's default string sort: by UTF-16 code units.

@@ -6,9 +6,9 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::error::{CeError, Code, fail};
 use super::facts::Obj;
-use super::router::Mode;
+use crate::ce::error::{CeError, Code, fail};
+use crate::ce::router::Mode;
 
 /// Rollout stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
