@@ -445,10 +445,13 @@ mod tests {
     use crate::workgroup::plan::{Plan, check};
 
     fn task(id: &str, role: &str, phase: &str) -> Task {
+        // A role that writes owns `src/a/`; one that does not owns nothing.
+        let writes = crate::workgroup::roles::role(role).is_some_and(|r| r.writes);
+        let owns = if writes { json!(["src/a/"]) } else { json!([]) };
         let plan: Plan = serde_json::from_value(json!({
             "workgroup": "wg",
             "pipeline": "light",
-            "task": [{"id": id, "role": role, "phase": phase, "objective": "Do it.", "owns": ["src/a/"],
+            "task": [{"id": id, "role": role, "phase": phase, "objective": "Do it.", "owns": owns,
                       "sensitivity": "restricted"}],
         }))
         .expect("plan");

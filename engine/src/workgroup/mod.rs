@@ -39,6 +39,7 @@ pub mod lease;
 pub mod plan;
 pub mod preflight;
 pub mod provider;
+pub mod roles;
 pub mod sim;
 pub mod state;
 pub mod step;

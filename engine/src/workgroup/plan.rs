@@ -20,7 +20,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::ce::capsule::is_safe_relative;
-use crate::ce::router::is_writer_role;
 
 /// Most tasks in one plan.
 pub const TASKS_MAX: usize = 10_000;
@@ -73,6 +72,9 @@ pub struct Plan {
     /// `full` (default) or `light`.
     #[serde(default)]
     pub pipeline: Option<String>,
+    /// Context profile for tasks that name none (default: each task's role's).
+    #[serde(default)]
+    pub profile: Option<String>,
     /// Attempts after a failed one, per task (0–5, default 1). A write violation or a conflict
     /// is never retried.
     #[serde(default)]
@@ -93,8 +95,8 @@ pub struct Plan {
 pub struct TaskSpec {
     /// Unique within the plan; same characters as the workgroup name.
     pub id: String,
-    /// The role (`backend-builder`, `reviewer`, …); `builder`, `writer` or `implementer` as a
-    /// `-`/`_`-delimited token makes a writer.
+    /// The role, one of [`super::roles::ROLES`] (`backend-builder`, `reviewer`, …): whether the
+    /// task writes and its default profile follow from it.
     pub role: String,
     /// What the worker is asked to do.
     pub objective: String,
@@ -116,7 +118,7 @@ pub struct TaskSpec {
     /// Further specification ids the worker is pointed at.
     #[serde(default)]
     pub specs: Vec<String>,
-    /// Context profile (default by role: see [`default_profile`]).
+    /// Context profile (default: the plan's `profile`, else the role's).
     #[serde(default)]
     pub profile: Option<String>,
     /// Provider for this task (overrides the plan's).
@@ -206,21 +208,6 @@ pub fn is_name(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
-/// The profile a role gets when the task names none.
-pub fn default_profile(role: &str) -> &'static str {
-    let tokens: Vec<&str> = role.split(['-', '_']).collect();
-    let has = |t: &str| tokens.contains(&t);
-    if has("review") || has("reviewer") || has("auditor") {
-        "reviewer"
-    } else if has("ui") || has("frontend") {
-        "ui-developer"
-    } else if has("orchestrator") || has("planner") || has("architect") {
-        "orchestrator"
-    } else {
-        "backend-developer"
-    }
-}
-
 /// Whether two repository-relative paths overlap: equal, or one a directory holding the other.
 /// The one overlap rule ([`crate::ce::paths::overlaps`], which the write guard and the ledger
 /// use), for paths written with or without a trailing `/`.
@@ -274,7 +261,7 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
     let mut seen = BTreeSet::new();
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for t in &plan.tasks {
-        tasks.push(check_task(&mut c, t, &default_provider));
+        tasks.push(check_task(&mut c, t, &default_provider, plan.profile.as_deref()));
         if is_name(&t.id) && !seen.insert(t.id.as_str()) {
             c.at(Some(&t.id), "id", "another task has this id; ids are unique within a plan");
         }
@@ -289,13 +276,21 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
     Ok(Checked { workgroup: plan.workgroup.clone(), parallel, pipeline, retries, retry_backoff_ms, tasks })
 }
 
-fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str) -> Task {
+/// The profile task `t` runs with: its own, else the plan's `profile`, else its role's (an
+/// unknown role, refused by the check, falls back to `backend-developer`).
+pub fn task_profile(plan_profile: Option<&str>, t: &TaskSpec) -> String {
+    let by_role = || super::roles::role(&t.role).map_or("backend-developer", |r| r.profile);
+    t.profile.clone().or_else(|| plan_profile.map(str::to_owned)).unwrap_or_else(|| by_role().to_owned())
+}
+
+fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str, default_profile: Option<&str>) -> Task {
     let id = Some(t.id.as_str());
     if !is_name(&t.id) {
         c.at(id, "id", "1–63 of a-z, 0-9 and -, not starting with -");
     }
-    if !is_name(&t.role) {
-        c.at(id, "role", "1–63 of a-z, 0-9 and - (e.g. backend-builder, reviewer)");
+    let role = super::roles::role(&t.role);
+    if role.is_none() {
+        c.at(id, "role", super::roles::unknown(&t.role));
     }
     if t.objective.trim().is_empty() || t.objective.len() > OBJECTIVE_BYTES_MAX {
         c.at(id, "objective", format!("say what to do, in 1–{OBJECTIVE_BYTES_MAX} bytes"));
@@ -333,7 +328,7 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str) -> Task {
     if !SENSITIVITIES.contains(&sensitivity) {
         c.at(id, "sensitivity", format!("{sensitivity:?} is not one of {}", SENSITIVITIES.join(", ")));
     }
-    let profile = t.profile.clone().unwrap_or_else(|| default_profile(&t.role).to_owned());
+    let profile = task_profile(default_profile, t);
     if !is_name(&profile) {
         c.at(id, "profile", "1–63 of a-z, 0-9 and -");
     }
@@ -342,8 +337,14 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str) -> Task {
         c.at(id, "provider", format!("{provider:?} is not one of {}", PROVIDERS.join(", ")));
     }
     let writer = !t.owns.is_empty();
-    if is_writer_role(Some(&t.role)) && !writer {
-        c.at(id, "owns", "a writer role owns at least one file; list what it may write");
+    match role {
+        Some(r) if r.writes && !writer => {
+            c.at(id, "owns", "a writer role owns at least one file; list what it may write")
+        }
+        Some(r) if !r.writes && writer => {
+            c.at(id, "owns", format!("role {} writes nothing; give the task a builder role, or drop owns", r.name))
+        }
+        _ => {}
     }
     let mut spec = t.clone();
     spec.phase = Some(phase.to_owned());

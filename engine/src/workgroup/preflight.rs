@@ -166,6 +166,7 @@ pub fn as_written(c: &Checked) -> Plan {
         workgroup: c.workgroup.clone(),
         parallel: Some(c.parallel),
         provider: None,
+        profile: None,
         pipeline: Some(c.pipeline.clone()),
         retries: Some(c.retries),
         retry_backoff_ms: Some(c.retry_backoff_ms),
@@ -193,10 +194,6 @@ pub fn real_providers(plan: &Plan, run: Option<&str>, auto_is: &str) -> BTreeSet
 /// Every path the plan's tasks own, trimmed of a trailing `/` (what an adapter resolves).
 pub fn owned_paths(plan: &Plan) -> BTreeSet<String> {
     plan.tasks.iter().flat_map(|t| &t.owns).map(|p| p.trim_end_matches('/').to_owned()).collect()
-}
-
-fn profile_of(t: &TaskSpec) -> String {
-    t.profile.clone().unwrap_or_else(|| plan::default_profile(&t.role).to_owned())
 }
 
 struct List {
@@ -262,7 +259,7 @@ pub fn check(i: &Inputs<'_>) -> Result<Checked, Vec<Problem>> {
 
 fn check_task(l: &mut List, i: &Inputs<'_>, t: &TaskSpec) {
     let at = |field: &str| format!("task {}: {field}", t.id);
-    let name = profile_of(t);
+    let name = plan::task_profile(i.plan.profile.as_deref(), t);
     if plan::is_name(&name) && !i.profiles.contains_key(&name) {
         let known: Vec<&str> = i.profiles.keys().map(String::as_str).collect();
         l.add(
@@ -440,7 +437,8 @@ pub fn dead_globs(p: &Profile, g: &Graph) -> Vec<DeadGlob> {
 }
 
 fn check_globs(l: &mut List, i: &Inputs<'_>) {
-    let used: BTreeSet<String> = i.plan.tasks.iter().map(profile_of).collect();
+    let used: BTreeSet<String> =
+        i.plan.tasks.iter().map(|t| plan::task_profile(i.plan.profile.as_deref(), t)).collect();
     for name in used {
         let Some(p) = i.profiles.get(&name) else { continue };
         for d in dead_globs(p, i.graph) {

@@ -91,4 +91,49 @@ mod tests {
         assert!(unknown("backend-bilder").contains("backend-builder"), "{}", unknown("backend-bilder"));
         assert!(unknown("zzzzzzzzzzzzzz").contains("planner"));
     }
+
+    fn checked(
+        tasks: serde_json::Value,
+        profile: Option<&str>,
+    ) -> Result<crate::workgroup::plan::Checked, Vec<String>> {
+        let mut plan = serde_json::json!({"workgroup": "wg", "pipeline": "light", "task": tasks});
+        if let Some(p) = profile {
+            plan["profile"] = p.into();
+        }
+        let plan: crate::workgroup::plan::Plan = serde_json::from_value(plan).expect("plan");
+        crate::workgroup::plan::check(&plan).map_err(|ps| ps.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn a_plan_names_roles_from_the_table_and_gets_the_profile_it_says_never_a_guess() {
+        let t = |id: &str, role: &str, owns: &[&str]| serde_json::json!({"id": id, "role": role, "objective": "Do it.", "owns": owns});
+        let refused = checked(
+            serde_json::json!([t("a", "banana", &[]), t("b", "tests", &["t/"]), t("c", "reviewer", &["src/"])]),
+            None,
+        )
+        .expect_err("refused");
+        assert!(
+            refused.iter().any(|p| p.contains("task a: role") && p.contains("\"banana\" is not a role")),
+            "{refused:?}"
+        );
+        assert!(refused.iter().any(|p| p.contains("task b: role") && p.contains("test-builder")), "{refused:?}");
+        assert!(
+            refused.iter().any(|p| p.contains("task c: owns") && p.contains("role reviewer writes nothing")),
+            "{refused:?}"
+        );
+        // The task's profile, else the plan's, else the role's.
+        let plan = checked(
+            serde_json::json!([t("ui", "ui-builder", &["web/a/"]), t("tests", "test-builder", &["web/t/"])]),
+            None,
+        )
+        .expect("checks");
+        let profiles: Vec<_> = plan.tasks.iter().map(|t| t.spec.profile.clone().unwrap_or_default()).collect();
+        assert_eq!(profiles, ["ui-developer", "backend-developer"]);
+        let mut own = t("ui", "ui-builder", &["web/a/"]);
+        own["profile"] = "reviewer".into();
+        let plan = checked(serde_json::json!([own, t("tests", "test-builder", &["web/t/"])]), Some("orchestrator"))
+            .expect("checks");
+        let profiles: Vec<_> = plan.tasks.iter().map(|t| t.spec.profile.clone().unwrap_or_default()).collect();
+        assert_eq!(profiles, ["reviewer", "orchestrator"]);
+    }
 }
