@@ -403,6 +403,8 @@ impl Run {
             now_ns: self.clock.now_ns(),
             warm_minutes: WARM_MINUTES,
             hold_fix: "",
+            // Its tasks implement no change request: the build gate does not apply.
+            build_facts: None,
             skip_reconcile: self.cfg.defects.stale_resume,
         };
         let ledger = &self.ledger;

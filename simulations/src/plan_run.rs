@@ -21,6 +21,7 @@ use strata_engine::telemetry::events::AccountingSource;
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, RunStart, WorkerEnded, WorkerStarted};
+use strata_engine::workgroup::gates::BuildFacts;
 use strata_engine::workgroup::judge::{self, Changes, Observed};
 use strata_engine::workgroup::plan::{Checked, Task};
 use strata_engine::workgroup::sim::{self, Model, Turn};
@@ -43,6 +44,10 @@ pub trait Briefing {
     /// The capsule facts of the completed task `prior` (run as `lineage`) as they stand when
     /// `dispatching` (a task and its attempt) is dispatched to continue its session.
     fn facts_now(&mut self, dispatching: (&str, u32), prior: &Task, lineage: &str) -> Result<CapsuleFacts, String>;
+
+    /// What the knowledge base says of the change request `task`'s attempt `attempt`
+    /// implements, for the build gate (`None`: it implements none, or nothing is known).
+    fn build_facts(&mut self, task: &Task, attempt: u32) -> Option<BuildFacts>;
 }
 
 /// A plan run to simulate.
@@ -138,6 +143,7 @@ impl PlanRun<'_> {
         let g = workgroup_of(&self.groups, &self.wg)?;
         let t = g.plan.task(id).cloned().ok_or_else(|| format!("no task {id}"))?;
         let attempt = g.tasks.get(id).map_or(1, |s| s.attempts + 1);
+        let build_facts = self.briefing.build_facts(&t, attempt);
         let req = dispatch::Request {
             group: g,
             ledger: &self.ledger,
@@ -147,6 +153,7 @@ impl PlanRun<'_> {
             now_ns: self.clock.now_ns(),
             warm_minutes: WARM_MINUTES,
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
+            build_facts: build_facts.as_ref(),
             skip_reconcile: false,
         };
         let routing = dispatch::route(

@@ -145,6 +145,10 @@ impl Server {
     /// SIGKILL of the postmaster and all its backends (a crash of the whole server), by pid.
     pub fn kill9(&self) {
         let pid = self.pid();
+        // Frozen first: a postmaster that sees a backend die forks a new startup process, which
+        // a list of its children taken before would miss (and which then holds the shared
+        // memory the restart needs).
+        let _ = Command::new("kill").args(["-STOP", &pid.to_string()]).status();
         let mut victims = children_of(pid);
         victims.push(pid);
         for v in &victims {

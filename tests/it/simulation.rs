@@ -180,6 +180,16 @@ impl strata_simulations::plan_run::Briefing for Recorded {
         })
     }
 
+    fn build_facts(
+        &mut self,
+        task: &strata_engine::workgroup::plan::Task,
+        attempt: u32,
+    ) -> Option<strata_engine::workgroup::gates::BuildFacts> {
+        // What the knowledge base said when strata run dispatched it, as it recorded.
+        let d = self.dispatched.get(&(task.id().to_owned(), attempt))?;
+        d.gate.as_ref().map(|g| g.facts.clone())
+    }
+
     fn facts_now(
         &mut self,
         dispatching: (&str, u32),

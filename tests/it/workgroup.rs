@@ -763,3 +763,62 @@ fn a_failed_preflight_lists_every_problem_records_nothing_and_leaves_the_name_fr
     let listed: Vec<String> = codes(&again).into_iter().map(|(c, _)| c).collect();
     assert_eq!(listed, ["STRATA-E1702", "STRATA-E2107"]);
 }
+
+/// The build gate: a build task runs only on a change request that is approved or in progress
+/// and sound; held otherwise, with the reasons recorded and shown by `audit run`. The same plan
+/// on the approved change request runs.
+#[test]
+fn a_build_task_on_a_change_request_not_yet_approved_is_held_by_the_build_gate_and_audit_run_says_why() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (ws, repo) = (tmp.path().join("ws"), tmp.path().join("repo"));
+    std::fs::create_dir_all(&ws).expect("workspace");
+    init_repo(&repo, &[("src/a/a.rs", "// a\n")]);
+    strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
+    let kb = tmp.path().join("kb");
+    strata_ok(strata_bin!(), &ws, &["fixture", "--out", kb.to_str().expect("utf-8")]);
+    strata_ok(strata_bin!(), &ws, &["intake", kb.to_str().expect("utf-8")]);
+    // CR-6 is in draft (which the preflight refuses); proposed, it passes the preflight.
+    strata_ok(strata_bin!(), &ws, &["artifact", "transition", "CR-6", "--to", "proposed"]);
+    let run = |wg: &str| {
+        let plan = tmp.path().join(format!("{wg}.toml"));
+        let text = format!(
+            "workgroup = \"{wg}\"\npipeline = \"light\"\n\n[[task]]\nid = \"build\"\nrole = \"backend-builder\"\nobjective = \"Implement CR-6.\"\nowns = [\"src/a/\"]\nchange_request = \"CR-6\"\n"
+        );
+        std::fs::write(&plan, text).expect("plan");
+        let args = ["run", plan.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0"];
+        let out = strata(strata_bin!(), &ws, &args);
+        let audit = json(&strata_ok(strata_bin!(), &ws, &["--json", "audit", "run", wg]));
+        (out, audit)
+    };
+    let (out, audit) = run("gated");
+    assert_eq!(out.status.code(), Some(3), "held: {}", String::from_utf8_lossy(&out.stderr));
+    let gate = &audit["gates"][0];
+    assert_eq!(
+        (gate["task"].as_str(), gate["gate"].as_str(), gate["passed"].as_bool()),
+        (Some("build"), Some("build"), Some(false)),
+        "{audit}"
+    );
+    assert!(gate["reasons"][0].as_str().is_some_and(|r| r.contains("change request CR-6 is proposed")), "{gate}");
+    assert_eq!(gate["facts"]["state"], "proposed");
+    let text = strata_ok(strata_bin!(), &ws, &["audit", "run", "gated"]);
+    assert!(text.contains("build: build gate (CR-6) refused: change request CR-6 is proposed"), "{text}");
+    // Nothing was claimed or dispatched for the held task.
+    let journal = strata_journal::Journal::open(
+        &ws.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal");
+    let mut groups = Workgroups::default();
+    catch_up_one(&mut groups, &journal).expect("fold");
+    let g = groups.get("gated").expect("workgroup");
+    assert_eq!(g.tasks["build"].status, Status::Held);
+    assert!(g.tasks["build"].dispatch.is_none());
+    journal.close_blocking().expect("close");
+    drop(journal);
+
+    strata_ok(strata_bin!(), &ws, &["artifact", "transition", "CR-6", "--to", "approved"]);
+    let (out, audit) = run("gated-again");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(audit["gates"][0]["passed"], true, "{audit}");
+    assert_eq!(audit["gates"][0]["facts"]["state"], "approved");
+}

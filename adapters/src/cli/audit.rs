@@ -207,6 +207,18 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
             };
             let s = summary(g);
             let denied = denials_of(&groups, &workgroup, None);
+            // Every gate decision recorded: passed with a dispatch, refused with a hold.
+            let gates: Vec<(String, &strata_engine::workgroup::gates::GateCheck)> = g
+                .plan
+                .tasks
+                .iter()
+                .filter_map(|t| {
+                    let st = g.tasks.get(t.id())?;
+                    let held = st.held.as_ref().and_then(|h| h.gate.as_deref());
+                    let passed = st.dispatch.as_ref().and_then(|(_, d)| d.gate.as_ref());
+                    held.or(passed).map(|c| (t.id().to_owned(), c))
+                })
+                .collect();
             if json {
                 let mut v = serde_json::to_value(&s)?;
                 let sessions: Vec<Value> = g
@@ -219,11 +231,21 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     o.insert("plan_digest".into(), g.plan_digest.clone().into());
                     o.insert("sessions".into(), sessions.into());
                     o.insert("denied".into(), denied.into());
+                    let gates: Vec<Value> = gates
+                        .iter()
+                        .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts}))
+                        .collect();
+                    o.insert("gates".into(), gates.into());
                 }
                 outln!("{v}");
             } else {
                 outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
                 super::run::print_summary(&s, None, false)?;
+                for (task, c) in &gates {
+                    let said =
+                        if c.passed { "passed".to_owned() } else { format!("refused: {}", c.reasons.join("; ")) };
+                    outln!("{task}: {} gate ({}) {said}", c.gate, c.facts.change_request);
+                }
                 if !denied.is_empty() {
                     outln!(
                         "{} write(s) refused by the write guard (nothing was written)\n{}",

@@ -542,6 +542,9 @@ impl<'j> Coordinator<'j> {
         let mut prior_facts = prior.as_ref().map(|(prior_lineage, _, prior_id, _)| {
             self.capsule_facts(wg, prior_id, prior_lineage).map_err(|e| format!("{e:#}"))
         });
+        // What the knowledge base (as this run loaded it) says of the change request it implements.
+        let build_facts =
+            t.spec.change_request.as_deref().map(|cr| strata_engine::workgroup::gates::build_facts(&self.graph, cr));
         let req = dispatch::Request {
             group: self.group(wg)?,
             ledger: &self.ledger,
@@ -551,6 +554,7 @@ impl<'j> Coordinator<'j> {
             now_ns: SystemClock.now_ns(),
             warm_minutes: WARM_MINUTES,
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
+            build_facts: build_facts.as_ref(),
             skip_reconcile: false,
         };
         let routing = dispatch::route(

@@ -153,7 +153,7 @@ pub fn next(g: &Workgroup, now_ns: i64) -> Next {
             let blocked_by = deps.iter().take(BLOCKERS_NAMED_MAX).map(|d| (*d).to_owned()).collect();
             blocked.insert(t.id());
             phase_blockers.push(t.id());
-            out.hold.push(Held { task: t.id().to_owned(), blocked_by, reason });
+            out.hold.push(Held { task: t.id().to_owned(), blocked_by, reason, gate: None });
             continue;
         }
         let deps_done = t.spec.after.iter().all(|d| status(d) == Status::Completed);
@@ -543,6 +543,7 @@ mod tests {
                 from_session: None,
                 capsule_hash: None,
                 lineage_check: None,
+                gate: None,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);

@@ -114,6 +114,9 @@ pub struct Request<'a> {
     pub warm_minutes: u64,
     /// How the user frees a path another lineage holds (added to a conflict hold's reason).
     pub hold_fix: &'a str,
+    /// What the knowledge base says, at dispatch time, of the change request the task implements
+    /// (read by the edge with [`super::gates::build_facts`]); the build gate decides on it.
+    pub build_facts: Option<&'a super::gates::BuildFacts>,
     /// Resume a stale session without reconciling it: a defect the `coordinator-faults`
     /// simulation injects to show its checker catches it; never set by `strata run`.
     pub skip_reconcile: bool,
@@ -197,6 +200,7 @@ pub struct Cleared {
     resumed: Option<(String, Sealed)>,
     continues: bool,
     lineage_check: Option<events::LineageCheck>,
+    gate: Option<super::gates::GateCheck>,
     notes: Vec<String>,
 }
 
@@ -235,6 +239,15 @@ pub fn route(
         expected: ExpectedVersion::Exact(req.ledger.version()),
         events,
     };
+
+    // The build gate, before anything is routed or claimed: a refusal holds the task.
+    let gate = super::gates::build_gate(t, req.build_facts);
+    if let Some(check) = gate.as_ref().filter(|c| !c.passed) {
+        let held =
+            Held { task: id.to_owned(), blocked_by: Vec::new(), reason: check.summary(), gate: Some(Box::new(check.clone())) };
+        let append = decide::holds(g, std::slice::from_ref(&held), ids, clock)?;
+        return Ok(Routing::Held { appends: vec![append], held });
+    }
 
     // A continuation resumes the prior session only while the ledger keeps it warm; the prior's
     // capsule as sealed now says whether its session's brief went stale.
@@ -309,6 +322,7 @@ pub fn route(
         resumed,
         continues: prior.is_some(),
         lineage_check,
+        gate,
         notes,
     })))
 }
@@ -339,6 +353,7 @@ impl Cleared {
             resumed,
             continues,
             lineage_check,
+            gate,
             notes,
         } = self;
         let id = t.id();
@@ -369,6 +384,7 @@ impl Cleared {
                         task: id.to_owned(),
                         blocked_by: Vec::new(),
                         reason: format!("its capsule was refused: {e}"),
+                        gate: None,
                     };
                     let append = decide::append(g, vec![decide::held(g, &held, ids, clock)?]);
                     return Ok(Planned::Held { appends: vec![append], held });
@@ -391,6 +407,7 @@ impl Cleared {
             from_session,
             capsule_hash,
             lineage_check,
+            gate,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         Ok(Planned::Dispatch(Box::new(Dispatch {

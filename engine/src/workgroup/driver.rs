@@ -186,6 +186,7 @@ mod tests {
                 from_session: None,
                 capsule_hash: None,
                 lineage_check: None,
+                gate: None,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;

@@ -154,6 +154,9 @@ pub struct Dispatched {
     /// same evaluation as `strata ce lineage`), when it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage_check: Option<LineageCheck>,
+    /// The build gate it passed, with the facts it was decided on, when it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<super::gates::GateCheck>,
 }
 
 /// What the lineage evaluator said of a warm lineage a dispatch would resume.
@@ -303,6 +306,9 @@ pub struct Held {
     pub blocked_by: Vec<String>,
     /// Why, in words.
     pub reason: String,
+    /// The gate that holds it, with its facts and reasons, when a gate does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Box<super::gates::GateCheck>>,
 }
 
 /// `task.write-violation` v1.

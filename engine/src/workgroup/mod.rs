@@ -34,6 +34,7 @@ pub mod decide;
 pub mod dispatch;
 pub mod driver;
 pub mod events;
+pub mod gates;
 pub mod judge;
 pub mod lease;
 pub mod plan;

@@ -54,7 +54,7 @@ impl Routed {
         } else {
             format!("writer ownership conflict: {holder}; {fix}")
         };
-        Held { task: task.to_owned(), blocked_by: Vec::new(), reason }
+        Held { task: task.to_owned(), blocked_by: Vec::new(), reason, gate: None }
     }
 }
 

@@ -361,6 +361,7 @@ mod tests {
             from_session: None,
             capsule_hash: None,
             lineage_check: None,
+            gate: None,
         }
     }
 

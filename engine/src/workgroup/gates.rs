@@ -1,0 +1,145 @@
+//! Pipeline gates a dispatch passes before a worker starts, as decisions over facts.
+//!
+//! The build gate: a build-phase task that implements a change request runs only while that
+//! change request is `approved` or `in-progress`, nothing upstream of it changed without a review
+//! (it is not suspect), and no artifact its impact closure reaches has a validation finding. The
+//! edge reads those facts from the knowledge base at dispatch time ([`build_facts`]); the rule
+//! ([`build_gate`]) is the same in `strata run` and the simulation, and its answer is recorded:
+//! passed, in `task.dispatched` (`gate`); refused, in `task.held` (`gate`), with the reasons, and
+//! the task and its dependants wait.
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{PHASES, Task};
+use crate::kb::graph::Graph;
+use crate::kb::kind::{ArtifactKey, ArtifactKind};
+
+/// The states of a change request a build task may implement.
+pub const BUILDABLE: [&str; 2] = ["approved", "in-progress"];
+/// Most reasons one gate decision lists (the rest are counted).
+pub const REASONS_MAX: usize = 16;
+
+/// What the knowledge base says about a change request when a task implementing it is
+/// dispatched.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildFacts {
+    /// The change request.
+    pub change_request: String,
+    /// Its lifecycle state (`None`: not in the knowledge base).
+    pub state: Option<String>,
+    /// The changes upstream of it not reviewed since (it is suspect because of each).
+    pub suspect_because: Vec<String>,
+    /// Validation findings on artifacts its impact closure reaches.
+    pub findings: Vec<String>,
+}
+
+/// A gate's decision, as recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateCheck {
+    /// The gate (`build`).
+    pub gate: String,
+    /// Whether the task may run.
+    pub passed: bool,
+    /// Why not (empty when passed).
+    pub reasons: Vec<String>,
+    /// The facts it decided on.
+    pub facts: BuildFacts,
+}
+
+impl GateCheck {
+    /// The reasons in one line (a hold's reason).
+    pub fn summary(&self) -> String {
+        format!("the {} gate holds it: {}", self.gate, self.reasons.join("; "))
+    }
+}
+
+/// The facts [`build_gate`] decides `change_request` on, read from `g`.
+pub fn build_facts(g: &Graph, change_request: &str) -> BuildFacts {
+    let key = ArtifactKey::new(ArtifactKind::ChangeRequest, change_request);
+    let mut facts = BuildFacts { change_request: change_request.to_owned(), ..BuildFacts::default() };
+    let (Some(node), Some(n)) = (g.get(&key), g.node_id(&key)) else { return facts };
+    facts.state = Some(node.state.clone());
+    facts.suspect_because = g
+        .suspects()
+        .get(&n)
+        .into_iter()
+        .flatten()
+        .map(|s| format!("{} changed (journal sequence {})", g.node(s.cause).key, s.seq))
+        .collect();
+    let reached: std::collections::BTreeSet<ArtifactKey> =
+        g.impact(n).into_iter().map(|r| r.key).chain([key.clone()]).collect();
+    facts.findings = g
+        .validate()
+        .into_iter()
+        .filter(|f| reached.contains(&f.artifact))
+        .map(|f| format!("{} ({}): {}", f.artifact, f.rule, f.detail))
+        .collect();
+    facts.suspect_because.truncate(REASONS_MAX);
+    facts.findings.truncate(REASONS_MAX);
+    facts
+}
+
+/// The build gate's decision for `task` on `facts` (`None`: the gate does not apply, the task
+/// is not in the build phase or implements no change request).
+pub fn build_gate(task: &Task, facts: Option<&BuildFacts>) -> Option<GateCheck> {
+    let cr = task.spec.change_request.as_deref()?;
+    if PHASES[task.phase] != "build" {
+        return None;
+    }
+    let facts = facts.cloned().unwrap_or_else(|| BuildFacts { change_request: cr.to_owned(), ..BuildFacts::default() });
+    let mut reasons = Vec::new();
+    match facts.state.as_deref() {
+        None => reasons.push(format!("change request {cr} is not in the knowledge base")),
+        Some(s) if !BUILDABLE.contains(&s) => reasons.push(format!(
+            "change request {cr} is {s}; a build task implements one that is {} (`strata artifact transition {cr} --to approved`)",
+            BUILDABLE.join(" or ")
+        )),
+        Some(_) => {}
+    }
+    for s in &facts.suspect_because {
+        reasons.push(format!("{cr} is suspect: {s}; review it (`strata artifact review {cr}`)"));
+    }
+    for f in &facts.findings {
+        reasons.push(format!("its impact closure has a validation finding: {f}"));
+    }
+    Some(GateCheck { gate: "build".to_owned(), passed: reasons.is_empty(), reasons, facts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(phase: &str, cr: Option<&str>) -> Task {
+        let mut plan = serde_json::json!({"workgroup": "wg", "pipeline": "light",
+            "task": [{"id": "a", "role": "backend-builder", "objective": "x", "owns": ["src/a/"], "phase": phase}]});
+        if let Some(cr) = cr {
+            plan["task"][0]["change_request"] = cr.into();
+        }
+        let plan: super::super::plan::Plan = serde_json::from_value(plan).expect("plan");
+        super::super::plan::check(&plan).expect("checks").tasks.remove(0)
+    }
+
+    #[test]
+    fn the_build_gate_passes_an_approved_sound_change_request_and_says_every_reason_it_holds_another() {
+        let t = task("build", Some("CR-1"));
+        assert!(build_gate(&task("build", None), None).is_none());
+        assert!(build_gate(&task("verify", Some("CR-1")), None).is_none());
+        let sound =
+            BuildFacts { change_request: "CR-1".into(), state: Some("in-progress".into()), ..Default::default() };
+        let passed = build_gate(&t, Some(&sound)).expect("applies");
+        assert!(passed.passed && passed.reasons.is_empty());
+        let unsound = BuildFacts {
+            change_request: "CR-1".into(),
+            state: Some("proposed".into()),
+            suspect_because: vec!["brd-requirement:BRD-1 changed (journal sequence 9)".into()],
+            findings: vec!["module:api (dangling): …".into()],
+        };
+        let held = build_gate(&t, Some(&unsound)).expect("applies");
+        assert!(!held.passed);
+        assert_eq!(held.reasons.len(), 3, "{:?}", held.reasons);
+        assert!(held.reasons[0].contains("CR-1 is proposed"), "{:?}", held.reasons);
+        assert!(build_gate(&t, None).is_some_and(|g| !g.passed && g.reasons[0].contains("not in the knowledge base")));
+    }
+}
