@@ -228,7 +228,7 @@ impl Summaries {
     pub fn build(g: &mut Graph) -> Summaries {
         g.take_dirty_entities();
         let mut s = Summaries::default();
-        for n in g.artifacts().into_iter().filter(|n| n.key.kind == ArtifactKind::Entity) {
+        for n in g.artifacts_of(ArtifactKind::Entity) {
             s.l3.insert(n.key.id.clone(), l3_line(g, n));
             s.l2.insert(n.key.id.clone(), l2(g, n));
             s.regenerated += 2;
@@ -351,12 +351,8 @@ fn without<'m>(memo: &'m mut Memo, never: &[String]) -> &'m mut Without {
 
 /// The system summary made only from the members `keep` accepts (every line regenerated).
 pub fn system_with(g: &Graph, keep: Keep<'_>) -> Summary {
-    let lines: Vec<Summary> = g
-        .artifacts()
-        .into_iter()
-        .filter(|n| n.key.kind == ArtifactKind::Entity)
-        .map(|n| l3_line_with(g, n, keep))
-        .collect();
+    let lines: Vec<Summary> =
+        g.artifacts_of(ArtifactKind::Entity).into_iter().map(|n| l3_line_with(g, n, keep)).collect();
     system_of(g, lines.iter().collect())
 }
 
