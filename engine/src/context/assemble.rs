@@ -18,7 +18,7 @@
 //! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
 //! rounding is exact) and cached by the hash of the counted text.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
@@ -403,9 +403,9 @@ struct Withheld<'a> {
     never: &'a [String],
     /// Whether the never-list withholds anything at all.
     any: bool,
-    /// Per entity asked about, whether it withholds one of its members (asked again at every
-    /// rendering pass of the budget loop).
-    entities: std::cell::RefCell<BTreeMap<String, bool>>,
+    /// Where whether an entity withholds one of its members is kept (per never-list, until the
+    /// graph changes), so it is decided once, not at every assembly.
+    summaries: &'a Summaries,
 }
 
 impl Withheld<'_> {
@@ -417,12 +417,7 @@ impl Withheld<'_> {
         match r {
             Ref::System => self.any,
             Ref::Entity(e) if self.any => {
-                if let Some(&t) = self.entities.borrow().get(e) {
-                    return t;
-                }
-                let t = g.members(e).iter().any(|n| self.holds(n));
-                self.entities.borrow_mut().insert(e.clone(), t);
-                t
+                self.summaries.withholds_member(g, self.never, e, &|| g.members(e).iter().any(|n| self.holds(n)))
             }
             _ => false,
         }
@@ -492,8 +487,8 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
     let withheld = Withheld {
         never: &cp.never,
-        any: cp.never.iter().any(|glob| any_matching(g, glob)),
-        entities: std::cell::RefCell::new(BTreeMap::new()),
+        any: inp.summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
+        summaries: inp.summaries,
     };
 
     // 1–3: expand, apply the never-list, de-duplicate.

@@ -199,6 +199,24 @@ struct Without {
     system: Option<(String, Hash)>,
     l3: BTreeMap<String, (String, Hash)>,
     l2: BTreeMap<String, (String, Hash)>,
+    /// The graph sequence `any` and `touches` were decided at.
+    at: u64,
+    /// Whether the never-list withholds any artifact at all.
+    any: Option<bool>,
+    /// Per entity, whether the never-list withholds one of its members.
+    touches: BTreeMap<String, bool>,
+}
+
+impl Without {
+    /// Forgets what was decided for another graph sequence.
+    fn at(&mut self, seq: u64) -> &mut Without {
+        if self.at != seq {
+            self.at = seq;
+            self.any = None;
+            self.touches.clear();
+        }
+        self
+    }
 }
 
 #[derive(Default)]
@@ -339,6 +357,29 @@ impl Summaries {
         let s = if l3 { l3_line_with(g, n, keep) } else { l2_with(g, n, keep) };
         map.insert(e.to_owned(), (s.text.clone(), s.hash));
         Some((s.text, s.hash))
+    }
+}
+
+impl Summaries {
+    /// Whether the never-list `never` withholds any artifact of `g`, as `decide` answers it,
+    /// asked once until `g` changes.
+    pub fn withholds_any(&self, g: &Graph, never: &[String], decide: &dyn Fn() -> bool) -> bool {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never).at(g.seq());
+        *w.any.get_or_insert_with(decide)
+    }
+
+    /// Whether the never-list `never` withholds a member of entity `e`, as `decide` answers it,
+    /// asked once per entity until `g` changes.
+    pub fn withholds_member(&self, g: &Graph, never: &[String], e: &str, decide: &dyn Fn() -> bool) -> bool {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never).at(g.seq());
+        if let Some(&t) = w.touches.get(e) {
+            return t;
+        }
+        let t = decide();
+        w.touches.insert(e.to_owned(), t);
+        t
     }
 }
 

@@ -28,7 +28,7 @@ use super::artifact::{
 use super::kind::{ArtifactKey, ArtifactKind};
 use super::lifecycle::{can_promote_tier, can_transition, states};
 use super::links::{Flow, LINKS, LinkId, TRACES, links_of};
-use crate::projections::StateHasher;
+use crate::projections::{FastMap, StateHasher};
 
 /// Dense node index.
 pub type NodeId = u32;
@@ -80,7 +80,7 @@ pub struct Suspicion {
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<Node>,
-    index: HashMap<ArtifactKey, NodeId>,
+    index: FastMap<ArtifactKey, NodeId>,
     suspects: BTreeMap<NodeId, Vec<Suspicion>>,
     seq: u64,
     /// Entities whose members (or themselves) changed since the last `take_dirty_entities`.
@@ -310,15 +310,34 @@ impl Graph {
         }
     }
 
-    /// The fields of node `id`, decoded for the call alone when the node is cold and not yet
-    /// viewed (for passes over many nodes that should not keep them all).
-    fn fields_of(&self, id: NodeId) -> Cow<'_, Map<String, Value>> {
+    /// The fields `names` of node `id` (those it has), decoded for the call alone when the node
+    /// is cold and not yet viewed: a pass over many nodes neither keeps them all nor builds the
+    /// fields it does not read.
+    fn fields_of(&self, id: NodeId, names: &[&str]) -> Cow<'_, Map<String, Value>> {
         let i = id as usize;
         match (self.cold[i], self.views[i].get()) {
             (None, _) => Cow::Borrowed(&self.nodes[i].fields),
             (Some(_), Some(v)) => Cow::Borrowed(&v.fields),
-            (Some(c), None) => Cow::Owned(self.decode_content(c).0),
+            (Some(c), None) => Cow::Owned(self.decode_fields(c, names)),
         }
+    }
+
+    /// The fields `names` of a cold node: its fields' JSON is scanned once, and only those
+    /// values are built.
+    fn decode_fields(&self, c: Cold, names: &[&str]) -> Map<String, Value> {
+        let Some(bytes) = self.source.as_ref().and_then(|src| src.get(c.at..c.at + c.len)) else {
+            return Map::new();
+        };
+        let Ok(ns) = rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(bytes) else { return Map::new() };
+        let raw: BTreeMap<Cow<'_, str>, &serde_json::value::RawValue> =
+            serde_json::from_str(ns.fields_json.as_str()).unwrap_or_default();
+        names
+            .iter()
+            .filter_map(|&name| {
+                let v = raw.get(name)?;
+                Some((name.to_owned(), serde_json::from_str(v.get()).ok()?))
+            })
+            .collect()
     }
 
     /// The fields and body of a cold node, read from the snapshot body. The body was validated
@@ -969,7 +988,7 @@ impl Graph {
                 if node.key.kind != *kind {
                     continue;
                 }
-                let fields = self.fields_of(n);
+                let fields = self.fields_of(n, &["brdRequirements", list]);
                 let declared: Vec<&str> = fields.get("brdRequirements").map(link_targets).unwrap_or_default();
                 let items = fields.get(*list).and_then(Value::as_array).cloned().unwrap_or_default();
                 for (i, item) in items.iter().enumerate() {
@@ -1183,6 +1202,16 @@ fn links_fingerprint() -> [u8; 32] {
     h.finish().0
 }
 
+/// Lower-case hex of `h` in `buf` (what [`Hash::to_hex`] gives, without an allocation).
+fn hex_of<'b>(h: &Hash, buf: &'b mut [u8; 64]) -> &'b [u8] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in h.0.iter().enumerate() {
+        buf[2 * i] = DIGITS[usize::from(b >> 4)];
+        buf[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    buf
+}
+
 fn le_u32(b: &[u8]) -> u32 {
     let mut x = [0u8; 4];
     x.copy_from_slice(&b[..4]);
@@ -1358,16 +1387,16 @@ impl Projection for Graph {
 
     fn state_hash(&self) -> Hash {
         let mut h = StateHasher::new("graph/1");
-        let mut order: Vec<NodeId> =
-            (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].version > 0).collect();
-        order.sort_by(|a, b| self.nodes[*a as usize].key.cmp(&self.nodes[*b as usize].key));
-        for n in order {
-            let node = &self.nodes[n as usize];
+        let mut order: Vec<(&Node, NodeId)> = self.nodes.iter().zip(0..).filter(|(node, _)| node.version > 0).collect();
+        // Keys are unique, so an unstable sort gives the one order.
+        order.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key));
+        let mut hex = [0u8; 64];
+        for (node, n) in order {
             h.str(node.key.kind.name());
             h.str(&node.key.id);
             h.u64(u64::from(node.exists));
             h.str(&node.state);
-            h.str(&node.hash.to_hex());
+            h.bytes(hex_of(&node.hash, &mut hex));
             h.u64(node.version);
             let mut marks: Vec<String> = self
                 .suspects
