@@ -18,7 +18,7 @@
 //! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
 //! rounding is exact) and cached by the hash of the counted text.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
@@ -558,9 +558,15 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     let budget = cp.token_budget as usize;
     let head = header(inp.task, inp.profile, inp.profile_version, inp.position, cp.token_budget, tc.factor_milli);
     let head_tokens = tc.count(&head);
+    // Each block is rendered once per level: a pass of the budget loop changes one candidate.
+    let mut rendered: BTreeMap<(Ref, Level), Rendered> = BTreeMap::new();
     loop {
-        let blocks: Vec<Rendered> =
-            kept.iter().map(|c| render_item(g, inp.summaries, &withheld, &c.what, c.level, tc)).collect();
+        for c in &kept {
+            if let std::collections::btree_map::Entry::Vacant(e) = rendered.entry((c.what.clone(), c.level)) {
+                e.insert(render_item(g, inp.summaries, &withheld, &c.what, c.level, tc));
+            }
+        }
+        let blocks: Vec<&Rendered> = kept.iter().filter_map(|c| rendered.get(&(c.what.clone(), c.level))).collect();
         let mut present: Vec<&str> = kept.iter().map(|c| section_of(g, &c.what)).collect();
         present.sort_by_key(|s| SECTIONS.iter().position(|x| x == s));
         present.dedup();
@@ -675,7 +681,7 @@ fn can_degrade(kept: &[Candidate]) -> bool {
 }
 
 /// Lays the blocks out in section order; returns the prompt and the candidate order used.
-fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[Rendered]) -> (String, Vec<usize>) {
+fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[&Rendered]) -> (String, Vec<usize>) {
     let mut order: Vec<usize> = (0..kept.len()).collect();
     order.sort_by_key(|&i| (SECTIONS.iter().position(|s| *s == section_of(g, &kept[i].what)), i));
     let mut out = String::from(head);
