@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use rkyv::util::AlignedVec;
+
 use crate::error::JournalError;
 use crate::hash::Hash;
 use crate::journal::Journal;
@@ -43,6 +45,12 @@ pub trait Projection: Send {
     fn encode_snapshot(&self) -> Result<Vec<u8>, String>;
     /// Replaces the state with a decoded snapshot (validated access); an error discards it.
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String>;
+    /// [`Projection::restore_snapshot`] given the body itself, for a projection that keeps the
+    /// bytes and reads them in place later instead of copying everything out at once (the
+    /// default borrows them and lets them go).
+    fn restore_snapshot_owned(&mut self, bytes: AlignedVec<16>) -> Result<(), String> {
+        self.restore_snapshot(&bytes)
+    }
     /// Back to the empty state.
     fn reset(&mut self);
     /// The event types this projection folds, when it folds only some (`None`, the default: any
@@ -155,7 +163,7 @@ impl Projections {
             p.reset();
             *cursor = 0;
             if let Some((seq, body)) = found {
-                match p.restore_snapshot(&body) {
+                match p.restore_snapshot_owned(body) {
                     Ok(()) => *cursor = seq,
                     Err(_) => {
                         p.reset();
@@ -224,7 +232,7 @@ pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<Proje
     p.reset();
     let mut cursor = 0;
     if let Some((seq, body)) = found {
-        match p.restore_snapshot(&body) {
+        match p.restore_snapshot_owned(body) {
             Ok(()) => cursor = seq,
             Err(_) => {
                 p.reset();

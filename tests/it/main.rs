@@ -21,6 +21,7 @@ mod context;
 mod context_cli;
 mod context_props;
 mod crash;
+mod graph_snapshot;
 mod guard;
 mod inputs;
 mod journal;

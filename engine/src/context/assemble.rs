@@ -403,9 +403,9 @@ struct Withheld<'a> {
     never: &'a [String],
     /// Whether the never-list withholds anything at all.
     any: bool,
-    /// Per entity asked about, whether it withholds one of its members (asked again at every
-    /// rendering pass of the budget loop).
-    entities: std::cell::RefCell<BTreeMap<String, bool>>,
+    /// Where whether an entity withholds one of its members is kept (per never-list, until the
+    /// graph changes), so it is decided once, not at every assembly.
+    summaries: &'a Summaries,
 }
 
 impl Withheld<'_> {
@@ -417,12 +417,7 @@ impl Withheld<'_> {
         match r {
             Ref::System => self.any,
             Ref::Entity(e) if self.any => {
-                if let Some(&t) = self.entities.borrow().get(e) {
-                    return t;
-                }
-                let t = g.members(e).iter().any(|n| self.holds(n));
-                self.entities.borrow_mut().insert(e.clone(), t);
-                t
+                self.summaries.withholds_member(g, self.never, e, &|| g.members(e).iter().any(|n| self.holds(n)))
             }
             _ => false,
         }
@@ -492,8 +487,8 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
     let withheld = Withheld {
         never: &cp.never,
-        any: cp.never.iter().any(|glob| any_matching(g, glob)),
-        entities: std::cell::RefCell::new(BTreeMap::new()),
+        any: inp.summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
+        summaries: inp.summaries,
     };
 
     // 1–3: expand, apply the never-list, de-duplicate.
@@ -563,9 +558,15 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     let budget = cp.token_budget as usize;
     let head = header(inp.task, inp.profile, inp.profile_version, inp.position, cp.token_budget, tc.factor_milli);
     let head_tokens = tc.count(&head);
+    // Each block is rendered once per level: a pass of the budget loop changes one candidate.
+    let mut rendered: BTreeMap<(Ref, Level), Rendered> = BTreeMap::new();
     loop {
-        let blocks: Vec<Rendered> =
-            kept.iter().map(|c| render_item(g, inp.summaries, &withheld, &c.what, c.level, tc)).collect();
+        for c in &kept {
+            if let std::collections::btree_map::Entry::Vacant(e) = rendered.entry((c.what.clone(), c.level)) {
+                e.insert(render_item(g, inp.summaries, &withheld, &c.what, c.level, tc));
+            }
+        }
+        let blocks: Vec<&Rendered> = kept.iter().filter_map(|c| rendered.get(&(c.what.clone(), c.level))).collect();
         let mut present: Vec<&str> = kept.iter().map(|c| section_of(g, &c.what)).collect();
         present.sort_by_key(|s| SECTIONS.iter().position(|x| x == s));
         present.dedup();
@@ -680,7 +681,7 @@ fn can_degrade(kept: &[Candidate]) -> bool {
 }
 
 /// Lays the blocks out in section order; returns the prompt and the candidate order used.
-fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[Rendered]) -> (String, Vec<usize>) {
+fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[&Rendered]) -> (String, Vec<usize>) {
     let mut order: Vec<usize> = (0..kept.len()).collect();
     order.sort_by_key(|&i| (SECTIONS.iter().position(|s| *s == section_of(g, &kept[i].what)), i));
     let mut out = String::from(head);

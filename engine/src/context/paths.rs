@@ -21,9 +21,19 @@ pub fn entity_summary(entity: &str) -> String {
 
 /// The virtual path of an artifact.
 pub fn artifact_path(node: &Node) -> String {
-    let entity = node.fields.get("entity").and_then(|v| v.as_str()).unwrap_or("_");
-    let id = &node.key.id;
-    match node.key.kind {
+    path_for(&node.key, node.fields.get("entity").and_then(|v| v.as_str()))
+}
+
+/// The virtual path of node `n` of `g`, read from its key and entity link without decoding the
+/// node (the same path as [`artifact_path`] of [`Graph::node`]).
+pub fn node_path(g: &Graph, n: NodeId) -> String {
+    path_for(g.key(n), g.entity_field(n))
+}
+
+fn path_for(key: &crate::kb::kind::ArtifactKey, entity: Option<&str>) -> String {
+    let entity = entity.unwrap_or("_");
+    let id = &key.id;
+    match key.kind {
         ArtifactKind::Entity => format!("entities/{id}"),
         ArtifactKind::BrdRequirement => format!("specs/{entity}/requirements/{id}"),
         ArtifactKind::FunctionalDomain => format!("specs/{entity}/domains/{id}"),
@@ -95,7 +105,7 @@ pub fn matching(g: &Graph, pattern: &str) -> Vec<NodeId> {
         out.push(n);
         true
     });
-    out.sort_by(|a, b| g.node(*a).key.cmp(&g.node(*b).key));
+    out.sort_by(|a, b| g.key(*a).cmp(g.key(*b)));
     out
 }
 
@@ -124,14 +134,14 @@ fn for_matching(g: &Graph, pattern: &str, f: &mut dyn FnMut(NodeId) -> bool) {
             Box::new(members.iter())
         };
         for &n in candidates {
-            let node = g.node(n);
+            let id = &g.key(n).id;
             let hit = if all {
                 true
-            } else if node.key.id.contains('/') {
+            } else if id.contains('/') {
                 // An id of several segments: the directory analysis does not apply.
-                glob_match(pattern, &artifact_path(node))
+                glob_match(pattern, &node_path(g, n))
             } else {
-                lasts.iter().any(|l| matches!(l, Last::Like(s) if segment_match(s, &node.key.id)))
+                lasts.iter().any(|l| matches!(l, Last::Like(s) if segment_match(s, id)))
             };
             if hit && !f(n) {
                 return;
@@ -146,7 +156,7 @@ fn for_matching(g: &Graph, pattern: &str, f: &mut dyn FnMut(NodeId) -> bool) {
 /// `strata prompt paths` lists.
 pub fn virtual_paths(g: &Graph, pattern: &str) -> Vec<String> {
     let mut out: Vec<String> = fixed_paths(g).filter(|p| glob_match(pattern, p)).collect();
-    out.extend(matching(g, pattern).into_iter().map(|n| artifact_path(g.node(n))));
+    out.extend(matching(g, pattern).into_iter().map(|n| node_path(g, n)));
     out.sort_unstable();
     out
 }
@@ -162,7 +172,7 @@ fn fixed_paths(g: &Graph) -> impl Iterator<Item = String> + '_ {
     let entities = matching(g, "entities/*");
     [super::assemble::PIPELINE_RULES_PATH.to_owned(), SYSTEM_SUMMARY.to_owned()]
         .into_iter()
-        .chain(entities.into_iter().map(|n| entity_summary(&g.node(n).key.id)))
+        .chain(entities.into_iter().map(|n| entity_summary(&g.key(n).id)))
 }
 
 /// Glob match over `/`-separated paths: `*` matches within one segment, `**` matches any number

@@ -199,6 +199,24 @@ struct Without {
     system: Option<(String, Hash)>,
     l3: BTreeMap<String, (String, Hash)>,
     l2: BTreeMap<String, (String, Hash)>,
+    /// The graph sequence `any` and `touches` were decided at.
+    at: u64,
+    /// Whether the never-list withholds any artifact at all.
+    any: Option<bool>,
+    /// Per entity, whether the never-list withholds one of its members.
+    touches: BTreeMap<String, bool>,
+}
+
+impl Without {
+    /// Forgets what was decided for another graph sequence.
+    fn at(&mut self, seq: u64) -> &mut Without {
+        if self.at != seq {
+            self.at = seq;
+            self.any = None;
+            self.touches.clear();
+        }
+        self
+    }
 }
 
 #[derive(Default)]
@@ -228,7 +246,7 @@ impl Summaries {
     pub fn build(g: &mut Graph) -> Summaries {
         g.take_dirty_entities();
         let mut s = Summaries::default();
-        for n in g.artifacts().into_iter().filter(|n| n.key.kind == ArtifactKind::Entity) {
+        for n in g.artifacts_of(ArtifactKind::Entity) {
             s.l3.insert(n.key.id.clone(), l3_line(g, n));
             s.l2.insert(n.key.id.clone(), l2(g, n));
             s.regenerated += 2;
@@ -342,6 +360,29 @@ impl Summaries {
     }
 }
 
+impl Summaries {
+    /// Whether the never-list `never` withholds any artifact of `g`, as `decide` answers it,
+    /// asked once until `g` changes.
+    pub fn withholds_any(&self, g: &Graph, never: &[String], decide: &dyn Fn() -> bool) -> bool {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never).at(g.seq());
+        *w.any.get_or_insert_with(decide)
+    }
+
+    /// Whether the never-list `never` withholds a member of entity `e`, as `decide` answers it,
+    /// asked once per entity until `g` changes.
+    pub fn withholds_member(&self, g: &Graph, never: &[String], e: &str, decide: &dyn Fn() -> bool) -> bool {
+        let mut memo = self.memo.lock();
+        let w = without(&mut memo, never).at(g.seq());
+        if let Some(&t) = w.touches.get(e) {
+            return t;
+        }
+        let t = decide();
+        w.touches.insert(e.to_owned(), t);
+        t
+    }
+}
+
 fn without<'m>(memo: &'m mut Memo, never: &[String]) -> &'m mut Without {
     if !memo.without.contains_key(never) && memo.without.len() >= MEMO_NEVER_LISTS_MAX {
         memo.without.clear();
@@ -351,12 +392,8 @@ fn without<'m>(memo: &'m mut Memo, never: &[String]) -> &'m mut Without {
 
 /// The system summary made only from the members `keep` accepts (every line regenerated).
 pub fn system_with(g: &Graph, keep: Keep<'_>) -> Summary {
-    let lines: Vec<Summary> = g
-        .artifacts()
-        .into_iter()
-        .filter(|n| n.key.kind == ArtifactKind::Entity)
-        .map(|n| l3_line_with(g, n, keep))
-        .collect();
+    let lines: Vec<Summary> =
+        g.artifacts_of(ArtifactKind::Entity).into_iter().map(|n| l3_line_with(g, n, keep)).collect();
     system_of(g, lines.iter().collect())
 }
 

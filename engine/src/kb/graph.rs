@@ -12,9 +12,12 @@
 //! [`SUSPECT_DEPTH_MAX`] links away, with the cause and the path; `artifact.reviewed` clears an
 //! artifact's marks. Replaying the same events gives the same marks.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, OnceLock};
 
 use rkyv::rancor;
+use rkyv::util::AlignedVec;
 use serde_json::{Map, Value};
 use strata_journal::projection::Projection;
 use strata_journal::{Hash, Record};
@@ -25,7 +28,7 @@ use super::artifact::{
 use super::kind::{ArtifactKey, ArtifactKind};
 use super::lifecycle::{can_promote_tier, can_transition, states};
 use super::links::{Flow, LINKS, LinkId, TRACES, links_of};
-use crate::projections::{StateHasher, aligned};
+use crate::projections::{FastMap, StateHasher};
 
 /// Dense node index.
 pub type NodeId = u32;
@@ -77,7 +80,7 @@ pub struct Suspicion {
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<Node>,
-    index: HashMap<ArtifactKey, NodeId>,
+    index: FastMap<ArtifactKey, NodeId>,
     suspects: BTreeMap<NodeId, Vec<Suspicion>>,
     seq: u64,
     /// Entities whose members (or themselves) changed since the last `take_dirty_entities`.
@@ -88,6 +91,25 @@ pub struct Graph {
     /// Existing artifacts whose id contains `/` (none that intake accepts), whose paths have
     /// more segments than their group's directory and one id.
     slashed: BTreeSet<NodeId>,
+    /// Per node, where its fields and body lie in `source` while they have not been decoded into
+    /// `nodes`: a node restored from a snapshot and not changed since is *cold* (its entry in
+    /// `nodes` has everything but empty fields and body); `None` once it is warm.
+    cold: Vec<Option<Cold>>,
+    /// Per cold node, the whole node with its fields and body decoded, made on first access.
+    views: Vec<OnceLock<Box<Node>>>,
+    /// The snapshot body cold nodes are read from (validated when it was restored).
+    source: Option<Arc<AlignedVec<16>>>,
+}
+
+/// Where a cold node's archived [`NodeSnapshot`] lies in the snapshot body.
+#[derive(Clone, Copy, Debug)]
+struct Cold {
+    /// Offset of the archive (16-aligned).
+    at: usize,
+    /// Its length.
+    len: usize,
+    /// Whether the node's `entity` field is a string (then it names the node's entity link).
+    entity_str: bool,
 }
 
 /// Artifacts whose virtual paths share a directory: the kind, and for kinds filed under an
@@ -231,7 +253,7 @@ impl Graph {
 
     /// The node for `key`, if it exists (not a placeholder or deleted).
     pub fn get(&self, key: &ArtifactKey) -> Option<&Node> {
-        self.index.get(key).map(|&i| &self.nodes[i as usize]).filter(|n| n.exists)
+        self.index.get(key).filter(|&&i| self.nodes[i as usize].exists).map(|&i| self.node(i))
     }
 
     /// The stream version of `key` (0 when never written), including deleted artifacts.
@@ -239,16 +261,132 @@ impl Graph {
         self.index.get(key).map_or(0, |&i| self.nodes[i as usize].version)
     }
 
-    /// Node by id.
+    /// Node by id, with its fields and body (decoded on first access for a node restored from
+    /// a snapshot; what needs only identity, state or links should use [`Graph::key`],
+    /// [`Graph::exists`], [`Graph::state_of`] or [`Graph::entity_field`], which decode nothing).
     pub fn node(&self, id: NodeId) -> &Node {
-        &self.nodes[id as usize]
+        let i = id as usize;
+        match self.cold[i] {
+            None => &self.nodes[i],
+            Some(c) => self.views[i].get_or_init(|| {
+                let mut n = self.nodes[i].clone();
+                (n.fields, n.body) = self.decode_content(c);
+                Box::new(n)
+            }),
+        }
+    }
+
+    /// The key of node `id` (decodes nothing).
+    pub fn key(&self, id: NodeId) -> &ArtifactKey {
+        &self.nodes[id as usize].key
+    }
+
+    /// Whether node `id` is an existing artifact (decodes nothing).
+    pub fn exists(&self, id: NodeId) -> bool {
+        self.nodes[id as usize].exists
+    }
+
+    /// The lifecycle state of node `id` (decodes nothing).
+    pub fn state_of(&self, id: NodeId) -> &str {
+        &self.nodes[id as usize].state
+    }
+
+    /// The content hash of node `id` (decodes nothing).
+    pub fn hash_of(&self, id: NodeId) -> Hash {
+        self.nodes[id as usize].hash
+    }
+
+    /// The `entity` field of node `id` when it is a string (what its virtual path is filed
+    /// under), decoding nothing for an existing artifact.
+    pub fn entity_field(&self, id: NodeId) -> Option<&str> {
+        let i = id as usize;
+        match self.cold[i] {
+            None => self.nodes[i].fields.get("entity").and_then(Value::as_str),
+            Some(c) if !c.entity_str => None,
+            Some(_) => match self.nodes[i].entity {
+                Some(e) if self.nodes[i].exists => Some(self.nodes[e as usize].key.id.as_str()),
+                _ => self.node(id).fields.get("entity").and_then(Value::as_str),
+            },
+        }
+    }
+
+    /// The fields `names` of node `id` (those it has), decoded for the call alone when the node
+    /// is cold and not yet viewed: a pass over many nodes neither keeps them all nor builds the
+    /// fields it does not read.
+    fn fields_of(&self, id: NodeId, names: &[&str]) -> Cow<'_, Map<String, Value>> {
+        let i = id as usize;
+        match (self.cold[i], self.views[i].get()) {
+            (None, _) => Cow::Borrowed(&self.nodes[i].fields),
+            (Some(_), Some(v)) => Cow::Borrowed(&v.fields),
+            (Some(c), None) => Cow::Owned(self.decode_fields(c, names)),
+        }
+    }
+
+    /// The fields `names` of a cold node: its fields' JSON is scanned once, and only those
+    /// values are built.
+    fn decode_fields(&self, c: Cold, names: &[&str]) -> Map<String, Value> {
+        let Some(bytes) = self.source.as_ref().and_then(|src| src.get(c.at..c.at + c.len)) else {
+            return Map::new();
+        };
+        let Ok(ns) = rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(bytes) else { return Map::new() };
+        let raw: BTreeMap<Cow<'_, str>, &serde_json::value::RawValue> =
+            serde_json::from_str(ns.fields_json.as_str()).unwrap_or_default();
+        names
+            .iter()
+            .filter_map(|&name| {
+                let v = raw.get(name)?;
+                Some((name.to_owned(), serde_json::from_str(v.get()).ok()?))
+            })
+            .collect()
+    }
+
+    /// The fields and body of a cold node, read from the snapshot body. The body was validated
+    /// (checksums, rkyv's checks) when it was restored; what fails here now decodes as empty.
+    fn decode_content(&self, c: Cold) -> (Map<String, Value>, String) {
+        let Some(src) = &self.source else { return Default::default() };
+        let Some(bytes) = src.get(c.at..c.at + c.len) else { return Default::default() };
+        match rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(bytes) {
+            Ok(ns) => (serde_json::from_str(ns.fields_json.as_str()).unwrap_or_default(), ns.body.as_str().to_owned()),
+            Err(_) => Default::default(),
+        }
+    }
+
+    /// Makes node `n` warm before a change to what its snapshot records: its fields and body are
+    /// decoded into `nodes` and it will be encoded afresh.
+    fn warm(&mut self, n: NodeId) {
+        let i = n as usize;
+        let Some(c) = self.cold[i].take() else { return };
+        let (fields, body) = match self.views[i].take() {
+            Some(v) => (v.fields, v.body),
+            None => self.decode_content(c),
+        };
+        self.nodes[i].fields = fields;
+        self.nodes[i].body = body;
+    }
+
+    /// Drops the decoded view of node `n` before a change to what it derives (incoming edges),
+    /// which its snapshot does not record.
+    fn unview(&mut self, n: NodeId) {
+        let i = n as usize;
+        if self.cold[i].is_some() {
+            self.views[i].take();
+        }
     }
 
     /// Existing artifacts, sorted by key.
     pub fn artifacts(&self) -> Vec<&Node> {
-        let mut v: Vec<&Node> = self.nodes.iter().filter(|n| n.exists).collect();
-        v.sort_by(|a, b| a.key.cmp(&b.key));
-        v
+        let mut v: Vec<NodeId> = (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].exists).collect();
+        v.sort_by(|a, b| self.nodes[*a as usize].key.cmp(&self.nodes[*b as usize].key));
+        v.into_iter().map(|n| self.node(n)).collect()
+    }
+
+    /// Existing artifacts of `kind`, sorted by key (decodes only those).
+    pub fn artifacts_of(&self, kind: ArtifactKind) -> Vec<&Node> {
+        let mut v: Vec<NodeId> = (0..self.nodes.len() as NodeId)
+            .filter(|&n| self.nodes[n as usize].exists && self.nodes[n as usize].key.kind == kind)
+            .collect();
+        v.sort_by(|a, b| self.nodes[*a as usize].key.cmp(&self.nodes[*b as usize].key));
+        v.into_iter().map(|n| self.node(n)).collect()
     }
 
     /// Number of existing artifacts.
@@ -291,14 +429,18 @@ impl Graph {
             out: Vec::new(),
             inn: Vec::new(),
         });
+        self.cold.push(None);
+        self.views.push(OnceLock::new());
         self.index.insert(key, i);
         i
     }
 
     /// Replaces `n`'s outgoing edges with the ones its fields declare.
     fn relink(&mut self, n: NodeId) {
+        self.warm(n);
         let old = std::mem::take(&mut self.nodes[n as usize].out);
         for (lid, t) in old {
+            self.unview(t);
             let inn = &mut self.nodes[t as usize].inn;
             if let Some(pos) = inn.iter().position(|&(l, s)| l == lid && s == n) {
                 inn.remove(pos);
@@ -326,6 +468,7 @@ impl Graph {
             }
         }
         for &(lid, t) in &out {
+            self.unview(t);
             self.nodes[t as usize].inn.push((lid, n));
         }
         self.nodes[n as usize].out = out;
@@ -366,6 +509,7 @@ impl Graph {
                 }
                 let mut p = path.clone();
                 p.push((l, v));
+                self.warm(v);
                 let marks = self.suspects.entry(v).or_default();
                 marks.retain(|s| s.cause != cause);
                 marks.push(Suspicion { cause, cause_hash, seq, path: p.clone() });
@@ -449,7 +593,7 @@ impl Graph {
                 | ArtifactKind::ResearchNote
                 | ArtifactKind::Devlog
         );
-        let entity = if filed { node.fields.get("entity").and_then(Value::as_str).unwrap_or("_") } else { "" };
+        let entity = if filed { self.entity_field(n).unwrap_or("_") } else { "" };
         Some(Group { kind: node.key.kind, entity: entity.to_owned() })
     }
 
@@ -486,8 +630,8 @@ impl Graph {
             .inn
             .iter()
             .filter(|(l, _)| LINKS[usize::from(*l)].field == "entity")
-            .map(|&(_, s)| &self.nodes[s as usize])
-            .filter(|n| n.exists)
+            .filter(|&&(_, s)| self.nodes[s as usize].exists)
+            .map(|&(_, s)| self.node(s))
             .collect();
         v.sort_by(|a, b| a.key.cmp(&b.key));
         v
@@ -498,6 +642,7 @@ impl Graph {
     }
 
     fn touch(&mut self, n: NodeId, r: &Record<'_>) -> Result<(), String> {
+        self.warm(n);
         let node = &mut self.nodes[n as usize];
         if r.version != node.version + 1 {
             return Err(format!("{} is at version {} but the event is version {}", node.key, node.version, r.version));
@@ -590,6 +735,7 @@ impl Graph {
     fn on_tier_promoted(&mut self, r: &Record<'_>) -> Result<(), String> {
         let e: TierPromoted = Self::payload(r)?;
         let n = self.existing(ArtifactKind::Entity.name(), &e.id)?;
+        self.warm(n);
         let current = self.nodes[n as usize].fields.get("tier").and_then(Value::as_str).unwrap_or("").to_owned();
         if current != e.from || !can_promote_tier(&e.from, &e.to) {
             return Err(format!(
@@ -783,9 +929,9 @@ impl Graph {
     pub fn validate(&self) -> Vec<Finding> {
         let mut out = Vec::new();
         let cross_cutting = |n: NodeId| {
-            self.nodes[n as usize].entity.is_some_and(|e| {
-                self.nodes[e as usize].fields.get("tier").and_then(Value::as_str) == Some("cross-cutting")
-            })
+            self.nodes[n as usize]
+                .entity
+                .is_some_and(|e| self.node(e).fields.get("tier").and_then(Value::as_str) == Some("cross-cutting"))
         };
         // (smaller key, larger key) -> (holder key, holder's field, holder, target).
         let mut crossed: BTreeMap<(&ArtifactKey, &ArtifactKey), (&ArtifactKey, &'static str, NodeId, NodeId)> =
@@ -842,8 +988,9 @@ impl Graph {
                 if node.key.kind != *kind {
                     continue;
                 }
-                let declared: Vec<&str> = node.fields.get("brdRequirements").map(link_targets).unwrap_or_default();
-                let items = node.fields.get(*list).and_then(Value::as_array).cloned().unwrap_or_default();
+                let fields = self.fields_of(n, &["brdRequirements", list]);
+                let declared: Vec<&str> = fields.get("brdRequirements").map(link_targets).unwrap_or_default();
+                let items = fields.get(*list).and_then(Value::as_array).cloned().unwrap_or_default();
                 for (i, item) in items.iter().enumerate() {
                     let Some(brd) = item.get(*field).and_then(Value::as_str) else { continue };
                     let exists = self.get(&ArtifactKey::new(ArtifactKind::BrdRequirement, brd)).is_some();
@@ -965,17 +1112,17 @@ impl Graph {
                 *counts.entry(e).or_default().entry(node.key.kind).or_default() += 1;
             }
         }
-        let mut out: Vec<EntitySummary> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.exists && n.key.kind == ArtifactKind::Entity)
-            .map(|(i, n)| EntitySummary {
-                id: n.key.id.clone(),
-                name: n.fields.get("name").and_then(Value::as_str).unwrap_or(&n.key.id).to_owned(),
-                tier: n.fields.get("tier").and_then(Value::as_str).unwrap_or("").to_owned(),
-                state: n.state.clone(),
-                counts: counts.remove(&(i as NodeId)).unwrap_or_default(),
+        let mut out: Vec<EntitySummary> = (0..self.nodes.len() as NodeId)
+            .filter(|&i| self.nodes[i as usize].exists && self.nodes[i as usize].key.kind == ArtifactKind::Entity)
+            .map(|i| {
+                let n = self.node(i);
+                EntitySummary {
+                    id: n.key.id.clone(),
+                    name: n.fields.get("name").and_then(Value::as_str).unwrap_or(&n.key.id).to_owned(),
+                    tier: n.fields.get("tier").and_then(Value::as_str).unwrap_or("").to_owned(),
+                    state: n.state.clone(),
+                    counts: counts.remove(&i).unwrap_or_default(),
+                }
             })
             .collect();
         let tier_rank = |t: &str| super::lifecycle::TIERS.iter().position(|x| *x == t).unwrap_or(usize::MAX);
@@ -992,17 +1139,32 @@ impl Graph {
     }
 }
 
-/// Nodes per segment of a graph snapshot. Each segment is its own rkyv archive, so a change to
-/// one artifact changes the bytes of its segment (and the small segment table) and no others,
-/// and the snapshot store's content-defined chunks around the other segments stay as they were.
-const SEGMENT_NODES: usize = 256;
+/// Magic of a graph snapshot body (format 3: one archive per node).
+const SNAPSHOT_MAGIC: &[u8; 4] = b"GRS3";
+/// Bytes of the body's header: magic, node count (u32 LE), sequence (u64 LE), link fingerprint.
+const SNAPSHOT_HEADER: usize = 4 + 4 + 8 + 32;
+/// Bytes before each node's archive: its length (u32 LE) and zeros, so the archive is 16-aligned.
+const FRAME_HEADER: usize = 16;
 
+const _: () = assert!(SNAPSHOT_HEADER.is_multiple_of(16) && FRAME_HEADER.is_multiple_of(16));
+
+/// One node as a snapshot records it. Each node is its own rkyv archive in the body
+/// (`header | per node: frame header, archive, zeros to 16`), so:
+/// * a change to one artifact changes its own frame and no other bytes (no offsets elsewhere
+///   move), and the snapshot store's content-defined chunks around the other nodes stay as
+///   they were;
+/// * a restore validates every archive once and decodes only what every query needs (key,
+///   state, hash, edges, suspicion); fields and body stay in the body and are decoded for a node
+///   only when something reads them ([`Graph::node`]);
+/// * a save copies the archives of nodes that did not change instead of encoding them again.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct NodeSnapshot {
     kind: u8,
     id: String,
     exists: bool,
     state: String,
+    /// Whether the `entity` field is a string (then the entity link names it).
+    entity_str: bool,
     fields_json: String,
     body: String,
     /// The content hash as folded (not recomputed on restore).
@@ -1020,22 +1182,6 @@ struct SuspicionSnapshot {
     cause_hash: [u8; 32],
     seq: u64,
     path: Vec<(u16, u32)>,
-}
-
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct NodeSegment {
-    nodes: Vec<NodeSnapshot>,
-}
-
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
-struct GraphSnapshot {
-    seq: u64,
-    /// [`links_fingerprint`] of the code that wrote it: stored edges are only valid for the
-    /// same link table.
-    links: [u8; 32],
-    node_count: u32,
-    /// rkyv bytes of each [`NodeSegment`], in node order.
-    segments: Vec<Vec<u8>>,
 }
 
 fn kind_code(k: ArtifactKind) -> u8 {
@@ -1056,109 +1202,136 @@ fn links_fingerprint() -> [u8; 32] {
     h.finish().0
 }
 
+/// Lower-case hex of `h` in `buf` (what [`Hash::to_hex`] gives, without an allocation).
+fn hex_of<'b>(h: &Hash, buf: &'b mut [u8; 64]) -> &'b [u8] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in h.0.iter().enumerate() {
+        buf[2 * i] = DIGITS[usize::from(b >> 4)];
+        buf[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    buf
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(x)
+}
+
 impl Graph {
-    fn encode_segment(&self, nodes: std::ops::Range<usize>) -> Result<Vec<u8>, String> {
-        let seg = NodeSegment {
-            nodes: nodes
-                .map(|i| {
-                    let n = &self.nodes[i];
-                    NodeSnapshot {
-                        kind: kind_code(n.key.kind),
-                        id: n.key.id.clone(),
-                        exists: n.exists,
-                        state: n.state.clone(),
-                        fields_json: crate::canonical::to_string(&Value::Object(n.fields.clone())),
-                        body: n.body.clone(),
-                        hash: n.hash.0,
-                        version: n.version,
-                        last_seq: n.last_seq,
-                        out: n.out.clone(),
-                        suspects: self
-                            .suspects
-                            .get(&(i as NodeId))
-                            .map(|v| {
-                                v.iter()
-                                    .map(|s| SuspicionSnapshot {
-                                        cause: s.cause,
-                                        cause_hash: s.cause_hash.0,
-                                        seq: s.seq,
-                                        path: s.path.clone(),
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
-                    }
+    /// The rkyv archive of warm node `i`.
+    fn encode_node(&self, i: usize) -> Result<Vec<u8>, String> {
+        let n = &self.nodes[i];
+        let ns = NodeSnapshot {
+            kind: kind_code(n.key.kind),
+            id: n.key.id.clone(),
+            exists: n.exists,
+            state: n.state.clone(),
+            entity_str: matches!(n.fields.get("entity"), Some(Value::String(_))),
+            fields_json: crate::canonical::to_string(&Value::Object(n.fields.clone())),
+            body: n.body.clone(),
+            hash: n.hash.0,
+            version: n.version,
+            last_seq: n.last_seq,
+            out: n.out.clone(),
+            suspects: self
+                .suspects
+                .get(&(i as NodeId))
+                .map(|v| {
+                    v.iter()
+                        .map(|s| SuspicionSnapshot {
+                            cause: s.cause,
+                            cause_hash: s.cause_hash.0,
+                            seq: s.seq,
+                            path: s.path.clone(),
+                        })
+                        .collect()
                 })
-                .collect(),
+                .unwrap_or_default(),
         };
-        rkyv::to_bytes::<rancor::Error>(&seg).map(|b| b.to_vec()).map_err(|e| e.to_string())
+        rkyv::to_bytes::<rancor::Error>(&ns).map(|b| b.to_vec()).map_err(|e| e.to_string())
     }
 
-    /// Restores from a snapshot body, reading it in place (validated) segment by segment.
-    fn restore_from(bytes: &[u8]) -> Result<Graph, String> {
-        let outer = aligned(bytes);
-        let snap = rkyv::access::<ArchivedGraphSnapshot, rancor::Error>(&outer).map_err(|e| e.to_string())?;
-        if snap.links != links_fingerprint() {
+    /// Restores from a snapshot body in 16-aligned memory, which the graph keeps: every node's
+    /// archive is validated, its identity, state and links decoded, its fields and body left in
+    /// place until read.
+    fn restore_from(body: AlignedVec<16>) -> Result<Graph, String> {
+        let b: &[u8] = &body;
+        if b.len() < SNAPSHOT_HEADER || &b[..4] != SNAPSHOT_MAGIC {
+            return Err("not a graph snapshot of this format".into());
+        }
+        if b[16..48] != links_fingerprint() {
             return Err("snapshot was written for another link table".into());
         }
-        let count = snap.node_count.to_native() as usize;
+        let count = le_u32(&b[4..8]) as usize;
+        let mut sb = [0u8; 8];
+        sb.copy_from_slice(&b[8..16]);
+        let seq = u64::from_le_bytes(sb);
+        // A node's frame is at least its header and a minimal archive: a count past what the
+        // body could hold is refused before anything is reserved for it.
+        if count > (b.len() - SNAPSHOT_HEADER) / (FRAME_HEADER + 16) {
+            return Err("snapshot says it holds more nodes than its size allows".into());
+        }
         let mut g = Graph::new();
         g.nodes.reserve(count);
         g.index.reserve(count);
-        for seg in snap.segments.iter() {
-            let seg_bytes = aligned(seg.as_slice());
-            let seg = rkyv::access::<ArchivedNodeSegment, rancor::Error>(&seg_bytes).map_err(|e| e.to_string())?;
-            for ns in seg.nodes.iter() {
-                let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
-                let n = g.nodes.len() as NodeId;
-                let key = ArtifactKey::new(kind, ns.id.as_str());
-                if g.index.insert(key.clone(), n).is_some() {
-                    return Err("duplicate node in snapshot".into());
+        g.cold.reserve(count);
+        let mut off = SNAPSHOT_HEADER;
+        for _ in 0..count {
+            let frame = b.get(off..off + FRAME_HEADER).ok_or("snapshot ends inside a node")?;
+            let len = le_u32(frame) as usize;
+            let at = off + FRAME_HEADER;
+            let archive = b.get(at..at + len).ok_or("snapshot ends inside a node")?;
+            let ns = rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(archive).map_err(|e| e.to_string())?;
+            let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
+            let n = g.nodes.len() as NodeId;
+            let key = ArtifactKey::new(kind, ns.id.as_str());
+            if g.index.insert(key.clone(), n).is_some() {
+                return Err("duplicate node in snapshot".into());
+            }
+            let mut out = Vec::with_capacity(ns.out.len());
+            for e in ns.out.iter() {
+                let (l, t) = (e.0.to_native(), e.1.to_native());
+                if usize::from(l) >= LINKS.len() || t as usize >= count {
+                    return Err("edge refers outside the snapshot".into());
                 }
-                let fields: Map<String, Value> =
-                    serde_json::from_str(ns.fields_json.as_str()).map_err(|e| e.to_string())?;
-                let mut out = Vec::with_capacity(ns.out.len());
-                for e in ns.out.iter() {
-                    let (l, t) = (e.0.to_native(), e.1.to_native());
-                    if usize::from(l) >= LINKS.len() || t as usize >= count {
-                        return Err("edge refers outside the snapshot".into());
-                    }
-                    out.push((l, t));
+                out.push((l, t));
+            }
+            for s in ns.suspects.iter() {
+                let cause = s.cause.to_native();
+                let path: Vec<(LinkId, NodeId)> = s.path.iter().map(|e| (e.0.to_native(), e.1.to_native())).collect();
+                if cause as usize >= count
+                    || path.iter().any(|&(l, v)| usize::from(l) >= LINKS.len() || v as usize >= count)
+                {
+                    return Err("suspicion refers outside the snapshot".into());
                 }
-                for s in ns.suspects.iter() {
-                    let cause = s.cause.to_native();
-                    let path: Vec<(LinkId, NodeId)> =
-                        s.path.iter().map(|e| (e.0.to_native(), e.1.to_native())).collect();
-                    if cause as usize >= count
-                        || path.iter().any(|&(l, v)| usize::from(l) >= LINKS.len() || v as usize >= count)
-                    {
-                        return Err("suspicion refers outside the snapshot".into());
-                    }
-                    g.suspects.entry(n).or_default().push(Suspicion {
-                        cause,
-                        cause_hash: Hash(s.cause_hash),
-                        seq: s.seq.to_native(),
-                        path,
-                    });
-                }
-                g.nodes.push(Node {
-                    key,
-                    exists: ns.exists,
-                    state: ns.state.as_str().to_owned(),
-                    fields,
-                    body: ns.body.as_str().to_owned(),
-                    hash: Hash(ns.hash),
-                    version: ns.version.to_native(),
-                    last_seq: ns.last_seq.to_native(),
-                    entity: None,
-                    out,
-                    inn: Vec::new(),
+                g.suspects.entry(n).or_default().push(Suspicion {
+                    cause,
+                    cause_hash: Hash(s.cause_hash),
+                    seq: s.seq.to_native(),
+                    path,
                 });
             }
+            g.nodes.push(Node {
+                key,
+                exists: ns.exists,
+                state: ns.state.as_str().to_owned(),
+                fields: Map::new(),
+                body: String::new(),
+                hash: Hash(ns.hash),
+                version: ns.version.to_native(),
+                last_seq: ns.last_seq.to_native(),
+                entity: None,
+                out,
+                inn: Vec::new(),
+            });
+            g.cold.push(Some(Cold { at, len, entity_str: ns.entity_str }));
+            off = (at + len).next_multiple_of(16);
         }
-        if g.nodes.len() != count {
-            return Err("snapshot holds another number of nodes than it says".into());
+        if off != b.len() {
+            return Err("snapshot holds more than its nodes".into());
         }
+        g.views = (0..count).map(|_| OnceLock::new()).collect();
         // Incoming edges and entities as relinking every node in id order would set them.
         for n in 0..count {
             let out = std::mem::take(&mut g.nodes[n].out);
@@ -1170,15 +1343,30 @@ impl Graph {
             }
             g.nodes[n].out = out;
         }
+        // Nodes of a group mostly follow each other (intake order): one map lookup per run.
+        let mut run: Option<(Group, BTreeSet<NodeId>)> = None;
         for n in 0..count as NodeId {
-            if let Some(group) = g.group_of(n) {
-                g.groups.entry(group).or_default().insert(n);
-                if g.nodes[n as usize].key.id.contains('/') {
-                    g.slashed.insert(n);
+            let Some(group) = g.group_of(n) else { continue };
+            if g.nodes[n as usize].key.id.contains('/') {
+                g.slashed.insert(n);
+            }
+            match &mut run {
+                Some((current, members)) if *current == group => {
+                    members.insert(n);
+                }
+                _ => {
+                    if let Some((done, members)) = run.take() {
+                        g.groups.entry(done).or_default().extend(members);
+                    }
+                    run = Some((group, BTreeSet::from([n])));
                 }
             }
         }
-        g.seq = snap.seq.to_native();
+        if let Some((done, members)) = run {
+            g.groups.entry(done).or_default().extend(members);
+        }
+        g.seq = seq;
+        g.source = Some(Arc::new(body));
         Ok(g)
     }
 }
@@ -1189,8 +1377,8 @@ impl Projection for Graph {
     }
 
     fn version(&self) -> u32 {
-        // 2: segmented snapshots with stored hashes, edges and suspicion per node.
-        2
+        // 3: one archive per node, fields and body decoded on demand.
+        3
     }
 
     fn apply(&mut self, record: &Record<'_>) -> Result<(), String> {
@@ -1199,16 +1387,16 @@ impl Projection for Graph {
 
     fn state_hash(&self) -> Hash {
         let mut h = StateHasher::new("graph/1");
-        let mut order: Vec<NodeId> =
-            (0..self.nodes.len() as NodeId).filter(|&n| self.nodes[n as usize].version > 0).collect();
-        order.sort_by(|a, b| self.nodes[*a as usize].key.cmp(&self.nodes[*b as usize].key));
-        for n in order {
-            let node = &self.nodes[n as usize];
+        let mut order: Vec<(&Node, NodeId)> = self.nodes.iter().zip(0..).filter(|(node, _)| node.version > 0).collect();
+        // Keys are unique, so an unstable sort gives the one order.
+        order.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key));
+        let mut hex = [0u8; 64];
+        for (node, n) in order {
             h.str(node.key.kind.name());
             h.str(&node.key.id);
             h.u64(u64::from(node.exists));
             h.str(&node.state);
-            h.str(&node.hash.to_hex());
+            h.bytes(hex_of(&node.hash, &mut hex));
             h.u64(node.version);
             let mut marks: Vec<String> = self
                 .suspects
@@ -1225,20 +1413,38 @@ impl Projection for Graph {
     }
 
     fn encode_snapshot(&self) -> Result<Vec<u8>, String> {
-        let segments = (0..self.nodes.len())
-            .step_by(SEGMENT_NODES)
-            .map(|start| self.encode_segment(start..self.nodes.len().min(start + SEGMENT_NODES)))
-            .collect::<Result<Vec<_>, String>>()?;
-        let snap = GraphSnapshot {
-            seq: self.seq,
-            links: links_fingerprint(),
-            node_count: u32::try_from(self.nodes.len()).map_err(|_| "too many nodes for a snapshot")?,
-            segments,
-        };
-        rkyv::to_bytes::<rancor::Error>(&snap).map(|b| b.to_vec()).map_err(|e| e.to_string())
+        let count = u32::try_from(self.nodes.len()).map_err(|_| "too many nodes for a snapshot")?;
+        let mut out = Vec::with_capacity(self.source.as_ref().map_or(0, |s| s.len() + s.len() / 64));
+        out.extend_from_slice(SNAPSHOT_MAGIC);
+        out.extend_from_slice(&count.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&links_fingerprint());
+        for i in 0..self.nodes.len() {
+            let fresh;
+            // A cold node is unchanged since its snapshot: its archive is copied as it is.
+            let archive: &[u8] = match (self.cold[i], &self.source) {
+                (Some(c), Some(src)) => &src[c.at..c.at + c.len],
+                _ => {
+                    fresh = self.encode_node(i)?;
+                    &fresh
+                }
+            };
+            let len = u32::try_from(archive.len()).map_err(|_| "node too large for a snapshot")?;
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&[0u8; FRAME_HEADER - 4]);
+            out.extend_from_slice(archive);
+            out.resize(out.len().next_multiple_of(16), 0);
+        }
+        Ok(out)
     }
 
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let mut body = AlignedVec::<16>::with_capacity(bytes.len());
+        body.extend_from_slice(bytes);
+        self.restore_snapshot_owned(body)
+    }
+
+    fn restore_snapshot_owned(&mut self, bytes: AlignedVec<16>) -> Result<(), String> {
         *self = Graph::restore_from(bytes)?;
         Ok(())
     }

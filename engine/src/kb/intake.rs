@@ -278,9 +278,8 @@ pub fn plan(
     }
     // Classification: every non-entity artifact names an entity that exists or arrives now.
     let known_entities: Vec<String> = graph
-        .artifacts()
+        .artifacts_of(ArtifactKind::Entity)
         .into_iter()
-        .filter(|n| n.key.kind == ArtifactKind::Entity)
         .map(|n| n.key.id.clone())
         .chain(drafts.keys().filter(|k| k.kind == ArtifactKind::Entity).map(|k| k.id.clone()))
         .collect();
