@@ -177,3 +177,21 @@ fn a_worker_a_stopped_run_started_is_recorded_as_abandoned() {
     let t = fold(&f.journal).get("solo").and_then(|g| g.tasks.get("read")).cloned().expect("task");
     assert_eq!((t.status, t.failures), (Status::Pending, 0), "an abandoned attempt is no failure of the task");
 }
+
+/// The planning gate, where the worker starts: a dispatch whose input file is missing starts no
+/// worker; the attempt ends as failed, naming the missing input, and nothing else is recorded.
+#[test]
+fn a_dispatch_whose_input_is_missing_starts_no_worker_and_fails_naming_it() {
+    let f = dispatched();
+    let input = runner::input_path(&f.setup.prompts_dir, "solo", "read", 1);
+    std::fs::remove_file(&input).expect("remove the input");
+    let ended =
+        |g: &Workgroups| g.get("solo").and_then(|g| g.tasks.get("read")).is_some_and(|t| t.worker_end.is_some());
+    let shared = run_until(&f, ended);
+    assert!(shared.errors.is_empty(), "{:?}", shared.errors);
+    let recorded = f.journal.read_stream(&worker_stream("solo", "read", 1), 1, 100).expect("read");
+    let types: Vec<&str> = recorded.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(types, ["worker.failed"], "no worker.started: nothing ran");
+    let payload = String::from_utf8_lossy(&recorded[0].payload);
+    assert!(payload.contains("STRATA-E1725") && payload.contains("no worker starts without it"), "{payload}");
+}

@@ -243,8 +243,12 @@ pub fn route(
     // The build gate, before anything is routed or claimed: a refusal holds the task.
     let gate = super::gates::build_gate(t, req.build_facts);
     if let Some(check) = gate.as_ref().filter(|c| !c.passed) {
-        let held =
-            Held { task: id.to_owned(), blocked_by: Vec::new(), reason: check.summary(), gate: Some(Box::new(check.clone())) };
+        let held = Held {
+            task: id.to_owned(),
+            blocked_by: Vec::new(),
+            reason: check.summary(),
+            gate: Some(Box::new(check.clone())),
+        };
         let append = decide::holds(g, std::slice::from_ref(&held), ids, clock)?;
         return Ok(Routing::Held { appends: vec![append], held });
     }
