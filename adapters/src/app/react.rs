@@ -11,9 +11,10 @@ use std::collections::BTreeMap;
 
 use strata_engine::context::prompts;
 use strata_engine::context::state::ContextState;
+use strata_engine::kb::artifact::event_types;
 use strata_engine::kb::graph::Graph;
 use strata_journal::Journal;
-use strata_journal::projection::{Projection as _, catch_up_one};
+use strata_journal::projection::catch_up_one;
 
 use super::append::{AppendError, Both, Decided, decide_and_append};
 use crate::system::{SystemClock, V7Ids};
@@ -50,22 +51,17 @@ pub type Reacted = BTreeMap<&'static str, usize>;
 /// Runs every reaction one of `appended` (event types just appended) wakes.
 pub fn after<'a>(journal: &Journal, appended: impl IntoIterator<Item = &'a str>) -> Result<Reacted, Failed> {
     let appended: Vec<&str> = appended.into_iter().collect();
-    let mut out = Reacted::new();
-    for r in &REACTIONS {
-        if appended.iter().any(|t| (r.woken_by)(t)) {
-            let n = (r.run)(journal)?;
-            if n > 0 {
-                out.insert(r.name, n);
-            }
-        }
-    }
-    Ok(out)
+    run(journal, |r| appended.iter().any(|t| (r.woken_by)(t)))
 }
 
 /// Runs every reaction (what a process that died after its append left undone).
 pub fn catch_up(journal: &Journal) -> Result<Reacted, Failed> {
+    run(journal, |_| true)
+}
+
+fn run(journal: &Journal, wanted: impl Fn(&Reaction) -> bool) -> Result<Reacted, Failed> {
     let mut out = Reacted::new();
-    for r in &REACTIONS {
+    for r in REACTIONS.iter().filter(|r| wanted(r)) {
         let n = (r.run)(journal)?;
         if n > 0 {
             out.insert(r.name, n);
@@ -75,7 +71,7 @@ pub fn catch_up(journal: &Journal) -> Result<Reacted, Failed> {
 }
 
 fn changes_the_knowledge_base(event_type: &str) -> bool {
-    Graph::new().event_types().is_some_and(|types| types.contains(&event_type))
+    event_types::ALL.contains(&event_type)
 }
 
 /// Flags every assembled prompt given an artifact that has changed since; returns the number of

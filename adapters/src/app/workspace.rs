@@ -75,13 +75,11 @@ impl Workspace {
     /// the client sent when the daemon runs this command, else the process's.
     pub fn stdin_bytes(&self, max: u64) -> std::io::Result<Vec<u8>> {
         match &self.served {
-            Some(s) => Ok(s
-                .stdin
-                .iter()
-                .flatten()
-                .copied()
-                .take(usize::try_from(max).unwrap_or(usize::MAX).saturating_add(1))
-                .collect()),
+            Some(s) => {
+                let given = s.stdin.as_deref().unwrap_or_default();
+                let keep = usize::try_from(max).map_or(given.len(), |m| given.len().min(m.saturating_add(1)));
+                Ok(given[..keep].to_vec())
+            }
             None => crate::output::stdin_bytes(max),
         }
     }
@@ -241,7 +239,7 @@ const CREATE_RETRY: Duration = Duration::from_millis(10);
 /// another process is creating at that moment is waited for and opened).
 pub fn open_at(dir: &Path, how: &Open<'_>) -> Result<Journal, OpenError> {
     let ws = Workspace::at(dir);
-    let in_workspace = ws.config_path().is_file() || ws.journal_dir().join("sled").exists();
+    let in_workspace = is_workspace(dir);
     let config = if in_workspace { ws.config().map_err(OpenError::Config)? } else { Config::default() };
     if let Some(pg) = config.backend.pg_options(how.command).map_err(OpenError::Config)? {
         return Ok(Journal::open_postgres_at(&pg, &ws.journal_dir())?);
@@ -276,8 +274,20 @@ pub fn open_at(dir: &Path, how: &Open<'_>) -> Result<Journal, OpenError> {
     }
 }
 
+/// Whether `dir` is a workspace root (it holds a config or a sled journal in `.strata/`).
+fn is_workspace(dir: &Path) -> bool {
+    let ws = Workspace::at(dir);
+    ws.config_path().is_file() || ws.journal_dir().join("sled").exists()
+}
+
+/// Whether `dir` names no journal yet: not a workspace, and a missing or empty directory (where
+/// [`open_at`] with `create` would make one).
+pub fn names_no_journal(dir: &Path) -> bool {
+    !is_workspace(dir) && is_missing_or_empty(dir)
+}
+
 /// Whether `dir` is missing or empty (a place a new journal may be created).
-pub fn is_missing_or_empty(dir: &Path) -> bool {
+fn is_missing_or_empty(dir: &Path) -> bool {
     match std::fs::read_dir(dir) {
         Ok(mut entries) => entries.next().is_none(),
         Err(e) => e.kind() == std::io::ErrorKind::NotFound,

@@ -7,7 +7,7 @@
 //! events are appended before the answer is printed; a rejection appends nothing.
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use strata_journal::{ExpectedVersion, Journal, StreamAppend};
 use strata_engine::ports::Clock as _;
 
 use crate::app::append::{AppendError, Decided, decide_and_append};
-use crate::app::workspace::{Open, is_missing_or_empty, open_at};
+use crate::app::workspace::{Open, names_no_journal, open_at};
 use crate::system::{SystemClock, V7Ids};
 
 /// How long `--journal` waits for another process to let go of the journal.
@@ -104,7 +104,7 @@ pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i
 /// [`respond`] against the journal in `dir`: decided on the ledger, recorded, then answered.
 pub fn respond_journaled(operation: Option<&str>, input: &mut dyn std::io::Read, dir: &Path) -> Result<Value, CeError> {
     let (op, payload) = request(operation, input, true)?;
-    if is_missing_or_empty(&journal_dir(dir)) {
+    if names_no_journal(dir) {
         // No journal yet: decide on the empty ledger first, so that a rejection, or a decision
         // that records nothing, leaves the path as it was (a mistyped `--journal` creates
         // nothing). A journal is created for the first decision that records something.
@@ -129,12 +129,6 @@ fn unavailable(e: impl std::fmt::Display) -> CeError {
 /// one in a missing or empty directory, waiting up to [`LOCK_WAIT`] for another holder.
 pub(crate) fn open_journal(dir: &Path) -> Result<Journal, CeError> {
     open_journal_at(dir, true, LOCK_WAIT)
-}
-
-/// The journal directory `dir` names: `dir` itself, or its workspace's `.strata/journal`.
-fn journal_dir(dir: &Path) -> PathBuf {
-    let workspace = dir.join(".strata").join("journal");
-    if workspace.join("sled").exists() { workspace } else { dir.to_owned() }
 }
 
 /// [`open_journal`], creating a journal in a missing or empty directory only when `create`

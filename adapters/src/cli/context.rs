@@ -16,8 +16,8 @@ use strata_journal::Journal;
 use strata_journal::projection::catch_up_one;
 
 use super::EXIT_PROBLEMS;
-use super::kb::load_graph;
 use crate::app::append::{Decided, decide_and_append};
+use crate::app::kb::load_graph;
 use crate::app::workspace::Workspace;
 use crate::system::{SystemClock, V7Ids};
 use crate::table::Table;

@@ -27,7 +27,6 @@ use strata_journal::verify::verify_dir;
 
 use super::EXIT_PROBLEMS;
 use super::journal::{check_attestations, projection_attestations};
-use super::kb::load_graph;
 use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
 use crate::system::{SystemClock, V7Ids, random_seed};
@@ -41,6 +40,7 @@ use strata_journal::Journal;
 use strata_journal::projection::catch_up_one;
 
 use crate::app::append::{Committed, Decided, Folded, decide_and_append};
+use crate::app::kb::load_graph;
 
 const MARKER: &str = ".strata-demo";
 const SEED: u64 = 7;

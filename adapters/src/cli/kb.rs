@@ -12,10 +12,11 @@ use strata_engine::kb::graph::{Graph, Reached};
 use strata_engine::kb::intake::{self, FILE_BYTES_MAX, FILES_MAX, IntakeProblem, SourceFile};
 use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
 use strata_engine::kb::links::LINKS;
-use strata_journal::{Journal, StreamAppend};
+use strata_journal::StreamAppend;
 
 use super::EXIT_PROBLEMS;
 use crate::app::append::{AppendError, Decided, decide_and_append};
+use crate::app::kb::load_graph;
 use crate::app::workspace::Workspace;
 use crate::files::{self, ScanLimits};
 use crate::system::{SystemClock, V7Ids};
@@ -114,11 +115,6 @@ pub(crate) enum GraphCommand {
     Suspects,
     /// Entities by tier, with their artifact counts.
     Entities,
-}
-
-/// The graph at the journal head (see [`crate::app::kb::load_graph`]).
-pub(crate) fn load_graph(journal: &Journal) -> anyhow::Result<Graph> {
-    Ok(crate::app::kb::load_graph(journal)?)
 }
 
 fn parse_kind(kind: Option<&str>) -> anyhow::Result<Option<ArtifactKind>> {

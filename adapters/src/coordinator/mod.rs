@@ -136,6 +136,9 @@ pub struct Coordinator<'j> {
     options: Options,
     cursor: u64,
     graph: Graph,
+    /// The graph's validation findings, computed the first time a build gate needs them (the
+    /// graph does not change during a run).
+    findings: Option<Vec<strata_engine::kb::graph::Finding>>,
     summaries: Summaries,
     context: ContextState,
     ledger: Ledger,
@@ -173,6 +176,7 @@ impl<'j> Coordinator<'j> {
             options,
             cursor: 0,
             graph,
+            findings: None,
             summaries,
             context: ContextState::default(),
             ledger: Ledger::default(),
@@ -543,8 +547,10 @@ impl<'j> Coordinator<'j> {
             self.capsule_facts(wg, prior_id, prior_lineage).map_err(|e| format!("{e:#}"))
         });
         // What the knowledge base (as this run loaded it) says of the change request it implements.
-        let build_facts =
-            t.spec.change_request.as_deref().map(|cr| strata_engine::workgroup::gates::build_facts(&self.graph, cr));
+        let build_facts = t.spec.change_request.as_deref().map(|cr| {
+            let findings = self.findings.get_or_insert_with(|| self.graph.validate());
+            strata_engine::workgroup::gates::build_facts(&self.graph, findings, cr)
+        });
         let req = dispatch::Request {
             group: self.group(wg)?,
             ledger: &self.ledger,

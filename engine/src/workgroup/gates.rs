@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{PHASES, Task};
-use crate::kb::graph::Graph;
+use crate::kb::graph::{Finding, Graph};
 use crate::kb::kind::{ArtifactKey, ArtifactKind};
 
 /// The states of a change request a build task may implement.
@@ -55,8 +55,10 @@ impl GateCheck {
     }
 }
 
-/// The facts [`build_gate`] decides `change_request` on, read from `g`.
-pub fn build_facts(g: &Graph, change_request: &str) -> BuildFacts {
+/// The facts [`build_gate`] decides `change_request` on, read from `g`, whose validation
+/// findings are `findings` (what `g.validate()` returns: the caller computes them once per graph,
+/// not once per dispatch).
+pub fn build_facts(g: &Graph, findings: &[Finding], change_request: &str) -> BuildFacts {
     let key = ArtifactKey::new(ArtifactKind::ChangeRequest, change_request);
     let mut facts = BuildFacts { change_request: change_request.to_owned(), ..BuildFacts::default() };
     let (Some(node), Some(n)) = (g.get(&key), g.node_id(&key)) else { return facts };
@@ -70,9 +72,8 @@ pub fn build_facts(g: &Graph, change_request: &str) -> BuildFacts {
         .collect();
     let reached: std::collections::BTreeSet<ArtifactKey> =
         g.impact(n).into_iter().map(|r| r.key).chain([key.clone()]).collect();
-    facts.findings = g
-        .validate()
-        .into_iter()
+    facts.findings = findings
+        .iter()
         .filter(|f| reached.contains(&f.artifact))
         .map(|f| format!("{} ({}): {}", f.artifact, f.rule, f.detail))
         .collect();
