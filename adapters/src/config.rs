@@ -12,6 +12,18 @@
 //! claude = 1.3           # claude, opus, sonnet, haiku models
 //! openai = 1.0           # gpt, codex, o-series models
 //! default = 1.0          # any other model
+//!
+//! [context_efficiency]   # every key optional; README, "Context efficiency settings"
+//! enabled = true         # false: every task runs as the baseline would (a fresh worker)
+//! profile = "balanced"   # quality, balanced, economy or latency: defaults for the keys below
+//! rollout = "off"        # highest rollout stage a run honours: off, observe, shadow, canary, on
+//! max_active_inherited = 2
+//! max_nesting_depth = 2
+//! warm_lease_minutes = 20
+//! mcp_health_ttl_minutes = 15
+//! disk_handoff_threshold = "material"   # or "always"
+//! telemetry = "local"    # off, local or provider
+//! canary_percent = 10
 //! ```
 //!
 //! Unknown keys are errors (a misspelt setting must not be silently ignored).
@@ -19,6 +31,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use strata_engine::workgroup::policy::{Handoff, Overrides, Policy, Profile, RolloutCap, TelemetryMode};
 use strata_journal::Durability;
 
 /// Largest config file read.
@@ -38,6 +51,8 @@ pub struct Config {
     pub token_factors: BTreeMap<String, u32>,
     /// Where the journal lives.
     pub backend: Backend,
+    /// The `[context_efficiency]` policy runs work under.
+    pub efficiency: Policy,
 }
 
 /// The journal's backend.
@@ -92,6 +107,7 @@ impl Default for Config {
             lock_wait_ms: LOCK_WAIT_MS_DEFAULT,
             token_factors,
             backend: Backend::Sled,
+            efficiency: Policy::default(),
         }
     }
 }
@@ -103,6 +119,64 @@ struct File {
     journal: JournalSection,
     #[serde(default)]
     tokens: BTreeMap<String, f64>,
+    #[serde(default)]
+    context_efficiency: EfficiencySection,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EfficiencySection {
+    enabled: Option<bool>,
+    rollout: Option<String>,
+    profile: Option<String>,
+    max_active_inherited: Option<u64>,
+    max_nesting_depth: Option<u64>,
+    warm_lease_minutes: Option<u64>,
+    mcp_health_ttl_minutes: Option<u64>,
+    disk_handoff_threshold: Option<String>,
+    telemetry: Option<String>,
+    canary_percent: Option<u64>,
+}
+
+/// `value` as one of `choices` (by name), or an error naming `key` and the choices.
+fn choice<T: Copy>(path: &str, key: &str, value: Option<String>, choices: &[(&str, T)]) -> anyhow::Result<Option<T>> {
+    let Some(v) = value else { return Ok(None) };
+    match choices.iter().find(|(name, _)| *name == v) {
+        Some((_, t)) => Ok(Some(*t)),
+        None => {
+            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
+            anyhow::bail!(
+                "[STRATA-E0601] {path}: context_efficiency.{key} is {v:?}; it must be one of {}",
+                names.join(", ")
+            )
+        }
+    }
+}
+
+impl EfficiencySection {
+    fn resolve(self, path: &str) -> anyhow::Result<Policy> {
+        let profiles: Vec<(&str, Profile)> = Profile::ALL.iter().map(|p| (p.as_str(), *p)).collect();
+        let rollouts: Vec<(&str, RolloutCap)> = RolloutCap::ALL.iter().map(|r| (r.as_str(), *r)).collect();
+        let handoffs = [(Handoff::Material.as_str(), Handoff::Material), (Handoff::Always.as_str(), Handoff::Always)];
+        let telemetry = [TelemetryMode::Off, TelemetryMode::Local, TelemetryMode::Provider].map(|t| (t.as_str(), t));
+        let percent = self.canary_percent.map(|p| u32::try_from(p).unwrap_or(u32::MAX));
+        let o = Overrides {
+            enabled: self.enabled,
+            rollout: choice(path, "rollout", self.rollout, &rollouts)?,
+            profile: choice(path, "profile", self.profile, &profiles)?,
+            max_active_inherited: self.max_active_inherited,
+            max_nesting_depth: self.max_nesting_depth,
+            warm_lease_minutes: self.warm_lease_minutes,
+            mcp_health_ttl_minutes: self.mcp_health_ttl_minutes,
+            disk_handoff_threshold: choice(path, "disk_handoff_threshold", self.disk_handoff_threshold, &handoffs)?,
+            telemetry: choice(path, "telemetry", self.telemetry, &telemetry)?,
+            canary_percent: percent,
+        };
+        Policy::resolve(&o).map_err(|bad| {
+            let each: Vec<String> = bad.iter().map(|(k, rule)| format!("context_efficiency.{k} {rule}")).collect();
+            anyhow::anyhow!("[STRATA-E0601] {path}: {}", each.join("; "))
+        })
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -165,6 +239,7 @@ impl Config {
             }
             c.token_factors.insert(family, (factor * 1000.0).round() as u32);
         }
+        c.efficiency = f.context_efficiency.resolve(path)?;
         Ok(c)
     }
 
@@ -261,5 +336,33 @@ mod tests {
         let c = Config::parse("[tokens]\nclaude = 1.35\n", "x").unwrap();
         assert_eq!(c.token_factor("claude-opus-4"), 1350);
         assert_eq!(c.token_factor("gpt-5-codex"), 1000);
+    }
+
+    #[test]
+    fn context_efficiency_keys_parse_and_each_bad_one_is_named() {
+        let c = Config::parse(
+            "[context_efficiency]\nprofile = \"latency\"\nenabled = false\ntelemetry = \"off\"\nwarm_lease_minutes = 5\n",
+            "x",
+        )
+        .unwrap();
+        let p = c.efficiency;
+        assert_eq!(
+            (p.profile, p.enabled, p.telemetry, p.warm_lease_minutes, p.parallel),
+            (Profile::Latency, false, TelemetryMode::Off, 5, 8)
+        );
+        for (text, key) in [
+            ("profile = \"cheap\"", "context_efficiency.profile"),
+            ("rollout = \"canary-25\"", "context_efficiency.rollout"),
+            ("max_nesting_depth = 0", "context_efficiency.max_nesting_depth"),
+            ("canary_percent = 150", "context_efficiency.canary_percent"),
+            ("disk_handoff_threshold = \"never\"", "context_efficiency.disk_handoff_threshold"),
+            ("telemetry = \"remote\"", "context_efficiency.telemetry"),
+        ] {
+            let e = Config::parse(&format!("[context_efficiency]\n{text}\n"), "x").unwrap_err().to_string();
+            assert!(e.starts_with("[STRATA-E0601]") && e.contains(key), "{text}: {e}");
+        }
+        let e = Config::parse("[context_efficiency]\nmax_active_inherted = 2\n", "x").unwrap_err().to_string();
+        assert!(e.contains("max_active_inherted"), "{e}");
+        assert_eq!(strata_engine::workgroup::policy::INHERITED_MAX, 64);
     }
 }

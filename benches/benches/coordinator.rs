@@ -56,6 +56,7 @@ fn run_thousand(dir: &Path) -> (Vec<u64>, u64, usize) {
         on_violation: "flag".into(),
         prompts_dir: ws.strata_dir().join("prompts"),
         workspace: ws.root().to_path_buf(),
+        nesting_depth: 0,
     };
     let plan: Plan = toml::from_str(&plan_text()).expect("plan TOML");
     let checked = plan::check(&plan).expect("plan checks");

@@ -58,8 +58,9 @@ use strata_engine::kb::graph::Graph;
 use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::state::Telemetry;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
-use strata_engine::workgroup::events::{Held, PromptRef, WorkerEnded, WorkerStarted};
+use strata_engine::workgroup::events::{Held, PromptRef, RunStart, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::plan::{self, Plan};
+use strata_engine::workgroup::policy::Policy;
 use strata_engine::workgroup::preflight;
 use strata_engine::workgroup::sim::{Model, Turn};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
@@ -252,8 +253,10 @@ pub fn run_keeping_journal(cfg: Config) -> Result<(Report, Journal), Failure> {
         step: 0,
     };
     let checked = preflight(&r.groups).map_err(|p| fail0("preflight", format!("{p:?}")))?;
-    let append =
-        decide::plan(&r.groups, checked, cfg.seed, &mut r.ids, &r.clock).map_err(|e| fail0("plan", e.to_string()))?;
+    // Leases a minute long, so that the model's stops outlast some of them.
+    let policy = Policy { warm_lease_minutes: WARM_MINUTES, ..Policy::default() };
+    let append = decide::plan_started(&r.groups, checked, cfg.seed, RunStart::default(), &policy, &mut r.ids, &r.clock)
+        .map_err(|e| fail0("plan", e.to_string()))?;
     r.commit(vec![append])?;
     // The engine's coordinator loop, as `strata run` runs it; after a crash, run again on the
     // state rebuilt from the journal, as `strata run --resume` does.
@@ -401,7 +404,7 @@ impl Run {
             provider: "sim",
             caps: &sim::CAPABILITIES,
             now_ns: self.clock.now_ns(),
-            warm_minutes: WARM_MINUTES,
+            nesting_depth: 0,
             hold_fix: "",
             // Its tasks implement no change request: the build gate does not apply.
             build_facts: None,
@@ -574,7 +577,6 @@ impl Run {
                 on_violation: "stop",
                 keeps_warm: sim::CAPABILITIES.resume,
                 now_ns: self.clock.now_ns(),
-                warm_minutes: WARM_MINUTES,
             },
             |ms| if no_backoff { 0 } else { ms },
             &mut self.ids,

@@ -32,9 +32,6 @@ use strata_journal::{Journal, StreamAppend};
 
 use crate::{SeededIds, SimClock};
 
-/// How long a completed session stays warm, as `strata run` keeps it.
-const WARM_MINUTES: u64 = strata_engine::ce::lineage::WARM_LEASE_MINUTES_DEFAULT;
-
 /// Where an attempt's prompt and capsule facts come from: the edge's knowledge base and
 /// repository in `strata run`, whatever the caller supplies here.
 pub trait Briefing {
@@ -58,6 +55,8 @@ pub struct Setup<'a> {
     pub seed: u64,
     /// What the run starts on (provider, repository, base), as `strata run` records it.
     pub started: RunStart,
+    /// The context-efficiency policy the run works under, as `strata run` records it.
+    pub policy: strata_engine::workgroup::policy::Policy,
     /// What a write outside ownership does: `flag` or `stop`.
     pub on_violation: &'a str,
     /// Whether writers have worktrees (a repository): their changes are observed as a diff.
@@ -85,8 +84,9 @@ pub fn run(setup: Setup<'_>, briefing: &mut dyn Briefing) -> Result<Journal, Str
         on_violation: setup.on_violation,
         worktrees: setup.worktrees,
     };
-    let append = decide::plan_started(&r.groups, setup.plan, setup.seed, setup.started, &mut r.ids, &r.clock)
-        .map_err(|e| e.to_string())?;
+    let append =
+        decide::plan_started(&r.groups, setup.plan, setup.seed, setup.started, &setup.policy, &mut r.ids, &r.clock)
+            .map_err(|e| e.to_string())?;
     r.commit(vec![append])?;
     driver::run(&mut r)?;
     Ok(r.journal)
@@ -151,7 +151,7 @@ impl PlanRun<'_> {
             provider: "sim",
             caps: &sim::CAPABILITIES,
             now_ns: self.clock.now_ns(),
-            warm_minutes: WARM_MINUTES,
+            nesting_depth: 0,
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
             build_facts: build_facts.as_ref(),
             skip_reconcile: false,
@@ -258,7 +258,6 @@ impl PlanRun<'_> {
                 on_violation: self.on_violation,
                 keeps_warm: sim::CAPABILITIES.resume,
                 now_ns: self.clock.now_ns(),
-                warm_minutes: WARM_MINUTES,
             },
             |ms| ms,
             &mut self.ids,

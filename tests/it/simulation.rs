@@ -276,6 +276,7 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
         plan: g.plan.clone(),
         seed: g.seed,
         started: g.started.clone(),
+        policy: g.policy.clone(),
         on_violation: "stop",
         worktrees: true,
         start_ns: 1_795_000_000_000_000_000,

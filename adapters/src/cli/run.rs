@@ -86,7 +86,11 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
     // the built-in profiles a run registers), and makes no branch or worktree.
     let subject = match (&plan_text, &args.resume) {
         (Some(text), _) => match toml::from_str::<Plan>(text) {
-            Ok(plan) => Subject::New(plan),
+            // A plan that names no `parallel` gets the efficiency profile's.
+            Ok(mut plan) => {
+                plan.parallel.get_or_insert(config.efficiency.parallel);
+                Subject::New(plan)
+            }
             Err(e) => {
                 let p = Problem {
                     code: "STRATA-E1701",
@@ -128,6 +132,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         prompts_dir: ws.strata_dir().join("prompts"),
         workspace: std::fs::canonicalize(ws.root())
             .with_context(|| format!("cannot resolve {}", ws.root().display()))?,
+        nesting_depth: crate::coordinator::from_env::nesting_depth()?,
     };
     let mut c = Coordinator::open(&journal, config, options)?;
     let wg = match (checked, &args.resume) {
@@ -308,6 +313,7 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         s.held,
         s.violations
     );
+    outln!("{}", s.policy.describe());
     let cost = cost_text(s);
     outln!(
         "prompt tokens {} vs {} to load every specification in full ({ratio:.1}%); {cost}{}",
@@ -369,6 +375,7 @@ mod tests {
             synthetic: false,
             violations: 0,
             finished: true,
+            policy: Default::default(),
         }
     }
 

@@ -3,7 +3,8 @@
 //! endpoint for Codex by `STRATA_CODEX_BASE_URL` (its key's variable by `STRATA_CODEX_ENV_KEY`),
 //! the write guard's deadline by `STRATA_HOOK_DEADLINE_MS` (clamped to the hook's own range), and
 //! the strata executable the workers' hooks and MCP servers run by `STRATA_PROGRAM` (default:
-//! this process's own).
+//! this process's own), and how deep in delegation this run is by `STRATA_NESTING_DEPTH` (set
+//! for every worker it starts, one deeper than its own).
 
 use std::path::PathBuf;
 
@@ -29,9 +30,23 @@ fn strata_program() -> Option<PathBuf> {
     std::env::var_os("STRATA_PROGRAM").filter(|p| !p.is_empty()).map(PathBuf::from)
 }
 
-/// Claude Code workers keeping their state in `state`.
-pub fn claude(state: PathBuf) -> ClaudeProvider {
+/// Name of the variable that says how deep in delegation a process runs.
+pub const NESTING_VAR: &str = "STRATA_NESTING_DEPTH";
+
+/// How deep in delegation this run is: `STRATA_NESTING_DEPTH` (0 when unset).
+pub fn nesting_depth() -> anyhow::Result<u64> {
+    let Ok(v) = std::env::var(NESTING_VAR) else { return Ok(0) };
+    v.trim().parse::<u64>().ok().filter(|d| *d <= 1_000).ok_or_else(|| {
+        anyhow::anyhow!(
+            "[STRATA-E0601] {NESTING_VAR} is {v:?}; it must be a whole number of delegation levels (0 at the top), or unset"
+        )
+    })
+}
+
+/// Claude Code workers keeping their state in `state`, started one level deeper than `depth`.
+pub fn claude(state: PathBuf, depth: u64) -> ClaudeProvider {
     let mut config = ClaudeConfig::new(program("STRATA_CLAUDE", "claude"), state);
+    config.env.push((NESTING_VAR.into(), (depth + 1).to_string()));
     config.env.push(("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(), "1".into()));
     config.env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
     config.model = std::env::var("STRATA_CLAUDE_MODEL").ok();
@@ -40,9 +55,10 @@ pub fn claude(state: PathBuf) -> ClaudeProvider {
     ClaudeProvider::new(config)
 }
 
-/// Codex workers keeping their state in `state`.
-pub fn codex(state: PathBuf) -> CodexProvider {
+/// Codex workers keeping their state in `state`, started one level deeper than `depth`.
+pub fn codex(state: PathBuf, depth: u64) -> CodexProvider {
     let mut config = CodexConfig::new(program("STRATA_CODEX", "codex"), state);
+    config.env.push((NESTING_VAR.into(), (depth + 1).to_string()));
     // A Responses-API endpoint other than OpenAI's (a gateway, a local server).
     if let Some(url) = std::env::var("STRATA_CODEX_BASE_URL").ok().filter(|u| !u.is_empty()) {
         config.model_provider = Some(ModelProvider {

@@ -25,7 +25,7 @@
 //! the integration branch is missing are applied; a completed task is never rerun.
 
 pub mod example;
-mod from_env;
+pub mod from_env;
 pub mod git;
 pub mod preflight;
 pub mod runner;
@@ -66,9 +66,6 @@ use crate::providers::codex_worker::CodexProvider;
 use crate::providers::sim::SimProvider;
 use crate::system::{SystemClock, V7Ids};
 
-/// How long a completed task's session stays warm for a task that continues it.
-const WARM_MINUTES: u64 = strata_engine::ce::lineage::WARM_LEASE_MINUTES_DEFAULT;
-
 /// How a run goes.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -92,6 +89,8 @@ pub struct Options {
     /// The workspace root (its `.strata/` holds the journal; real workers' hooks and `strata
     /// mcp` reach it through the socket the run serves there).
     pub workspace: PathBuf,
+    /// How deep in delegation this run is (0 at the top; `STRATA_NESTING_DEPTH`).
+    pub nesting_depth: u64,
 }
 
 /// What a run measured about itself.
@@ -250,8 +249,11 @@ impl<'j> Coordinator<'j> {
         };
         let started = RunStart { provider: provider.map(str::to_owned), repo, base };
         self.options.provider = started.provider.clone();
-        let append = decide::plan_started(&self.groups, plan, self.options.seed, started, &mut V7Ids, &SystemClock)?;
+        let policy = &self.config.efficiency;
+        let append =
+            decide::plan_started(&self.groups, plan, self.options.seed, started, policy, &mut V7Ids, &SystemClock)?;
         self.commit(vec![append])?;
+        self.progress(format_args!("{}", self.config.efficiency.describe()));
         Ok(wg)
     }
 
@@ -288,6 +290,16 @@ impl<'j> Coordinator<'j> {
             self.options.repo = Some(PathBuf::from(repo));
         }
         self.options.provider = started.provider;
+        // A resumed run works under the configuration as it is now; a change is its own event.
+        let g = self.group(wg)?;
+        if let Some(append) = decide::policy_changed(g, &self.config.efficiency, &mut V7Ids, &SystemClock)? {
+            let from = g.policy.profile.as_str();
+            self.commit(vec![append])?;
+            self.progress(format_args!(
+                "policy changed (profile {from} before): {}",
+                self.config.efficiency.describe()
+            ));
+        }
         Ok(())
     }
 
@@ -304,11 +316,13 @@ impl<'j> Coordinator<'j> {
             }
             "claude" => {
                 let state = self.options.workspace.join(".strata").join("workers");
-                Ok(self.claude.get_or_insert_with(|| Arc::new(from_env::claude(state))).clone())
+                let depth = self.options.nesting_depth;
+                Ok(self.claude.get_or_insert_with(|| Arc::new(from_env::claude(state, depth))).clone())
             }
             "codex" => {
                 let state = self.options.workspace.join(".strata").join("workers");
-                Ok(self.codex.get_or_insert_with(|| Arc::new(from_env::codex(state))).clone())
+                let depth = self.options.nesting_depth;
+                Ok(self.codex.get_or_insert_with(|| Arc::new(from_env::codex(state, depth))).clone())
             }
             "auto" => self.provider(from_env::auto(), seed),
             other => anyhow::bail!("[STRATA-E1724] no provider {other}; use sim, claude, codex or auto"),
@@ -558,7 +572,7 @@ impl<'j> Coordinator<'j> {
             provider: &provider_name,
             caps: &caps,
             now_ns: SystemClock.now_ns(),
-            warm_minutes: WARM_MINUTES,
+            nesting_depth: self.options.nesting_depth,
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
             build_facts: build_facts.as_ref(),
             skip_reconcile: false,
@@ -748,7 +762,6 @@ impl<'j> Coordinator<'j> {
                 on_violation: &self.options.on_violation,
                 keeps_warm: self.resumes(&flight.provider),
                 now_ns: SystemClock.now_ns(),
-                warm_minutes: WARM_MINUTES,
             },
             // A simulated worker's backoff passes like its latency: divided by the time scale.
             |ms| if sim { ms.checked_div(time_scale).unwrap_or(0) } else { ms },

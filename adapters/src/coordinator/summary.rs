@@ -65,6 +65,8 @@ pub struct Summary {
     pub violations: usize,
     /// Finished.
     pub finished: bool,
+    /// The context-efficiency policy the run worked under, as recorded.
+    pub policy: strata_engine::workgroup::policy::Policy,
 }
 
 /// The summary of `g`.
@@ -101,6 +103,7 @@ pub fn summary(g: &Workgroup) -> Summary {
     let synthetic = g.tasks.values().any(|s| s.completed.as_ref().is_some_and(|(_, c)| c.synthetic))
         || g.tasks.values().any(|s| s.dispatch.as_ref().is_some_and(|(_, d)| d.provider == "sim"));
     Summary {
+        policy: g.policy.clone(),
         workgroup: g.plan.workgroup.clone(),
         completed: g.count(Status::Completed),
         failed: g.count(Status::Failed) + g.count(Status::Conflicted),

@@ -39,7 +39,7 @@ pub fn plan(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<StreamAppend, WorkgroupError> {
-    plan_started(state, plan, seed, events::RunStart::default(), ids, clock)
+    plan_started(state, plan, seed, events::RunStart::default(), &super::policy::Policy::default(), ids, clock)
 }
 
 /// [`plan`], recording what the run is started on.
@@ -48,6 +48,7 @@ pub fn plan_started(
     plan: Checked,
     seed: u64,
     started: events::RunStart,
+    policy: &super::policy::Policy,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<StreamAppend, WorkgroupError> {
@@ -80,7 +81,24 @@ pub fn plan_started(
     if !chunk.is_empty() {
         out.push(event(ids, clock, events::TASKS_ADDED, &events::TasksAdded { tasks: chunk })?);
     }
+    let set = super::policy::PolicySet { policy: policy.clone(), replaces: None };
+    out.push(event(ids, clock, events::POLICY_SET, &set)?);
     Ok(StreamAppend { stream: s, expected: ExpectedVersion::EMPTY, events: out })
+}
+
+/// `workgroup.policy-set` when a run of `g` is to work under `policy` and the recorded one
+/// differs (a resumed run under a changed configuration); nothing when they agree.
+pub fn policy_changed(
+    g: &Workgroup,
+    policy: &super::policy::Policy,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<Option<StreamAppend>, WorkgroupError> {
+    if g.policy == *policy {
+        return Ok(None);
+    }
+    let set = super::policy::PolicySet { policy: policy.clone(), replaces: Some(g.policy.profile) };
+    Ok(Some(append(g, vec![event(ids, clock, events::POLICY_SET, &set)?])))
 }
 
 /// What to do next in a workgroup.

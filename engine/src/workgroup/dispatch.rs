@@ -110,8 +110,9 @@ pub struct Request<'a> {
     pub caps: &'a Capabilities,
     /// The coordinator's clock.
     pub now_ns: i64,
-    /// How long a warm session's lease lasts.
-    pub warm_minutes: u64,
+    /// How deep in delegation this coordinator runs (0 at the top; a run inside a worker is one
+    /// deeper), for the router's nesting limit.
+    pub nesting_depth: u64,
     /// How the user frees a path another lineage holds (added to a conflict hold's reason).
     pub hold_fix: &'a str,
     /// What the knowledge base says, at dispatch time, of the change request the task implements
@@ -254,8 +255,10 @@ pub fn route(
     }
 
     // A continuation resumes the prior session only while the ledger keeps it warm; the prior's
-    // capsule as sealed now says whether its session's brief went stale.
-    let prior = step::prior(g, t);
+    // capsule as sealed now says whether its session's brief went stale. With context efficiency
+    // off nothing is resumed: the task routes as the baseline would.
+    let warm_minutes = g.policy.warm_lease_minutes;
+    let prior = step::prior(g, t).filter(|_| g.policy.enabled);
     let mut lineage_check = None;
     let warm = prior.as_ref().map(|(l, session, p, a)| {
         let resealed = g
@@ -267,7 +270,7 @@ pub fn route(
             Ok(current) => {
                 let next = warm::Continuation { workgroup: &g.plan.workgroup, task: t, provider: req.provider };
                 let (w, check) =
-                    warm::resumable(req.ledger, l, session, &next, req.now_ns, req.warm_minutes, Some(&current.hash));
+                    warm::resumable(req.ledger, l, session, &next, req.now_ns, warm_minutes, Some(&current.hash));
                 lineage_check = check;
                 w.map(|w| (w, current))
             }
@@ -281,7 +284,8 @@ pub fn route(
         (Some((l, ..)), Some(w)) => Some((l.as_str(), w.is_ok())),
         _ => None,
     };
-    let routed: Routed = step::route(t, &lineage, candidate, req.ledger, req.caps, ids, clock)?;
+    let limits = step::Limits { policy: &g.policy, nesting_depth: req.nesting_depth };
+    let routed: Routed = step::route(t, &lineage, candidate, req.ledger, req.caps, limits, ids, clock)?;
     let mut ledger_events = routed.ledger_events.clone();
     if routed.conflicted() {
         let held = routed.conflict_hold(id, req.hold_fix);
@@ -299,7 +303,7 @@ pub fn route(
             _ => None,
         };
         let reconciled = stale.is_some();
-        ledger_events.extend(step::resumed(l, stale, req.now_ns, req.warm_minutes, ids, clock)?);
+        ledger_events.extend(step::resumed(l, stale, req.now_ns, warm_minutes, ids, clock)?);
         if reconciled {
             let text =
                 serde_json::to_string_pretty(&current.capsule).map_err(|e| WorkgroupError::Encode(e.to_string()))?;

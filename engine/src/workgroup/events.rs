@@ -45,8 +45,10 @@ pub const VIOLATION: &str = "task.write-violation";
 pub const CONFLICTED: &str = "task.conflicted";
 /// `workgroup.finished`: every task is completed, failed, conflicted or held.
 pub const FINISHED: &str = "workgroup.finished";
+/// `workgroup.policy-set`: the context-efficiency policy the run works under from here on.
+pub const POLICY_SET: &str = "workgroup.policy-set";
 /// Every type the `workgroups` projection folds from workgroup and worker streams.
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     PLANNED,
     TASKS_ADDED,
     DISPATCHED,
@@ -60,6 +62,7 @@ pub const ALL: [&str; 13] = [
     VIOLATION,
     CONFLICTED,
     FINISHED,
+    POLICY_SET,
 ];
 
 /// Longest text of a `worker.output` or a summary, bytes.

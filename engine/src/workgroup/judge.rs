@@ -14,6 +14,7 @@ use super::WorkgroupError;
 use super::decide;
 use super::events::{Violation, WorkerEnded};
 use super::plan::overlaps;
+use super::policy::TelemetryMode;
 use super::state::{WorkerEnd, Workgroup};
 use super::step;
 use crate::ce::ledger::Ledger;
@@ -66,12 +67,11 @@ pub struct Ending<'a> {
     pub observed: Observed,
     /// What a write outside ownership does: `flag` or `stop`.
     pub on_violation: &'a str,
-    /// The provider resumes sessions: a completed one is kept warm.
+    /// The provider resumes sessions: a completed one is kept warm (when the workgroup's policy
+    /// has context efficiency on).
     pub keeps_warm: bool,
     /// The coordinator's clock.
     pub now_ns: i64,
-    /// How long a warm session's lease lasts.
-    pub warm_minutes: u64,
 }
 
 /// An end judged: one atomic append, then the effect.
@@ -152,9 +152,9 @@ pub fn judge(
             retryable,
             files,
             commit: commit.clone(),
-            keeps_warm: e.keeps_warm,
+            keeps_warm: e.keeps_warm && g.policy.enabled,
             now_ns: e.now_ns,
-            warm_minutes: e.warm_minutes,
+            warm_minutes: g.policy.warm_lease_minutes,
         },
         &wait_ms,
         ids,
@@ -172,7 +172,9 @@ pub fn judge(
     });
     events.push(closed.task_event);
     let mut appends = vec![decide::append(g, events)];
-    appends.extend(usage(e.telemetry, e.provider, e.mode, x, ids, clock)?);
+    if g.policy.telemetry != TelemetryMode::Off {
+        appends.extend(usage(e.telemetry, e.provider, e.mode, x, ids, clock)?);
+    }
     appends.push(StreamAppend {
         stream: ownership::STREAM.to_owned(),
         expected: ExpectedVersion::Exact(e.ledger.version()),

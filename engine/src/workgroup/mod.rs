@@ -26,6 +26,7 @@
 //! * [`sim`]: the simulated provider's seeded model of cost, latency and outcome per mode.
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
+//! * [`policy`]: the `[context_efficiency]` policy a run works under (`workgroup.policy-set`).
 //! * [`lease`]: which coordinator process runs a workgroup (a lease with an epoch on its own
 //!   stream, ended by a time recorded in the journal) and the fence that refuses every append
 //!   of a coordinator whose lease was taken over.
@@ -38,6 +39,7 @@ pub mod gates;
 pub mod judge;
 pub mod lease;
 pub mod plan;
+pub mod policy;
 pub mod preflight;
 pub mod provider;
 pub mod roles;

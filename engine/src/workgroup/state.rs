@@ -173,6 +173,9 @@ pub struct Workgroup {
     pub task_count: u64,
     /// Whether `workgroup.finished` was recorded.
     pub finished: bool,
+    /// The context-efficiency policy its run works under (the last `workgroup.policy-set`; the
+    /// default for a workgroup planned before policies were recorded).
+    pub policy: super::policy::Policy,
 }
 
 impl Workgroup {
@@ -258,7 +261,7 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
 }
 
 /// Event types folded: the workgroup and worker events and the guard's decisions.
-pub const FOLDED: [&str; 15] = [
+pub const FOLDED: [&str; 16] = [
     events::PLANNED,
     events::TASKS_ADDED,
     events::DISPATCHED,
@@ -272,6 +275,7 @@ pub const FOLDED: [&str; 15] = [
     events::VIOLATION,
     events::CONFLICTED,
     events::FINISHED,
+    events::POLICY_SET,
     guard::ALLOWED,
     guard::DENIED,
 ];
@@ -366,6 +370,7 @@ impl Workgroups {
                     tasks: BTreeMap::new(),
                     task_count: x.task_count,
                     finished: false,
+                    policy: super::policy::Policy::default(),
                 };
                 self.groups.insert(name, g);
             }
@@ -480,6 +485,10 @@ impl Workgroups {
                 }
                 g.finished = true;
             }
+            events::POLICY_SET => {
+                let x: super::policy::PolicySet = de(r)?;
+                self.group(r)?.policy = x.policy;
+            }
             _ => {}
         }
         Ok(())
@@ -582,4 +591,4 @@ enum Worker {
     Ended(WorkerEnded),
 }
 
-crate::projections::kept::kept_projection!(Workgroups, "workgroups", 3, FOLDED);
+crate::projections::kept::kept_projection!(Workgroups, "workgroups", 4, FOLDED);

@@ -11,6 +11,7 @@ use strata_journal::EventData;
 use super::WorkgroupError;
 use super::events::{Completed, Failed, Held, WorkerEnded};
 use super::plan::Task;
+use super::policy::Policy;
 use super::provider::{self, Capabilities};
 use super::state::Workgroup;
 use super::{decide, lineage_id, warm};
@@ -66,21 +67,42 @@ pub fn prior(g: &Workgroup, t: &Task) -> Option<(String, String, String, u32)> {
     Some((lineage_id(&g.plan.workgroup, p), done.session_id.clone(), p.clone(), done.attempt))
 }
 
+/// The limits a route is decided under: the run's policy and how deep in delegation it runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits<'a> {
+    /// The workgroup's context-efficiency policy.
+    pub policy: &'a Policy,
+    /// The coordinator's nesting depth (0 at the top).
+    pub nesting_depth: u64,
+}
+
 /// Routes task `t`, running as `lineage`, against `ledger`: its routing facts
 /// ([`decide::route_facts`]) with `candidate` (the warm lineage it continues, and whether that
-/// may be resumed), the ledger's active writers, the router's decision, and a mode the
-/// provider's `caps` cannot run degraded to a fresh capsule with `CAPABILITY_FALLBACK`.
+/// may be resumed), the policy's limits, the ledger's active writers, the router's decision,
+/// and a mode the provider's `caps` cannot run degraded to a fresh capsule with
+/// `CAPABILITY_FALLBACK`. With context efficiency off the facts are the baseline's: no warm
+/// candidate, nothing trivial done locally (ownership and the nesting limit still hold).
+#[allow(clippy::too_many_arguments)]
 pub fn route(
     t: &Task,
     lineage: &str,
     candidate: Option<(&str, bool)>,
     ledger: &Ledger,
     caps: &Capabilities,
+    limits: Limits<'_>,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<Routed, WorkgroupError> {
     let refused = |e: crate::ce::CeError| WorkgroupError::Route { task: t.id().to_owned(), detail: e.to_string() };
     let mut facts = decide::route_facts(t, candidate, ledger.workspace()).map_err(refused)?;
+    let p = limits.policy;
+    facts.max_active_inherited = p.max_active_inherited;
+    facts.max_nesting_depth = p.max_nesting_depth;
+    facts.nesting_depth = limits.nesting_depth;
+    if !p.enabled {
+        facts.lineage = None;
+        facts.trivial = false;
+    }
     ownership::apply_ledger(ledger, lineage, &mut facts).map_err(refused)?;
     let route = router::route(&facts).map_err(refused)?;
     let (runs_as, reasons) = provider::degrade(&route, caps);
