@@ -57,6 +57,7 @@ fn run_thousand(dir: &Path) -> (Vec<u64>, u64, usize) {
         prompts_dir: ws.strata_dir().join("prompts"),
         workspace: ws.root().to_path_buf(),
         nesting_depth: 0,
+        detected: Default::default(),
     };
     let plan: Plan = toml::from_str(&plan_text()).expect("plan TOML");
     let checked = plan::check(&plan).expect("plan checks");

@@ -209,3 +209,36 @@ fn a_bad_key_fails_every_command_naming_the_key_and_a_resumed_run_records_a_chan
     );
     assert_eq!(sets[1]["policy"]["profile"], "quality");
 }
+
+#[test]
+fn disk_handoff_threshold_decides_which_results_get_a_handoff_file_and_followers_get_its_path() {
+    let plan = format!(
+        "{TWO_CONTINUATIONS}\n[[task]]\nid = \"look\"\nrole = \"analyst\"\nobjective = \"Say what the modules do.\"\n"
+    );
+    let handoffs = |ev: &[(String, Value)]| -> std::collections::BTreeMap<String, Value> {
+        ev.iter()
+            .filter(|(t, v)| t == "task.completed" && !v["handoff"].is_null())
+            .map(|(_, v)| (v["task"].as_str().expect("task").to_owned(), v["handoff"].clone()))
+            .collect()
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &FILES, &plan);
+    let args =
+        ["run", plan_path.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0"];
+    assert!(strata(strata_bin!(), &ws, &args).status.success());
+    let ev = events(&ws);
+    let h = handoffs(&ev);
+    // material (the default): the writers' results, not the side check nobody waits for.
+    assert_eq!(h.keys().map(String::as_str).collect::<Vec<_>>(), ["a1", "a2", "b1", "b2"], "{h:?}");
+    let a1 = &h["a1"];
+    let bytes = std::fs::read(ws.join(a1["path"].as_str().expect("path"))).expect("the handoff file exists");
+    assert_eq!(a1["blake3"].as_str(), Some(blake3::hash(&bytes).to_hex().as_str()));
+    assert!(String::from_utf8_lossy(&bytes).contains("src/a1.rs"));
+    // A follower's capsule names the handoff it builds on, not the output.
+    let capsule = std::fs::read_to_string(ws.join(".strata/prompts/keys/b1.1.prompt.capsule.json")).expect("capsule");
+    assert!(capsule.contains("Read the handoff of a1 at .strata/handoffs/keys/a1.1.md"), "{capsule}");
+    // always: every result, the side check too.
+    let (_, _, ev) = run_with(&plan, "disk_handoff_threshold = \"always\"", &[]);
+    let h = handoffs(&ev);
+    assert_eq!(h.get("look").and_then(|v| v["reason"].as_str()), Some("always"), "{h:?}");
+}

@@ -24,6 +24,7 @@ mod crash;
 mod efficiency;
 mod graph_snapshot;
 mod guard;
+mod inherit;
 mod inputs;
 mod journal;
 mod journal_conformance;

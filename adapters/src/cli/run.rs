@@ -105,6 +105,20 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         (None, None) => anyhow::bail!("give a PLAN, --resume WG or --example"),
     };
     let report = preflight::run(&journal, &subject, args.provider.as_deref(), repo.as_deref())?;
+    // What the installed CLIs can do, as their help shows: a mode the CLI lacks degrades.
+    let detected: BTreeMap<String, Vec<String>> = report
+        .as_ref()
+        .map(|r| {
+            r.facts
+                .clis
+                .iter()
+                .filter_map(|(p, f)| match f {
+                    CliFact::Found { capabilities, .. } => Some((p.clone(), capabilities.clone())),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let checked = match report {
         Some(r) => match r.result {
             Ok(_) if args.check => {
@@ -133,6 +147,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         workspace: std::fs::canonicalize(ws.root())
             .with_context(|| format!("cannot resolve {}", ws.root().display()))?,
         nesting_depth: crate::coordinator::from_env::nesting_depth()?,
+        detected,
     };
     let mut c = Coordinator::open(&journal, config, options)?;
     let wg = match (checked, &args.resume) {

@@ -91,6 +91,9 @@ pub struct Options {
     pub workspace: PathBuf,
     /// How deep in delegation this run is (0 at the top; `STRATA_NESTING_DEPTH`).
     pub nesting_depth: u64,
+    /// What each real provider's installed CLI showed it can do (`fork-session`, `fork`,
+    /// `resume`, …), by provider; a provider missing here keeps its declared capabilities.
+    pub detected: BTreeMap<String, Vec<String>>,
 }
 
 /// What a run measured about itself.
@@ -554,7 +557,11 @@ impl<'j> Coordinator<'j> {
         let prior = step::prior(self.group(wg)?, &t);
         let provider = self.provider(&provider_name, seed)?;
         let provider_name = provider.name().to_owned();
-        let caps = provider.capabilities();
+        let mut caps = provider.capabilities();
+        // A fork only where the installed CLI shows one (`--fork-session`, `fork`).
+        if let Some(shown) = self.options.detected.get(&provider_name) {
+            caps.fork &= shown.iter().any(|c| c == "fork-session" || c == "fork");
+        }
 
         // The capsule facts of the task continued, as they stand now.
         let mut prior_facts = prior.as_ref().map(|(prior_lineage, _, prior_id, _)| {
@@ -768,6 +775,14 @@ impl<'j> Coordinator<'j> {
             &mut V7Ids,
             &SystemClock,
         )?;
+        // The handoff file first: the completion that names it is appended only once it exists.
+        if let Some((path, text)) = &judged.handoff {
+            let file = self.options.workspace.join(path);
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            std::fs::write(&file, text).with_context(|| format!("cannot write the handoff {}", file.display()))?;
+        }
         self.commit(judged.appends)?;
         for n in &judged.notes {
             self.progress(format_args!("{n}"));

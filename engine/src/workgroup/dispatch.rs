@@ -67,6 +67,12 @@ pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts
         constraints.push(format!("Sensitivity {s}: share nothing from this task with other workers."));
     }
     constraints.extend(facts.known.iter().map(|k| format!("Known: {k}")));
+    // The results this task builds on, by their handoff files, never their full output.
+    for dep in &t.spec.after {
+        if let Some(h) = g.tasks.get(dep).and_then(|s| s.completed.as_ref()).and_then(|(_, c)| c.handoff.as_ref()) {
+            constraints.push(format!("Read the handoff of {dep} at {} (blake3 {}).", h.path, &h.blake3[..16]));
+        }
+    }
     Capsule {
         schema: capsule::SCHEMA_ID.to_owned(),
         task_id: lineage.to_owned(),
@@ -284,8 +290,23 @@ pub fn route(
         (Some((l, ..)), Some(w)) => Some((l.as_str(), w.is_ok())),
         _ => None,
     };
+    // The session its affinity names, when that task completed: forkable only while the ledger
+    // keeps it warm and the lineage evaluator finds the fork bound to what the session was.
+    let parent = step::affinity(g, t).filter(|_| g.policy.enabled);
+    let mut fork_check = None;
+    let forkable = parent.as_ref().is_some_and(|(l, session, ..)| {
+        let next = warm::Continuation { workgroup: &g.plan.workgroup, task: t, provider: req.provider };
+        let (ok, check) = warm::forkable(req.ledger, l, session, &next, req.now_ns, warm_minutes);
+        fork_check = check;
+        if let Err(why) = &ok {
+            notes.push(format!("{id}: cannot fork {l}: {why}"));
+        }
+        ok.is_ok()
+    });
+    let fork = parent.as_ref().map(|(l, _, sensitivity)| step::Fork { lineage: l, sensitivity, forkable });
     let limits = step::Limits { policy: &g.policy, nesting_depth: req.nesting_depth };
-    let routed: Routed = step::route(t, &lineage, candidate, req.ledger, req.caps, limits, ids, clock)?;
+    let candidates = step::Candidates { resume: candidate, fork };
+    let routed: Routed = step::route(t, &lineage, candidates, req.ledger, req.caps, limits, ids, clock)?;
     let mut ledger_events = routed.ledger_events.clone();
     if routed.conflicted() {
         let held = routed.conflict_hold(id, req.hold_fix);
@@ -325,11 +346,15 @@ pub fn route(
         reasons: routed.reasons.iter().map(|r| r.as_str().to_owned()).collect(),
         ledger_events,
         ledger_version: req.ledger.version(),
-        from_session: prior.as_ref().filter(|_| runs_as == Mode::Resume).map(|(_, s, ..)| s.clone()),
+        from_session: match runs_as {
+            Mode::Resume => prior.as_ref().map(|(_, s, ..)| s.clone()),
+            Mode::InheritFull | Mode::InheritRecent => parent.as_ref().map(|(_, s, _)| s.clone()),
+            _ => None,
+        },
         reconciliation,
         resumed,
         continues: prior.is_some(),
-        lineage_check,
+        lineage_check: lineage_check.or(fork_check),
         gate,
         notes,
     })))

@@ -267,6 +267,7 @@ mod tests {
                     retryable: true,
                     files: Vec::new(),
                     commit: None,
+                    handoff: None,
                     keeps_warm: false,
                     now_ns: self.now,
                     warm_minutes: 1,

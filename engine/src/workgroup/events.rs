@@ -259,6 +259,21 @@ pub struct Completed {
     /// The commit holding the changes, applied to the integration branch after this event.
     #[serde(default)]
     pub commit: Option<String>,
+    /// The handoff file written for the result, when the policy's threshold asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffRef>,
+}
+
+/// A result's handoff file: where it is and what it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffRef {
+    /// Workspace-relative path (`.strata/handoffs/<workgroup>/<task>.<attempt>.md`).
+    pub path: String,
+    /// blake3 of its bytes, hex.
+    pub blake3: String,
+    /// Why it was written: `material` or `always`.
+    pub reason: String,
 }
 
 /// `task.conflicted` v1: recorded after the completion, when its commit did not apply; the

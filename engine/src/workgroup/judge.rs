@@ -14,7 +14,7 @@ use super::WorkgroupError;
 use super::decide;
 use super::events::{Violation, WorkerEnded};
 use super::plan::overlaps;
-use super::policy::TelemetryMode;
+use super::policy::{Handoff, TelemetryMode};
 use super::state::{WorkerEnd, Workgroup};
 use super::step;
 use crate::ce::ledger::Ledger;
@@ -87,6 +87,42 @@ pub struct Judged {
     pub not_before_ns: Option<i64>,
     /// What the user is told.
     pub notes: Vec<String>,
+    /// The handoff file to write before the append: workspace-relative path and text.
+    pub handoff: Option<(String, String)>,
+}
+
+/// Directory of handoff files, relative to the workspace.
+pub const HANDOFFS_DIR: &str = ".strata/handoffs";
+
+/// Why the result of `task` gets a handoff file under `policy`'s threshold, if it does: every
+/// result with `always`; with `material`, the work another agent or phase reads (a writer's, one
+/// another task waits for or continues). A read-only side check nobody waits for keeps its
+/// bounded summary in the journal only.
+pub fn handoff_reason(g: &Workgroup, task: &str) -> Option<&'static str> {
+    if g.policy.disk_handoff_threshold == Handoff::Always {
+        return Some("always");
+    }
+    let t = g.plan.task(task)?;
+    let read = g
+        .plan
+        .tasks
+        .iter()
+        .any(|o| o.spec.after.iter().any(|a| a == task) || o.spec.continues.as_deref() == Some(task));
+    (t.writer || read).then_some("material")
+}
+
+/// The handoff text of a completed attempt: what a follow-up worker or person needs, bounded
+/// (the summary is at most [`super::events::TEXT_BYTES_MAX`] bytes).
+fn handoff_text(task: &str, attempt: u32, summary: &str, files: &[String]) -> String {
+    let mut out = format!("# Handoff: task {task}, attempt {attempt}\n\n## Result\n\n{}\n", summary.trim());
+    out.push_str("\n## Files changed\n\n");
+    if files.is_empty() {
+        out.push_str("none\n");
+    }
+    for f in files {
+        out.push_str(&format!("- {f}\n"));
+    }
+    out
 }
 
 /// Judges `e`'s attempt; `wait_ms` turns a backoff into the wait the coordinator keeps (a
@@ -141,6 +177,19 @@ pub fn judge(
         _ => (Vec::new(), None),
     };
     let files_changed = files.len();
+    let handoff = match (&failure, handoff_reason(g, id)) {
+        (None, Some(reason)) => {
+            let text = handoff_text(id, e.attempt, &x.summary, &files);
+            let path = format!("{HANDOFFS_DIR}/{}/{id}.{}.md", g.plan.workgroup, e.attempt);
+            let r = super::events::HandoffRef {
+                path: path.clone(),
+                blake3: blake3::hash(text.as_bytes()).to_hex().to_string(),
+                reason: reason.to_owned(),
+            };
+            Some((r, (path, text)))
+        }
+        _ => None,
+    };
     let closed = step::close(
         g,
         e.ledger,
@@ -152,6 +201,7 @@ pub fn judge(
             retryable,
             files,
             commit: commit.clone(),
+            handoff: handoff.as_ref().map(|(r, _)| r.clone()),
             keeps_warm: e.keeps_warm && g.policy.enabled,
             now_ns: e.now_ns,
             warm_minutes: g.policy.warm_lease_minutes,
@@ -180,7 +230,14 @@ pub fn judge(
         expected: ExpectedVersion::Exact(e.ledger.version()),
         events: closed.ledger_events,
     });
-    Ok(Judged { appends, integrate: commit, retry_ms: closed.retry_ms, not_before_ns: closed.not_before_ns, notes })
+    Ok(Judged {
+        appends,
+        integrate: commit,
+        retry_ms: closed.retry_ms,
+        not_before_ns: closed.not_before_ns,
+        notes,
+        handoff: handoff.map(|(_, effect)| effect),
+    })
 }
 
 /// The pseudonym a session's telemetry is recorded under.

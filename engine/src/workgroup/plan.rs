@@ -52,6 +52,8 @@ pub const PHASES: [&str; 5] = ["discover", "plan", "build", "verify", "review"];
 pub const CAPSULE_PHASES: [&str; 5] = ["1A", "1B", "2A", "2B", "3"];
 /// A task's phase when the plan does not say.
 pub const PHASE_DEFAULT: &str = "build";
+/// Couplings a task may declare.
+pub const COUPLINGS: [&str; 3] = ["tight", "moderate", "independent"];
 /// Sensitivities, as the router reads them.
 pub const SENSITIVITIES: [&str; 3] = ["normal", "restricted", "isolated"];
 /// Providers a task may name.
@@ -130,6 +132,18 @@ pub struct TaskSpec {
     /// A task (listed in `after`, same role) whose warm session this one resumes.
     #[serde(default)]
     pub continues: Option<String>,
+    /// A task (listed in `after`) whose context this one needs whole: the router may fork that
+    /// task's session (`inherit-full`) when inheritance is safe and approved.
+    #[serde(default)]
+    pub affinity: Option<String>,
+    /// The cost of inheriting the `affinity` task's whole context is approved (inheritance needs
+    /// it, with `sensitivity = "normal"` written out, as a team does).
+    #[serde(default)]
+    pub affinity_approved: bool,
+    /// How tightly the task is coupled to the coordinator's own work: `tight` (done locally),
+    /// `moderate` or `independent` (default).
+    #[serde(default)]
+    pub coupling: Option<String>,
 }
 
 /// One problem with a plan.
@@ -161,6 +175,9 @@ pub struct Task {
     pub phase: usize,
     /// Whether it writes.
     pub writer: bool,
+    /// Whether the plan wrote the task's sensitivity out (inheritance needs a declared one).
+    #[serde(default)]
+    pub sensitivity_declared: bool,
 }
 
 impl Task {
@@ -346,12 +363,18 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str, default_pro
         }
         _ => {}
     }
+    if let Some(coupling) = t.coupling.as_deref().filter(|c| !COUPLINGS.contains(c)) {
+        c.at(id, "coupling", format!("{coupling:?} is not one of {}", COUPLINGS.join(", ")));
+    }
+    if t.affinity_approved && t.affinity.is_none() {
+        c.at(id, "affinity_approved", "approves inheriting a context, but the task names no affinity");
+    }
     let mut spec = t.clone();
     spec.phase = Some(phase.to_owned());
     spec.sensitivity = Some(sensitivity.to_owned());
     spec.profile = Some(profile);
     spec.provider = Some(provider);
-    Task { spec, phase: phase_index, writer }
+    Task { spec, phase: phase_index, writer, sensitivity_declared: t.sensitivity.is_some() }
 }
 
 fn check_dependencies(c: &mut Checker, tasks: &[Task]) {
@@ -387,6 +410,18 @@ fn check_dependencies(c: &mut Checker, tasks: &[Task]) {
                 "continues",
                 format!("{prior} has another role; a session is resumed only by its own role"),
             );
+        }
+    }
+    for t in tasks {
+        let Some(source) = &t.spec.affinity else { continue };
+        if !t.spec.after.contains(source) {
+            c.at(
+                Some(t.id()),
+                "affinity",
+                format!("{source} must also be in after: a context is inherited once its turn ended"),
+            );
+        } else if t.spec.continues.is_some() {
+            c.at(Some(t.id()), "affinity", "a task either continues a session or inherits one, not both; drop one");
         }
     }
     // One session, one worker at a time: tasks continuing the same task must wait for each other.

@@ -170,7 +170,18 @@ pub fn as_written(c: &Checked) -> Plan {
         pipeline: Some(c.pipeline.clone()),
         retries: Some(c.retries),
         retry_backoff_ms: Some(c.retry_backoff_ms),
-        tasks: c.tasks.iter().map(|t| t.spec.clone()).collect(),
+        tasks: c
+            .tasks
+            .iter()
+            .map(|t| {
+                let mut spec = t.spec.clone();
+                // A sensitivity the plan left out stays left out (inheritance needs a declared one).
+                if !t.sensitivity_declared {
+                    spec.sensitivity = None;
+                }
+                spec
+            })
+            .collect(),
     }
 }
 

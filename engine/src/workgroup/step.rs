@@ -18,7 +18,7 @@ use super::{decide, lineage_id, warm};
 use crate::ce::capsule::Sealed;
 use crate::ce::ledger::{self, Ledger};
 use crate::ce::ownership;
-use crate::ce::router::{self, Mode, Reason, Route, RouteFacts};
+use crate::ce::router::{self, Inheritance, Mode, Reason, Route, RouteFacts};
 use crate::ports::{Clock, Ids};
 
 /// What routing a dispatch decided.
@@ -67,6 +67,45 @@ pub fn prior(g: &Workgroup, t: &Task) -> Option<(String, String, String, u32)> {
     Some((lineage_id(&g.plan.workgroup, p), done.session_id.clone(), p.clone(), done.attempt))
 }
 
+/// The warm sessions a task may reuse: the one it `continues` (and whether that may be
+/// resumed), and the one of its `affinity` task (and whether that may be forked).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Candidates<'a> {
+    /// The warm lineage it continues.
+    pub resume: Option<(&'a str, bool)>,
+    /// The lineage whose context it would inherit.
+    pub fork: Option<Fork<'a>>,
+}
+
+/// The session a task's `affinity` names, as the dispatch found it.
+#[derive(Clone, Copy, Debug)]
+pub struct Fork<'a> {
+    /// Its lineage.
+    pub lineage: &'a str,
+    /// Its sensitivity.
+    pub sensitivity: &'a str,
+    /// The ledger and the lineage evaluator allow forking it.
+    pub forkable: bool,
+}
+
+/// The inheritance facts of `t` for the session `fork`: high affinity, safe only when the plan
+/// wrote `sensitivity = "normal"` out for the task and the session it inherits is normal too,
+/// within budget only when the plan approved the inherited context's cost, and a whole fork
+/// supported only when the provider can fork and the session may be forked. An absent fact never
+/// authorises: the router then falls back to a fresh capsule with `CAPABILITY_FALLBACK`.
+fn inheritance(t: &Task, fork: Fork<'_>, caps: &Capabilities) -> Inheritance {
+    let normal =
+        t.sensitivity_declared && t.spec.sensitivity.as_deref() == Some("normal") && fork.sensitivity == "normal";
+    Inheritance {
+        affinity_high: true,
+        safe: normal.then_some(true),
+        within_budget: t.spec.affinity_approved,
+        full_supported: caps.fork && fork.forkable,
+        recent_supported: false,
+        recent_sufficient: false,
+    }
+}
+
 /// The limits a route is decided under: the run's policy and how deep in delegation it runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits<'a> {
@@ -74,6 +113,15 @@ pub struct Limits<'a> {
     pub policy: &'a Policy,
     /// The coordinator's nesting depth (0 at the top).
     pub nesting_depth: u64,
+}
+
+/// The completed task whose session `t`'s `affinity` names: its lineage, session and
+/// sensitivity. `None` when `t` names none (or that task did not complete).
+pub fn affinity(g: &Workgroup, t: &Task) -> Option<(String, String, String)> {
+    let a = t.spec.affinity.as_ref()?;
+    let (_, done) = g.tasks.get(a)?.completed.as_ref()?;
+    let sensitivity = g.plan.task(a)?.spec.sensitivity.clone().unwrap_or_else(|| "normal".to_owned());
+    Some((lineage_id(&g.plan.workgroup, a), done.session_id.clone(), sensitivity))
 }
 
 /// Routes task `t`, running as `lineage`, against `ledger`: its routing facts
@@ -86,7 +134,7 @@ pub struct Limits<'a> {
 pub fn route(
     t: &Task,
     lineage: &str,
-    candidate: Option<(&str, bool)>,
+    candidates: Candidates<'_>,
     ledger: &Ledger,
     caps: &Capabilities,
     limits: Limits<'_>,
@@ -94,14 +142,20 @@ pub fn route(
     clock: &dyn Clock,
 ) -> Result<Routed, WorkgroupError> {
     let refused = |e: crate::ce::CeError| WorkgroupError::Route { task: t.id().to_owned(), detail: e.to_string() };
-    let mut facts = decide::route_facts(t, candidate, ledger.workspace()).map_err(refused)?;
+    let mut facts = decide::route_facts(t, candidates.resume, ledger.workspace()).map_err(refused)?;
     let p = limits.policy;
     facts.max_active_inherited = p.max_active_inherited;
     facts.max_nesting_depth = p.max_nesting_depth;
     facts.nesting_depth = limits.nesting_depth;
+    facts.tight = t.spec.coupling.as_deref() == Some("tight");
+    if let Some(fork) = candidates.fork {
+        facts.inheritance = inheritance(t, fork, caps);
+    }
     if !p.enabled {
         facts.lineage = None;
         facts.trivial = false;
+        facts.tight = false;
+        facts.inheritance = Inheritance::default();
     }
     ownership::apply_ledger(ledger, lineage, &mut facts).map_err(refused)?;
     let route = router::route(&facts).map_err(refused)?;
@@ -148,6 +202,8 @@ pub struct End<'a> {
     pub files: Vec<String>,
     /// The commit holding its changes.
     pub commit: Option<String>,
+    /// The handoff written for a completed result.
+    pub handoff: Option<super::events::HandoffRef>,
     /// The provider resumes sessions: a completed one is kept warm on the ledger.
     pub keeps_warm: bool,
     /// The coordinator's clock.
@@ -195,6 +251,7 @@ pub fn close(
                 usage: x.usage,
                 synthetic: x.synthetic,
                 commit: end.commit,
+                handoff: end.handoff,
             };
             (decide::completed(g, &c, ids, clock)?, None, None)
         }
@@ -224,7 +281,7 @@ pub fn close(
         && let (Some(t), Some((_, d))) =
             (g.plan.task(end.task), g.tasks.get(end.task).and_then(|s| s.dispatch.as_ref()))
     {
-        let parent = t.spec.continues.as_ref().map(|p| lineage_id(&g.plan.workgroup, p));
+        let parent = t.spec.continues.as_ref().or(t.spec.affinity.as_ref()).map(|p| lineage_id(&g.plan.workgroup, p));
         let c = warm::Completion {
             workgroup: &g.plan.workgroup,
             task: t,

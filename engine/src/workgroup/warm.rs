@@ -247,28 +247,12 @@ pub fn resumable(
     warm_minutes: u64,
     capsule_now: Option<&str>,
 ) -> (Result<Warm, String>, Option<LineageCheck>) {
-    let Some(entry) = ledger.lineages().get(prior) else {
-        return (Err(format!("{prior} has no lineage record")), None);
+    let record = match warm_record(ledger, prior, session, next.provider, now_ns) {
+        Ok(r) => r,
+        Err(why) => return (Err(why), None),
     };
-    if let Some(codes) = &entry.invalidated {
-        return (Err(format!("{prior} was invalidated ({})", codes.join(", "))), None);
-    }
-    let Some(lease) = ledger.leases().get(prior).filter(|l| l.expires_at_ns > now_ns) else {
-        return (Err(format!("{prior}'s lease has ended")), None);
-    };
-    let record = &entry.record;
-    if record.platform != platform(next.provider) {
-        return (Err(format!("{prior} ran on {}, this task on {}", record.platform, next.provider)), None);
-    }
-    if record.platform_handle.as_deref().unwrap_or_default() != session {
-        return (Err(format!("{prior}'s recorded session is not {session}")), None);
-    }
-    let recorded = record.capsule_hash.as_deref();
-    let record = LineageRecord {
-        last_used_at: format_rfc3339(lease.at_ns),
-        lease_expires_at: Some(format_rfc3339(lease.expires_at_ns)),
-        ..record.clone()
-    };
+    let recorded = record.capsule_hash.clone();
+    let recorded = recorded.as_deref();
     // The branch a session starts from is carried by its capsule (a moved tip makes it stale,
     // which reconciliation handles), not by the lineage: the record's checkpoint stands.
     let mut current = bound(next.workgroup, next.task, next.provider)
@@ -291,6 +275,83 @@ pub fn resumable(
         State::Invalid => Err(format!("the lineage evaluator answers INVALID ({})", check.invalidations.join(", "))),
     };
     (warm, Some(check))
+}
+
+/// The record of `prior`'s warm session as the ledger holds it at `now_ns` (with its lease),
+/// when it is recorded, never invalidated, its lease live, and it ran `session` on `provider`'s
+/// platform; `Err` says why not.
+fn warm_record(
+    ledger: &Ledger,
+    prior: &str,
+    session: &str,
+    provider: &str,
+    now_ns: i64,
+) -> Result<LineageRecord, String> {
+    let entry = ledger.lineages().get(prior).ok_or_else(|| format!("{prior} has no lineage record"))?;
+    if let Some(codes) = &entry.invalidated {
+        return Err(format!("{prior} was invalidated ({})", codes.join(", ")));
+    }
+    let lease = ledger
+        .leases()
+        .get(prior)
+        .filter(|l| l.expires_at_ns > now_ns)
+        .ok_or_else(|| format!("{prior}'s lease has ended"))?;
+    let record = &entry.record;
+    if record.platform != platform(provider) {
+        return Err(format!("{prior} ran on {}, this task on {provider}", record.platform));
+    }
+    if record.platform_handle.as_deref().unwrap_or_default() != session {
+        return Err(format!("{prior}'s recorded session is not {session}"));
+    }
+    Ok(LineageRecord {
+        last_used_at: format_rfc3339(lease.at_ns),
+        lease_expires_at: Some(format_rfc3339(lease.expires_at_ns)),
+        ..record.clone()
+    })
+}
+
+/// Whether `next` may fork (inherit whole) the warm session of lineage `parent` at `now_ns`;
+/// `Err` says why not. The same ledger facts as [`resumable`], then the same lineage evaluator,
+/// on what a fork must share with its parent: the workgroup, platform, runtime and tools, and
+/// the sensitivity (a fork is a new lineage with its own role, phase, specifications and files,
+/// so those are not compared). A stale capsule does not stop a fork: the fork is briefed with its
+/// own.
+pub fn forkable(
+    ledger: &Ledger,
+    parent: &str,
+    session: &str,
+    next: &Continuation<'_>,
+    now_ns: i64,
+    warm_minutes: u64,
+) -> (Result<(), String>, Option<LineageCheck>) {
+    let record = match warm_record(ledger, parent, session, next.provider, now_ns) {
+        Ok(r) => r,
+        Err(why) => return (Err(why), None),
+    };
+    let mine = bound(next.workgroup, next.task, next.provider);
+    let mut current = mine.current(record.checkpoint_sha.as_deref(), record.capsule_hash.as_deref());
+    for (k, v) in [
+        ("role", Some(record.role.as_str())),
+        ("phase", Some(record.phase.as_str())),
+        ("permissions_hash", Some(record.permissions_hash.as_str())),
+        ("spec_hash", Some(record.spec_hash.as_str())),
+        ("scope_hash", Some(record.scope_hash.as_str())),
+    ] {
+        current.set(k, v);
+    }
+    let e = crate::ce::lineage::evaluate(Some(&record), &current, i128::from(now_ns), warm_minutes);
+    let check = LineageCheck {
+        lineage_id: parent.to_owned(),
+        state: e.state.as_str().to_owned(),
+        invalidations: e.invalidations.iter().map(|i| i.as_str().to_owned()).collect(),
+    };
+    use crate::ce::lineage::State;
+    let ok = match e.state {
+        State::Hot | State::ReconcileRequired => Ok(()),
+        State::ColdValid => Err(format!("{parent} is valid but not warm (COLD_VALID)")),
+        State::Invalid => Err(format!("the lineage evaluator answers INVALID ({})", check.invalidations.join(", "))),
+    };
+    (ok, Some(check))
 }
 
 /// `ce.lineage-reconciled` for `prior`, briefed at `now_ns` with capsule `current` in place of
