@@ -115,7 +115,8 @@ pub(crate) fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, C
     Ok(ws)
 }
 
-/// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?}` → the sealed capsule.
+/// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?, verify?}` → the sealed
+/// capsule (a given hash is replaced; with `verify: true` it must be the content's).
 fn capsule_op(p: &Obj<'_>) -> Result<Value, CeError> {
     Ok(capsule::to_json(&seal_request(p)?.capsule))
 }
@@ -135,7 +136,17 @@ pub(crate) fn seal_request(p: &Obj<'_>) -> Result<crate::ce::capsule::Sealed, Ce
     };
     let artifact_path = p.string_or("artifact_path", Code::CapsuleArtifactRefInvalid)?;
     let artifact_roots = p.strings("artifact_roots", Code::CapsuleArtifactRefInvalid)?;
-    capsule::seal_typed(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })
+    // `verify` (strata): the capsule handed in must be the one its hash names.
+    let verify = match p.map().get("verify") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(CeError::new(Code::InvalidRequest, "verify: must be true, false or null")),
+    };
+    let sealed = capsule::seal_typed(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })?;
+    if verify {
+        capsule::check_claim(capsule)?;
+    }
+    Ok(sealed)
 }
 
 /// `now` from the request when given (strict RFC 3339), else the context's clock.
