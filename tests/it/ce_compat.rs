@@ -1,8 +1,9 @@
 //! `strata ce` where it now answers as the reference runtime does (issue 26), driven through
 //! the real binary: a capsule's given hash is replaced by the seal (a strata `verify` flag
 //! checks it instead), privacy comes before every other refusal, a malformed hash is a schema
-//! violation, exact-content vault duplicates are skipped; and what the `externalized` record
-//! strata keeps costs against `max_bytes`.
+//! violation, exact-content vault duplicates are skipped, a real workspace's symbolic links are
+//! discovered at the edge and decided on as link facts (recorded with `--journal`); and what the
+//! `externalized` record strata keeps costs against `max_bytes`.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -186,4 +187,157 @@ fn the_externalized_record_counts_toward_max_bytes() {
     assert_eq!(code(ce(dir, "capsule", None, &req(bytes - 1))), "CAPSULE_MANDATORY_OVERFLOW");
     let (status, out) = ce(dir, "capsule", None, &req(bytes));
     assert_eq!((status, &out["result"]), (0, sealed));
+}
+
+// ---- a real workspace's symbolic links ----
+
+/// A workspace: `third_party/lib/x.rs`, `docs/notes.md`, and links `vendor/lib` →
+/// `../third_party/lib` (relative), `notes.md` → `docs/notes.md` (a file), `abs` → the absolute
+/// path of `third_party`, `out` → a directory outside the workspace.
+fn workspace(tmp: &Path) -> std::path::PathBuf {
+    let ws = tmp.join("ws");
+    std::fs::create_dir_all(ws.join("third_party/lib")).unwrap();
+    std::fs::create_dir_all(ws.join("vendor")).unwrap();
+    std::fs::create_dir_all(ws.join("docs")).unwrap();
+    std::fs::create_dir_all(tmp.join("elsewhere")).unwrap();
+    std::fs::write(ws.join("third_party/lib/x.rs"), "fn x() {}\n").unwrap();
+    std::fs::write(ws.join("docs/notes.md"), "notes\n").unwrap();
+    std::os::unix::fs::symlink("../third_party/lib", ws.join("vendor/lib")).unwrap();
+    std::os::unix::fs::symlink("docs/notes.md", ws.join("notes.md")).unwrap();
+    std::os::unix::fs::symlink(ws.join("third_party"), ws.join("abs")).unwrap();
+    std::os::unix::fs::symlink(tmp.join("elsewhere"), ws.join("out")).unwrap();
+    ws
+}
+
+/// `route` of a writer owning `mine` while another owns `theirs`, under `root`.
+fn claim(root: &Value, mine: &str, theirs: &str) -> Value {
+    json!({"input": {"workspace_root": root, "owned_files": [mine], "active_writers": [{"owned_files": [theirs]}]}})
+}
+
+fn route(dir: &Path, req: &Value) -> String {
+    match ce(dir, "route", None, req) {
+        (0, v) => v["result"]["reason_codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap())
+            .collect::<Vec<_>>()
+            .join(","),
+        (_, v) => v["code"].as_str().unwrap().to_owned(),
+    }
+}
+
+#[test]
+fn paths_that_are_one_file_through_a_link_conflict_and_a_link_out_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = workspace(tmp.path());
+    let root = json!(ws.to_str().unwrap());
+    let conflict = "WRITER_OWNERSHIP_CONFLICT";
+    for (mine, theirs) in [
+        ("vendor/lib/x.rs", "third_party/lib/x.rs"),
+        ("third_party/lib", "vendor/lib/x.rs"),
+        ("notes.md", "docs/notes.md"),
+        ("abs/lib/x.rs", "vendor/lib"),
+        ("vendor/lib/X.rs", "third_party/lib/x.rs"),
+    ] {
+        assert_eq!(route(tmp.path(), &claim(&root, mine, theirs)), conflict, "{mine} / {theirs}");
+    }
+    assert_eq!(route(tmp.path(), &claim(&root, "vendor/lib/y.rs", "third_party/lib/x.rs")), "INDEPENDENT_CAPSULE");
+    // A path whose link leaves the workspace is refused; so is an empty root, as in the reference.
+    assert_eq!(route(tmp.path(), &claim(&root, "out/x.rs", "docs")), "INVALID_OWNERSHIP_PATH");
+    assert_eq!(route(tmp.path(), &claim(&json!(""), "src/a.rs", "docs")), "INVALID_OWNERSHIP_PATH");
+    // A root given relative to the working directory works the same.
+    assert_eq!(route(tmp.path(), &claim(&json!("ws"), "notes.md", "docs")), conflict);
+    // A root that does not exist keeps the lexical model: no link is known.
+    let missing = json!(tmp.path().join("nowhere").to_str().unwrap());
+    assert_eq!(route(tmp.path(), &claim(&missing, "vendor/lib/x.rs", "third_party/lib/x.rs")), "INDEPENDENT_CAPSULE");
+    // Link facts the request states must agree with the file system.
+    let mut stated = claim(&root, "vendor/lib/x.rs", "docs");
+    stated["workspace"] = json!({"links": {"vendor/lib": "docs"}});
+    assert_eq!(route(tmp.path(), &stated), "INVALID_FACT");
+    stated["workspace"] = json!({"links": {"vendor/lib": "third_party/lib"}});
+    assert_eq!(route(tmp.path(), &stated), "INDEPENDENT_CAPSULE");
+    // Dispatch routes through the same facts.
+    let dispatch =
+        json!({"routing": claim(&root, "notes.md", "docs/notes.md"), "rollout": {"input": {"rollout": "on"}}});
+    let (_, out) = ce(tmp.path(), "dispatch", None, &dispatch);
+    assert_eq!(out["result"]["routing"]["reason_codes"], json!([conflict]), "{out}");
+}
+
+#[test]
+fn odd_files_never_hang_the_lookup_and_what_cannot_be_told_is_refused() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = workspace(tmp.path());
+    let root = json!(ws.to_str().unwrap());
+    // A FIFO (never opened: a read would block), a path beneath it, and a link to it.
+    let made = Command::new("mkfifo").arg(ws.join("pipe")).status().unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("pipe", ws.join("pipe-link")).unwrap();
+    assert_eq!(route(tmp.path(), &claim(&root, "pipe", "docs")), "INDEPENDENT_CAPSULE");
+    assert_eq!(route(tmp.path(), &claim(&root, "pipe/x", "docs")), "INDEPENDENT_CAPSULE");
+    assert_eq!(route(tmp.path(), &claim(&root, "pipe-link", "pipe")), "WRITER_OWNERSHIP_CONFLICT");
+    // A link loop, and a target that is not UTF-8: the guard cannot decide, so it denies.
+    std::os::unix::fs::symlink("loop-b", ws.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", ws.join("loop-b")).unwrap();
+    assert_eq!(route(tmp.path(), &claim(&root, "loop-a/x", "docs")), "INVALID_OWNERSHIP_PATH");
+    std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(b"\xff\xfe"), ws.join("binary")).unwrap();
+    assert_eq!(route(tmp.path(), &claim(&root, "binary/x", "docs")), "INVALID_OWNERSHIP_PATH");
+    // Paths that do not touch the odd files decide as before.
+    assert_eq!(route(tmp.path(), &claim(&root, "vendor/lib", "third_party/lib/x.rs")), "WRITER_OWNERSHIP_CONFLICT");
+}
+
+#[test]
+fn with_a_journal_discovered_links_are_recorded_and_a_replay_decides_the_same() {
+    use strata_engine::ce::ledger::Ledger;
+    use strata_journal::projection::Projection as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = workspace(tmp.path());
+    let root = json!(ws.to_str().unwrap());
+    let journal = tmp.path().join("journal");
+    let unit = |id: &str, req: Value| {
+        let mut r = req;
+        r["lineage_id"] = json!(id);
+        r
+    };
+    let mine = json!({"input": {"workspace_root": root, "owned_files": ["vendor/lib/x.rs"]}});
+    let (status, out) = ce(tmp.path(), "route", Some(&journal), &unit("u1", mine));
+    assert_eq!((status, &out["result"]["mode"]), (0, &json!("fresh-capsule")), "{out}");
+    let recorded = events(&journal);
+    let types: Vec<&str> = recorded.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, [ledger::WORKSPACE_FACTS, ledger::ROUTE_DECIDED, ledger::CLAIMED]);
+    assert_eq!(recorded[0].1["links"]["vendor/lib"], "third_party/lib");
+    assert_eq!(recorded[2].1["paths"], json!(["third_party/lib/x.rs"]));
+    // Another unit naming the real path conflicts, without a root: the recorded facts decide.
+    let theirs = json!({"input": {"owned_files": ["third_party/lib"]}});
+    let (_, out) = ce(tmp.path(), "route", Some(&journal), &unit("u2", theirs));
+    assert_eq!(out["result"]["reason_codes"], json!(["WRITER_OWNERSHIP_CONFLICT"]));
+    // While u1 owns paths, a newly discovered link that moves no owned path is added.
+    let notes = json!({"input": {"workspace_root": root, "owned_files": ["notes.md"]}});
+    let (status, out) = ce(tmp.path(), "route", Some(&journal), &unit("u3", notes));
+    assert_eq!((status, &out["result"]["mode"]), (0, &json!("fresh-capsule")), "{out}");
+    let recorded = events(&journal);
+    let facts: Vec<&Value> = recorded.iter().filter(|(t, _)| t == ledger::WORKSPACE_FACTS).map(|(_, p)| p).collect();
+    assert_eq!(facts.len(), 2);
+    assert_eq!(facts[1]["links"]["notes.md"], "docs/notes.md");
+    // Replay: the ledger folded from the journal decides the same without the file system.
+    let j = Journal::open(&journal, &strata_tests::options(strata_journal::Durability::Process)).unwrap();
+    let mut state = Ledger::default();
+    j.scan(1, j.head().seq, |r, _| state.apply(r).map(|()| true)).unwrap().unwrap();
+    j.close_blocking().unwrap();
+    let ctx = strata_engine::ce::Context { now_ns: 0, workspace: Default::default(), warm_lease_minutes: 20 };
+    let mut ids = strata_engine::ports::CountingIds::new(1);
+    for (path, holder) in [("vendor/lib/x.rs", "u1"), ("docs/notes.md", "u3")] {
+        let req = json!({"lineage_id": "u9", "input": {"owned_files": [path]}});
+        let d = strata_engine::ce::wire::journaled::run(
+            "route",
+            &req,
+            &ctx,
+            &state,
+            &mut ids,
+            &strata_engine::ports::FixedClock(0),
+        )
+        .unwrap();
+        assert_eq!(d.result["reason_codes"], json!(["WRITER_OWNERSHIP_CONFLICT"]), "{path} held by {holder}");
+    }
 }
