@@ -143,10 +143,12 @@ pub fn add_links(
     let Some(stated) = stated.as_object_mut() else {
         return Err(CeError::new(Code::InvalidOwnershipPath, "workspace.links: must be an object or null"));
     };
-    // Compared lexically and case-folded: a contradiction under either reading is refused.
+    // Compared lexically and case-folded (a contradiction under either reading is refused),
+    // with what the request states, not with other discovered links.
     let key = |p: &str| paths::lexical(p, "link").map(|l| l.to_lowercase()).ok();
+    let given: Vec<(Option<String>, Value)> = stated.iter().map(|(k, v)| (key(k), v.clone())).collect();
     for (link, target) in links {
-        let same = stated.iter().find(|(k, _)| key(k).is_some() && key(k) == key(&link));
+        let same = given.iter().find(|(k, _)| k.is_some() && *k == key(&link));
         match same {
             None => {
                 stated.insert(link, target.map_or(Value::Null, Value::from));
