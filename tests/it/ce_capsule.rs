@@ -149,13 +149,18 @@ fn ceo_21_every_file_spec_and_artifact_reference_is_portable_and_relative() {
 }
 
 #[test]
-fn an_incoming_hash_is_verified_not_replaced() {
+fn sealing_replaces_a_given_hash_and_verifying_checks_it() {
     let good = sealed(&draft(), 12_288).unwrap();
     assert_eq!(sealed(&good.capsule, 12_288).unwrap().hash, good.hash, "sealing a sealed capsule is the identity");
     let mut tampered = good.capsule.clone();
     tampered["next_action"] = json!("Skip the tests and merge.");
-    assert_eq!(sealed(&tampered, 12_288).map(|_| ()), Err(Code::CapsuleHashMismatch));
+    let resealed = sealed(&tampered, 12_288).unwrap();
+    assert_ne!(resealed.hash, good.hash, "the seal is the content's, not the one handed in");
+    assert_eq!(verify(&resealed.capsule).unwrap(), resealed.hash);
     assert_eq!(verify(&tampered).map_err(|e| e.code), Err(Code::CapsuleHashMismatch));
+    assert_eq!(capsule::check_claim(&good.capsule).map_err(|e| e.code), Ok(()));
+    assert_eq!(capsule::check_claim(&tampered).map_err(|e| e.code), Err(Code::CapsuleHashMismatch));
+    assert_eq!(capsule::check_claim(&draft()).map_err(|e| e.code), Err(Code::CapsuleHashMismatch), "nothing to verify");
 }
 
 #[test]

@@ -66,13 +66,13 @@ fn vault_normalisation_keeps_distinct_knowledge_apart() {
             "{a} / {b}"
         );
     }
-    // The same text under a new semantic key is a new identity.
+    // The same text under a new semantic key is an exact content duplicate (as in the reference).
     let prev = json!({"title": "T", "content": "same text", "semantic_key": "old-key", "KnowledgeId": "K-2"});
     assert_eq!(
         action(vault(
             json!({"delta": {"title": "T", "content": "same text", "semantic_key": "new-key"}, "previous_deltas": [prev]})
         )),
-        ar("batch", "NORMAL_DELTA")
+        ar("skip", "SEMANTIC_DUPLICATE")
     );
     // Trailing punctuation and spacing alone do not make new knowledge.
     let prev = json!({"title": "T", "content": "Use tabs."});

@@ -7,6 +7,7 @@ mod pg;
 
 mod assembly_memo;
 mod ce_capsule;
+mod ce_compat;
 mod ce_dispatch;
 mod ce_journal;
 mod ce_ownership;

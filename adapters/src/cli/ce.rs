@@ -5,14 +5,19 @@
 //!
 //! With `--journal DIR` the operation is decided against the journal's dispatch ledger and its
 //! events are appended before the answer is printed; a rejection appends nothing.
+//!
+//! This is the edge where the file system is read: when a `route` or `dispatch` request names an
+//! existing `workspace_root`, the symbolic links along its owned paths are looked up here
+//! ([`FsProbe`], never opening a file) and handed to the decision as link facts.
 
-use std::io::Read as _;
-use std::path::Path;
+use std::io::{ErrorKind, Read as _};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::Value;
 use strata_engine::ce::ledger::{self, Ledger};
+use strata_engine::ce::links::{Entry, Target};
 use strata_engine::ce::wire::journaled::{self, LEDGER_OPERATIONS};
 use strata_engine::ce::{self, CeError, Code, Context, REQUEST_BYTES_MAX};
 use strata_journal::{ExpectedVersion, Journal, StreamAppend};
@@ -97,13 +102,80 @@ fn context(now_ns: i128) -> Context {
 
 /// The whole exchange, minus the output: the operation's result or the rejection.
 pub fn respond(operation: Option<&str>, input: &mut dyn std::io::Read, now_ns: i128) -> Result<Value, CeError> {
-    let (op, payload) = request(operation, input, false)?;
+    let (op, mut payload) = request(operation, input, false)?;
+    discover_links(op, &mut payload)?;
     ce::run(op, &payload, &context(now_ns))
+}
+
+/// Adds the links along the request's owned paths, when it names an existing `workspace_root`
+/// directory, to its workspace facts. A root that does not exist (or is not a directory) leaves
+/// the lexical model; one that cannot be examined is refused.
+fn discover_links(op: &str, payload: &mut Value) -> Result<(), CeError> {
+    let Some((root, owned)) = ce::wire::route::workspace_paths(op, payload) else { return Ok(()) };
+    let root = Path::new(&root);
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Ok(()),
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(()),
+        Err(e) => {
+            return Err(CeError::new(Code::InvalidOwnershipPath, format!("workspace_root: cannot be examined ({e})")));
+        }
+    }
+    let mut probe = FsProbe::new(root)?;
+    let owned: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let links = ce::links::discover(&owned, &mut probe)?;
+    ce::wire::add_links(payload, links)
+}
+
+/// The workspace's file system as [`ce::links::Probe`] sees it: `lstat` and `readlink`, so a
+/// FIFO, a device or a large file along a path is never opened or read.
+struct FsProbe {
+    root: PathBuf,
+    /// The root as absolute paths name it: as given (made absolute) and resolved.
+    bases: [PathBuf; 2],
+}
+
+impl FsProbe {
+    fn new(root: &Path) -> Result<FsProbe, CeError> {
+        let cannot = |e: std::io::Error| {
+            CeError::new(Code::InvalidOwnershipPath, format!("workspace_root: cannot be examined ({e})"))
+        };
+        let absolute = std::path::absolute(root).map_err(cannot)?;
+        let real = std::fs::canonicalize(root).map_err(cannot)?;
+        Ok(FsProbe { root: root.to_owned(), bases: [real, absolute] })
+    }
+}
+
+impl ce::links::Probe for FsProbe {
+    fn entry(&mut self, path: &str) -> Result<Entry, String> {
+        let at = self.root.join(path);
+        let meta = match std::fs::symlink_metadata(&at) {
+            Ok(m) => m,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => return Ok(Entry::Absent),
+            Err(e) => return Err(e.to_string()),
+        };
+        if meta.is_dir() {
+            return Ok(Entry::Dir);
+        }
+        if !meta.file_type().is_symlink() {
+            return Ok(Entry::Other);
+        }
+        let target = std::fs::read_link(&at).map_err(|e| e.to_string())?;
+        let text = |p: &Path| p.to_str().map(str::to_owned).ok_or_else(|| "a link target that is not UTF-8".to_owned());
+        if !target.is_absolute() {
+            return Ok(Entry::Link(Target::Relative(text(&target)?)));
+        }
+        match self.bases.iter().find_map(|b| target.strip_prefix(b).ok()) {
+            Some(rest) => Ok(Entry::Link(Target::FromRoot(text(rest)?))),
+            None => Ok(Entry::Link(Target::Outside)),
+        }
+    }
 }
 
 /// [`respond`] against the journal in `dir`: decided on the ledger, recorded, then answered.
 pub fn respond_journaled(operation: Option<&str>, input: &mut dyn std::io::Read, dir: &Path) -> Result<Value, CeError> {
-    let (op, payload) = request(operation, input, true)?;
+    let (op, mut payload) = request(operation, input, true)?;
+    discover_links(op, &mut payload)?;
     if names_no_journal(dir) {
         // No journal yet: decide on the empty ledger first, so that a rejection, or a decision
         // that records nothing, leaves the path as it was (a mistyped `--journal` creates

@@ -12,9 +12,11 @@
 //! JSON form, so the pipeline takes it as a [`Schema`]: the wire adapter's
 //! ([`super::wire::capsule::SCHEMA`]) checks that form against the published schema file.
 //!
-//! Beyond the reference: an incoming `capsule_hash` is verified, not silently replaced; the
-//! artifact path is validated whenever it is given; externalised evidence is recorded with its
-//! SHA-256 (`externalized`).
+//! Sealing replaces any `capsule_hash` the draft carries (a placeholder such as 64 zeros, or a
+//! stale seal), as in the reference, once it has passed the schema's pattern; [`verify`] is the
+//! separate question of whether a handed-back capsule is the one its hash names. Beyond the
+//! reference: the artifact path is validated whenever it is given; externalised evidence is
+//! recorded with its SHA-256 (`externalized`).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -165,7 +167,7 @@ pub trait Schema {
 /// What the caller asks of the pipeline.
 #[derive(Clone, Debug)]
 pub struct SealRequest<'a> {
-    /// The draft capsule (a `capsule_hash` on it, if any, is verified).
+    /// The draft capsule (a `capsule_hash` on it, if any, must be well-formed and is replaced).
     pub capsule: Capsule,
     /// Largest sealed capsule, in bytes of canonical JSON.
     pub max_bytes: u64,
@@ -270,21 +272,39 @@ pub fn seal(req: &SealRequest<'_>, schema: &dyn Schema) -> Result<Sealed, CeErro
     if req.max_bytes == 0 {
         return fail(Code::InvalidRequest, "max_bytes: must be a positive integer");
     }
-    let claimed = req.capsule.capsule_hash.clone();
     let mut capsule = req.capsule.clone();
-    capsule.capsule_hash = Some(format!("sha256:{}", "0".repeat(64)));
-    check(&capsule, schema)?;
+    // A given hash must have the schema's form (`md5:…` is a schema violation); it is then
+    // replaced by the seal. Without one, a placeholder stands in for the schema check.
+    capsule.capsule_hash.get_or_insert_with(|| format!("sha256:{}", "0".repeat(64)));
+    schema.check(&capsule)?;
+    seal_valid(req, capsule, schema).map_err(|e| privacy_first(&req.capsule, e))
+}
+
+/// Privacy before everything after the schema, as in the reference: a capsule refused for
+/// another reason (a file reference, its size) that holds a value with a secret or identifier
+/// shape of the reference's detectors is refused as private content. (The request's
+/// `artifact_path` is not capsule content: an unsafe one stays `CAPSULE_ARTIFACT_REF_INVALID`,
+/// as in the reference.)
+fn privacy_first(c: &Capsule, e: CeError) -> CeError {
+    if matches!(e.code, Code::CapsulePrivateContent | Code::CapsuleStringTooLong | Code::CapsuleSchemaInvalid) {
+        return e;
+    }
+    match privacy::shaped(&c.strings(), false) {
+        Some(id) => CeError::new(Code::CapsulePrivateContent, format!("capsule: a value has the shape {id}")),
+        None => e,
+    }
+}
+
+/// [`seal`] once the draft (`capsule`, a hash in place) satisfies the schema.
+fn seal_valid(req: &SealRequest<'_>, mut capsule: Capsule, schema: &dyn Schema) -> Result<Sealed, CeError> {
+    scan(&capsule)?;
+    check_refs(&capsule)?;
     // The artifact path is checked whenever it is given, not only when it is used.
     let artifact = match req.artifact_path {
         None => None,
         Some(p) => Some(authorised_artifact(p, &req.artifact_roots)?),
     };
     let (h, bytes) = hash_and_size(&capsule);
-    if let Some(c) = claimed
-        && c != h
-    {
-        return fail(Code::CapsuleHashMismatch, "capsule.capsule_hash: does not match the canonical content");
-    }
     capsule.capsule_hash = Some(h.clone());
     if bytes as u64 <= req.max_bytes {
         return Ok(Sealed { capsule, hash: h, bytes, externalized: false });

@@ -297,6 +297,22 @@ impl Ledger {
         &self.owners
     }
 
+    /// Whether workspace facts may become `next`: always while no writer owns paths; while some
+    /// do, only by adding links that move no owned path (the same case rule, every recorded link
+    /// kept as it is, every owned path canonical under `next` as recorded). Anything else would
+    /// leave the ownership map in the old facts' terms.
+    pub fn keeps_owned_paths(&self, next: &Workspace) -> bool {
+        let now = &self.workspace;
+        self.owners.is_empty()
+            || (next.case_sensitive == now.case_sensitive
+                && now.links.iter().all(|(k, v)| next.links.get(k) == Some(v))
+                && self
+                    .owners
+                    .values()
+                    .flat_map(|o| &o.paths)
+                    .all(|p| paths::canonical(next, p, "owned").is_ok_and(|c| c == *p)))
+    }
+
     /// Known lineages.
     pub fn lineages(&self) -> &BTreeMap<String, LineageEntry> {
         &self.lineages
@@ -361,10 +377,11 @@ impl Ledger {
         match r.event_type {
             WORKSPACE_FACTS => {
                 let x: WorkspaceFacts = de(r)?;
-                if !self.owners.is_empty() {
-                    return Err(format!("seq {}: workspace facts changed while writers own paths", r.seq));
+                let next = Workspace { case_sensitive: x.case_sensitive, links: x.links };
+                if !self.keeps_owned_paths(&next) {
+                    return Err(format!("seq {}: workspace facts moved paths writers own", r.seq));
                 }
-                self.workspace = Workspace { case_sensitive: x.case_sensitive, links: x.links };
+                self.workspace = next;
             }
             RUN_CONSUMED => {
                 let x: RunConsumed = de(r)?;

@@ -3,8 +3,8 @@
 //! The typed dispatch core: the router ([`router`]), result policy ([`policy`]), budget and
 //! verification rules ([`budget`]), lineage compatibility ([`lineage`]), the journal's dispatch
 //! ledger and writer ownership ([`ledger`], [`ownership`]), the capsule pipeline ([`capsule`])
-//! and the privacy scanner ([`privacy`]), over canonical paths ([`paths`]) and strict times
-//! ([`time`]). They take and return Rust values; none of them reads or builds JSON documents
+//! and the privacy scanner ([`privacy`]), over canonical paths ([`paths`]), link facts an adapter
+//! discovers in a real workspace ([`links`]) and strict times ([`time`]). They take and return Rust values; none of them reads or builds JSON documents
 //! (a tidy test keeps `serde_json::Value` out of them).
 //!
 //! The wire adapter ([`wire`]): the operations `strata ce` speaks, with the reference runtime's
@@ -22,6 +22,7 @@ pub mod error;
 pub mod gitleaks;
 pub mod ledger;
 pub mod lineage;
+pub mod links;
 pub mod ownership;
 pub mod paths;
 pub mod policy;

@@ -3,8 +3,9 @@
 //! The reference runtime canonicalises against the live filesystem (cwd, realpath, existence),
 //! so the same request can route differently on two machines or at two times. strata uses a
 //! deterministic model instead: a path is normalised lexically, symbolic links are facts
-//! ([`Workspace::links`], recorded as events when a journal is used), and case folding is a
-//! property of the workspace, not of the host. Nothing here reads the filesystem.
+//! ([`Workspace::links`]: stated by a request or discovered at the edge, [`super::links`];
+//! recorded as events when a journal is used), and case folding is a property of the workspace,
+//! not of the host. Nothing here reads the filesystem.
 
 use std::collections::BTreeMap;
 

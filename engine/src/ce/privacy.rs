@@ -376,6 +376,7 @@ static COMPILED: LazyLock<Result<Compiled, String>> = LazyLock::new(|| {
 /// cannot ship).
 pub fn rules_compile() -> Result<(), String> {
     COMPILED.as_ref().map(|_| ()).map_err(Clone::clone)?;
+    SHAPE_REGEXES.as_ref().map(|_| ()).map_err(Clone::clone)?;
     super::gitleaks::compile_all().map(|_| ())
 }
 
@@ -482,6 +483,58 @@ fn value_ok(rule: &RuleDef, v: &str) -> bool {
         _ if rule.id == "bearer-token" => looks_like_token(v) && !is_placeholder(v),
         _ => !is_placeholder(v),
     }
+}
+
+/// A token shape as the reference runtime's detectors draw it, without strata's allowances for
+/// prose (two digits in an id, 16 characters in an `sk-` key, a digit in a bearer token, no
+/// placeholder values). [`shaped`] applies them only to content refused anyway, so that it is
+/// refused as private, privacy first, as in the reference; prose that is accepted never meets
+/// them.
+struct Shape {
+    id: &'static str,
+    regex: &'static str,
+    /// Also a telemetry shape (the reference's telemetry detector lacks labelled ids).
+    telemetry: bool,
+}
+
+const SHAPES: &[Shape] = &[
+    Shape { id: "bearer-token", regex: r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+", telemetry: true },
+    Shape {
+        id: "provider-api-key",
+        regex: r"(?i)\b(?:sk|rk|pk)-(?:(?:live|test)_)?[A-Za-z0-9_-]{8,}",
+        telemetry: true,
+    },
+    Shape {
+        id: "secret-assignment",
+        regex: r"(?i)(?:password|passwd|api[_-]key|access[_-]token|refresh[_-]token|secret)\s*[:=]\s*\S{4,}",
+        telemetry: true,
+    },
+    Shape {
+        id: "prefixed-session-id",
+        regex: r"(?i)\b(?:sess|session|thread|agent|run)[_-][A-Za-z0-9_-]{8,}",
+        telemetry: true,
+    },
+    Shape {
+        id: "labelled-session-id",
+        regex: r"(?i)\b(?:session|thread|agent|run)(?:[ _-]?id)?\s*[:=#]\s*[A-Za-z0-9_-]{6,}",
+        telemetry: false,
+    },
+];
+
+static SHAPE_REGEXES: LazyLock<Result<Vec<Regex>, String>> = LazyLock::new(|| {
+    SHAPES
+        .iter()
+        .map(|s| Regex::new(s.regex).map_err(|e| format!("privacy shape {} does not compile: {e}", s.id)))
+        .collect()
+});
+
+/// The first of `texts` (refused for another reason) that has a secret or identifier shape of
+/// the reference's detectors: the id of the shape. A shape set that cannot run finds one.
+pub fn shaped(texts: &[&str], telemetry: bool) -> Option<&'static str> {
+    let Ok(res) = &*SHAPE_REGEXES else { return Some("shapes") };
+    texts.iter().find_map(|t| {
+        SHAPES.iter().zip(res).find(|(s, re)| (s.telemetry || !telemetry) && re.is_match(t)).map(|(s, _)| s.id)
+    })
 }
 
 /// Credential key names, refused in capsules and telemetry alike.

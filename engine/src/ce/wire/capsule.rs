@@ -52,8 +52,8 @@ pub fn to_json(c: &Capsule) -> Value {
     serde_json::to_value(c).unwrap_or_default()
 }
 
-/// A request's draft capsule: an object whose `capsule_hash`, if any, is a string, satisfying
-/// the schema once a hash is in place.
+/// A request's draft capsule: an object satisfying the schema, its `capsule_hash` absent, null
+/// (a placeholder stands in for the check, as in the reference) or of the schema's form.
 pub fn draft_of(v: &Value) -> Result<Capsule, CeError> {
     let Value::Object(draft) = v else {
         return fail(Code::CapsuleSchemaInvalid, "capsule: must be an object");
@@ -64,12 +64,25 @@ pub fn draft_of(v: &Value) -> Result<Capsule, CeError> {
         Some(_) => return fail(Code::CapsuleSchemaInvalid, "capsule.capsule_hash: a sha256:… string or null"),
     };
     let mut with_hash = draft.clone();
-    with_hash.insert("capsule_hash".to_owned(), Value::from(format!("sha256:{}", "0".repeat(64))));
+    let placeholder = || Value::from(format!("sha256:{}", "0".repeat(64)));
+    with_hash.insert("capsule_hash".to_owned(), claimed.clone().map_or_else(placeholder, Value::from));
     let with_hash = Value::Object(with_hash);
     check_json(&with_hash)?;
     let mut c = typed(with_hash)?;
     c.capsule_hash = claimed;
     Ok(c)
+}
+
+/// Whether the draft `v` is the capsule its `capsule_hash` names (the `verify` flag of a
+/// `capsule` request): `CAPSULE_HASH_MISMATCH` when the hash is absent or names other content.
+/// The hash is over the content as handed in, before any overflow moves evidence out.
+pub fn check_claim(v: &Value) -> Result<(), CeError> {
+    let draft = draft_of(v)?;
+    match &draft.capsule_hash {
+        None => fail(Code::CapsuleHashMismatch, "capsule.capsule_hash: verify asks for a sealed capsule; none given"),
+        Some(h) if *h == capsule::hash(&draft) => Ok(()),
+        Some(_) => fail(Code::CapsuleHashMismatch, "capsule.capsule_hash: does not match the canonical content"),
+    }
 }
 
 /// A schema-valid JSON capsule as the core's.
@@ -80,7 +93,7 @@ fn typed(v: Value) -> Result<Capsule, CeError> {
 /// What a caller of the JSON pipeline asks.
 #[derive(Clone, Debug)]
 pub struct SealRequest<'a> {
-    /// The draft capsule (a `capsule_hash` on it, if any, is verified).
+    /// The draft capsule (a `capsule_hash` on it, if any, is replaced by the seal).
     pub capsule: &'a Value,
     /// Largest sealed capsule, in bytes of canonical JSON.
     pub max_bytes: u64,

@@ -9,8 +9,9 @@
 //! (`lineage`, `dispatch`); previous vault deltas (`vault-delta`). The
 //! time is the [`Clock`] port's; a request's `now` is refused. Workspace facts (`workspace`:
 //! case sensitivity, symbolic links) given in a request are added to the ledger's and recorded,
-//! so paths are canonicalised from recorded facts, never from the filesystem; they may change
-//! only while no writer owns paths. Leases whose end has passed are recorded as expired before
+//! so paths are canonicalised from recorded facts, never from the filesystem (links the adapter
+//! discovers under a `workspace_root` arrive the same way); while writers own paths they may only
+//! add links that move no owned path. Leases whose end has passed are recorded as expired before
 //! anything else is decided.
 //!
 //! `telemetry`, `rollout` and `result-policy` change no state and answer as without a journal.
@@ -59,8 +60,11 @@ pub fn run(
         Some(w) => super::workspace_of(&w, state.workspace())?,
     };
     let changed = workspace != *state.workspace();
-    if changed && !state.owners().is_empty() {
-        return fail(Code::InvalidFact, "workspace: facts change only while no writer owns paths; release them first");
+    if changed && !state.keeps_owned_paths(&workspace) {
+        return fail(
+            Code::InvalidFact,
+            "workspace: while writers own paths, facts may only add links that move no owned path; release them first",
+        );
     }
     let ctx = Context { now_ns: i128::from(now), workspace, ..ctx.clone() };
     let mut d = Decider { state, ids, clock, now, warm_minutes: ctx.warm_lease_minutes, events: Vec::new() };

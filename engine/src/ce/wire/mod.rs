@@ -115,7 +115,64 @@ pub(crate) fn workspace_of(w: &Obj<'_>, base: &Workspace) -> Result<Workspace, C
     Ok(ws)
 }
 
-/// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?}` → the sealed capsule.
+/// Adds link facts discovered in the request's workspace ([`crate::ce::links::discover`]) to
+/// its `workspace.links`, where a request states its own: the decision takes them as any other
+/// link fact (and, with a journal, records them). A fact the request states for the same link
+/// with another target contradicts the file system and is refused (`INVALID_FACT`).
+pub fn add_links(
+    payload: &mut Value,
+    links: std::collections::BTreeMap<String, Option<String>>,
+) -> Result<(), CeError> {
+    if links.is_empty() {
+        return Ok(());
+    }
+    let Some(request) = payload.as_object_mut() else {
+        return Err(CeError::new(Code::InvalidRequest, "request: must be an object"));
+    };
+    let workspace = request.entry("workspace").or_insert_with(|| json!({}));
+    if workspace.is_null() {
+        *workspace = json!({});
+    }
+    let Some(workspace) = workspace.as_object_mut() else {
+        return Err(CeError::new(Code::InvalidFact, "workspace: must be an object or null"));
+    };
+    let stated = workspace.entry("links").or_insert_with(|| json!({}));
+    if stated.is_null() {
+        *stated = json!({});
+    }
+    let Some(stated) = stated.as_object_mut() else {
+        return Err(CeError::new(Code::InvalidOwnershipPath, "workspace.links: must be an object or null"));
+    };
+    // Compared lexically and case-folded (a contradiction under either reading is refused),
+    // with what the request states, not with other discovered links.
+    let key = |p: &str| paths::lexical(p, "link").map(|l| l.to_lowercase()).ok();
+    let given: Vec<(Option<String>, Value)> = stated.iter().map(|(k, v)| (key(k), v.clone())).collect();
+    for (link, target) in links {
+        let same = given.iter().find(|(k, _)| k.is_some() && *k == key(&link));
+        match same {
+            None => {
+                stated.insert(link, target.map_or(Value::Null, Value::from));
+            }
+            Some((_, given)) => {
+                let agrees = match (given.as_str(), &target) {
+                    (None, None) => given.is_null(),
+                    (Some(g), Some(t)) => key(g).is_some() && key(g) == key(t),
+                    _ => false,
+                };
+                if !agrees {
+                    return Err(CeError::new(
+                        Code::InvalidFact,
+                        "workspace.links: a stated link contradicts the workspace's file system",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `capsule`: `{capsule, max_bytes?, artifact_path?, artifact_roots?, verify?}` → the sealed
+/// capsule (a given hash is replaced; with `verify: true` it must be the content's).
 fn capsule_op(p: &Obj<'_>) -> Result<Value, CeError> {
     Ok(capsule::to_json(&seal_request(p)?.capsule))
 }
@@ -135,7 +192,17 @@ pub(crate) fn seal_request(p: &Obj<'_>) -> Result<crate::ce::capsule::Sealed, Ce
     };
     let artifact_path = p.string_or("artifact_path", Code::CapsuleArtifactRefInvalid)?;
     let artifact_roots = p.strings("artifact_roots", Code::CapsuleArtifactRefInvalid)?;
-    capsule::seal_typed(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })
+    // `verify` (strata): the capsule handed in must be the one its hash names.
+    let verify = match p.map().get("verify") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(CeError::new(Code::InvalidRequest, "verify: must be true, false or null")),
+    };
+    let sealed = capsule::seal_typed(&capsule::SealRequest { capsule, max_bytes, artifact_path, artifact_roots })?;
+    if verify {
+        capsule::check_claim(capsule)?;
+    }
+    Ok(sealed)
 }
 
 /// `now` from the request when given (strict RFC 3339), else the context's clock.
@@ -154,7 +221,7 @@ fn lineage_op(p: &Obj<'_>, ctx: &Context) -> Result<crate::ce::lineage::Evaluati
 }
 
 /// `x.input` when it is an object, else `x` itself.
-fn inner(v: &Value) -> &Value {
+pub(crate) fn inner(v: &Value) -> &Value {
     v.get("input").filter(|i| i.is_object()).unwrap_or(v)
 }
 

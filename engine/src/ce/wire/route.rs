@@ -19,6 +19,11 @@ impl RouteFacts {
     /// taken from the request; with a journal, the caller replaces them with the ownership map.
     pub fn from_json(input: &Value, ws: &Workspace) -> Result<RouteFacts, CeError> {
         let o = Obj::of(input, "input", Code::InvalidRequest)?;
+        // As in the reference: a workspace root, when given, is a non-empty string. (Its links
+        // arrive as workspace facts, discovered by the adapter; see [`workspace_paths`].)
+        if o.string_or("workspace_root", Code::InvalidOwnershipPath)? == Some("") {
+            return fail(Code::InvalidOwnershipPath, "input.workspace_root: empty; name the workspace directory");
+        }
         let mut f = RouteFacts {
             role: o.string("role")?.map(str::to_owned),
             is_writer: o.flag("is_writer")?,
@@ -199,4 +204,32 @@ impl VerificationPlan {
     pub fn to_json(&self) -> Value {
         json!({"checks": self.checks, "consolidated": self.consolidated, "artifact_logs": self.artifact_logs})
     }
+}
+
+/// The `workspace_root` of a `route` or `dispatch` request with every owned path its routing
+/// facts name (the unit's and its lineage's, active writers', writer team scopes'): what an
+/// adapter looks up to discover the workspace's links ([`crate::ce::links`]). `None` for another
+/// operation, when the facts are not an object, or without a non-empty string root. Malformed
+/// parts are skipped here; the decision refuses them with their codes.
+pub fn workspace_paths(op: &str, payload: &Value) -> Option<(String, Vec<String>)> {
+    let facts = match op {
+        "route" => payload.get("input")?,
+        "dispatch" => super::inner(payload.get("routing")?),
+        _ => return None,
+    };
+    let root = facts.get("workspace_root")?.as_str().filter(|r| !r.is_empty())?;
+    let mut out = Vec::new();
+    let mut add = |o: &Value| {
+        for key in ["owned_files", "resolved_owned_files"] {
+            let items = o.get(key).and_then(Value::as_array).into_iter().flatten();
+            out.extend(items.filter_map(Value::as_str).map(str::to_owned));
+        }
+    };
+    add(facts);
+    facts.get("lineage").into_iter().for_each(&mut add);
+    let writers_key = if facts.get("active_writers").is_some() { "active_writers" } else { "active_writer_scopes" };
+    facts.get(writers_key).and_then(Value::as_array).into_iter().flatten().for_each(&mut add);
+    let scopes = facts.get("team").and_then(|t| t.get("scopes")).and_then(Value::as_array);
+    scopes.into_iter().flatten().filter(|s| s.get("is_writer") != Some(&Value::Bool(false))).for_each(&mut add);
+    Some((root.to_owned(), out))
 }

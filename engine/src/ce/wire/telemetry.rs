@@ -106,12 +106,26 @@ fn namespace(raw: &Value, name: &str, keys: &[&str]) -> Result<Value, CeError> {
     Ok(Value::Object(out))
 }
 
-/// Normalises a raw event into the full `v1` shape, or refuses it.
+/// Normalises a raw event into the full `v1` shape, or refuses it. Privacy first, as in the
+/// reference: an event refused for any other reason (a field outside its enum, say) that holds a
+/// value with a secret or identifier shape of the reference's detectors is `PRIVATE_TELEMETRY`.
 pub fn normalise(raw: &Value) -> Result<Value, CeError> {
     let Some(top) = raw.as_object() else {
         return fail(Code::EfficiencyEventInvalid, "event: must be an object");
     };
     private(raw)?;
+    shape(raw, top).map_err(|e| {
+        let mut strings = Vec::new();
+        let _ = super::strings_of(raw, &|_| Ok::<(), ()>(()), &|_| Ok(()), &mut strings);
+        match privacy::shaped(&strings, true) {
+            Some(id) => CeError::new(Code::PrivateTelemetry, format!("event: a value has the shape {id}")),
+            None => e,
+        }
+    })
+}
+
+/// The checks after the privacy scan: known fields, accounting, the schema and its extra rules.
+fn shape(raw: &Value, top: &Map<String, Value>) -> Result<Value, CeError> {
     if let Some(k) = top.keys().find(|k| !TOP.contains(&k.as_str())) {
         return fail(Code::EfficiencyEventInvalid, format!("event.{k}: unknown field"));
     }

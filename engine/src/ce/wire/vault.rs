@@ -2,9 +2,10 @@
 //! an earlier record, with stable identities so duplicates are skipped and changed content under
 //! the same identity is never lost.
 //!
-//! Beyond the reference: normalisation keeps punctuation inside words ("C++ guidance" and "C
-//! guidance" are different knowledge, as are "v1.2" and "v1 2"); the same text under a new
-//! semantic key is not a duplicate; a record carrying the same id under two spellings
+//! Empty deltas and exact semantic-content duplicates (the same category, title and content,
+//! whatever the semantic key) are skipped, as in the reference. Beyond the reference:
+//! normalisation keeps punctuation inside words ("C++ guidance" and "C guidance" are different
+//! knowledge, as are "v1.2" and "v1 2"); a record carrying the same id under two spellings
 //! (`KnowledgeId` and `knowledge_id`) is not ambiguous.
 
 use serde_json::{Value, json};
@@ -192,11 +193,9 @@ fn decide_against<'a>(
         return Ok(Decision::of("skip", "SEMANTIC_DUPLICATE"));
     }
     let ch = delta.content_hash();
-    // The same text under another semantic key is a new identity, not a duplicate.
-    if previous
-        .iter()
-        .any(|(p, _)| p.content_hash() == ch && (p.semantic_key == delta.semantic_key || delta.semantic_key.is_none()))
-    {
+    // An exact semantic-content duplicate (category, title and content) is skipped, even under
+    // another semantic key, as the seed and the reference have it.
+    if previous.iter().any(|(p, _)| p.content_hash() == ch) {
         return Ok(Decision::of("skip", "SEMANTIC_DUPLICATE"));
     }
     if let Some(key) = &delta.semantic_key {
