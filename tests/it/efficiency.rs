@@ -105,6 +105,47 @@ fn by_default_both_continuations_resume_and_the_policy_is_recorded() {
     assert_eq!((m["b1"].0.as_str(), m["b2"].0.as_str()), ("resume", "resume"), "{m:?}");
     assert_eq!(policy(&ev)["profile"], "balanced");
     assert!(stdout.contains("context efficiency on, profile balanced"), "{stdout}");
+    // Every dispatch records the routing inputs it was decided on.
+    let b1 = ev
+        .iter()
+        .find(|(t, v)| t == "task.dispatched" && v["task"] == "b1")
+        .map(|(_, v)| v["evidence"].clone())
+        .expect("b1 dispatched");
+    assert_eq!(b1["expected_reuse"], "high", "{b1}");
+    assert_eq!(b1["lineage_candidate"], "keys.a1");
+    assert_eq!(b1["after"], serde_json::json!(["a1", "a2"]));
+    assert_eq!((b1["coupling"].as_str(), b1["latency_priority"].as_str()), (Some("independent"), Some("low")));
+    assert!(
+        b1["capsule_bytes"].as_u64().is_some_and(|n| n > 0) && b1["prompt_tokens"].as_u64().is_some_and(|n| n > 0),
+        "{b1}"
+    );
+    assert!(b1["inherited_tokens"].as_u64().is_some(), "{b1}");
+    assert_eq!((b1["max_active_inherited"].as_u64(), b1["max_nesting_depth"].as_u64()), (Some(2), Some(2)));
+    let a1 = ev.iter().find(|(t, v)| t == "task.dispatched" && v["task"] == "a1").map(|(_, v)| v["evidence"].clone());
+    assert_eq!(a1.as_ref().map(|e| e["latency_priority"].clone()), Some("high".into()), "{a1:?}");
+}
+
+#[test]
+fn audit_run_shows_the_routing_evidence_of_every_task() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &FILES, TWO_CONTINUATIONS);
+    let args =
+        ["run", plan_path.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0"];
+    assert!(strata(strata_bin!(), &ws, &args).status.success());
+    let out = strata(strata_bin!(), &ws, &["audit", "run", "keys", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("audit JSON");
+    let tasks: Vec<&str> =
+        v["routing"].as_array().expect("routing").iter().filter_map(|r| r["task"].as_str()).collect();
+    assert_eq!(tasks, ["a1", "a2", "b1", "b2"]);
+    let text = String::from_utf8_lossy(&strata(strata_bin!(), &ws, &["audit", "run", "keys"]).stdout).into_owned();
+    assert!(
+        text.contains("b1: routed on node -, build backend-builder, after [a1, a2], coupling independent, reuse high"),
+        "{text}"
+    );
+    assert!(
+        text.contains("candidate keys.a1 (RECONCILE_REQUIRED)") || text.contains("candidate keys.a1 (HOT)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -54,6 +54,7 @@ fn dispatched() -> Fixture {
         capsule_hash: None,
         lineage_check: None,
         gate: None,
+        evidence: None,
     };
     let e = decide::dispatched(g, &d, &mut ids, &FixedClock(0)).expect("dispatch event");
     journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

@@ -255,6 +255,22 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
     let args = ["run", "--example", "--at", &at_arg, "--provider", "sim", "--seed", "11", "--time-scale", "20"];
     let out = strata(strata_bin!(), tmp.path(), &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = simulated_alike(&at, "cr-1-rollout");
+    // The seed gives the decisions worth comparing: a local task, a retried failure, a warm
+    // session resumed after reconciling its stale capsule, writers' claims and releases.
+    for kind in ["task.completed", "task.failed", "ce.lineage-reconciled", "ce.ownership-claimed", "ce.lease-renewed"] {
+        assert!(run.iter().any(|(_, t, _)| t == kind), "the run records no {kind}");
+    }
+    assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "local"));
+    // The resume went through the lineage evaluator, and its answer is recorded with the dispatch.
+    let resumed = run.iter().find(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "resume").expect("a resume");
+    assert_eq!(resumed.2["lineage_check"]["state"], "RECONCILE_REQUIRED", "{:?}", resumed.2);
+}
+
+/// Simulates the workgroup `wg` that `strata run` ran in workspace `at` from its recorded plan,
+/// seed and policy, with the prompts and capsule facts the run used, and asserts that the
+/// simulation records the same decisions; returns the run's decisions.
+fn simulated_alike(at: &Path, wg: &str) -> Vec<(String, String, serde_json::Value)> {
     let journal = strata_journal::Journal::open(
         &at.join(".strata/journal"),
         &strata_tests::options(strata_journal::Durability::Process),
@@ -262,7 +278,7 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
     .unwrap();
     let mut groups = strata_engine::workgroup::state::Workgroups::default();
     strata_journal::projection::catch_up_one(&mut groups, &journal).unwrap();
-    let g = groups.get("cr-1-rollout").unwrap().clone();
+    let g = groups.get(wg).unwrap().clone();
     let mut dispatched = std::collections::BTreeMap::new();
     for r in journal.read_range(1, journal.head().seq as usize + 1).unwrap() {
         if r.event_type == strata_engine::workgroup::events::DISPATCHED {
@@ -283,15 +299,6 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
     };
     let simulated = strata_simulations::plan_run::run(setup, &mut recorded).unwrap();
     let (run, sim) = (decisions(&journal), decisions(&simulated));
-    // The seed gives the decisions worth comparing: a local task, a retried failure, a warm
-    // session resumed after reconciling its stale capsule, writers' claims and releases.
-    for kind in ["task.completed", "task.failed", "ce.lineage-reconciled", "ce.ownership-claimed", "ce.lease-renewed"] {
-        assert!(run.iter().any(|(_, t, _)| t == kind), "the run records no {kind}");
-    }
-    assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "local"));
-    // The resume went through the lineage evaluator, and its answer is recorded with the dispatch.
-    let resumed = run.iter().find(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "resume").expect("a resume");
-    assert_eq!(resumed.2["lineage_check"]["state"], "RECONCILE_REQUIRED", "{:?}", resumed.2);
     // The same events on each stream in the same order, except where the order of two workers'
     // ends decides it: the workgroup's and the ledger's streams interleave tasks, so there the
     // events are compared as sets, and each task's own events in order.
@@ -337,4 +344,88 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
     all_run.sort();
     all_sim.sort();
     assert_eq!(all_run, all_sim, "every decision event, as a set");
+    run
+}
+
+/// A plan exercising the decisions of the context-efficiency policy: a trivial task done
+/// locally, two continuations of which the policy's cap lets one resume, a fork of a warm
+/// session, tight coupling, and a handoff for every result.
+const POLICY_PLAN: &str = r#"
+workgroup = "alike"
+pipeline = "light"
+[[task]]
+id = "survey"
+role = "analyst"
+objective = "Say what the modules do."
+trivial = true
+[[task]]
+id = "a1"
+role = "backend-builder"
+objective = "Write the first module."
+owns = ["src/a1.rs"]
+after = ["survey"]
+[[task]]
+id = "a2"
+role = "backend-builder"
+objective = "Write the second module."
+owns = ["src/a2.rs"]
+after = ["survey"]
+[[task]]
+id = "b1"
+role = "backend-builder"
+objective = "Extend the first module."
+owns = ["src/a1.rs"]
+after = ["a1", "a2"]
+continues = "a1"
+[[task]]
+id = "b2"
+role = "backend-builder"
+objective = "Extend the second module."
+owns = ["src/a2.rs"]
+after = ["a1", "a2"]
+continues = "a2"
+[[task]]
+id = "fork"
+role = "test-builder"
+objective = "Test the second module as its author would."
+owns = ["src/a2_tests.rs"]
+after = ["b2"]
+affinity = "b2"
+sensitivity = "normal"
+affinity_approved = true
+[[task]]
+id = "glue"
+role = "backend-builder"
+objective = "Wire the modules together."
+owns = ["src/glue.rs"]
+after = ["b1"]
+coupling = "tight"
+"#;
+
+#[test]
+fn strata_run_and_the_simulation_agree_on_the_policys_decisions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = [("src/a1.rs", "// a1\n"), ("src/a2.rs", "// a2\n")];
+    let (ws, repo, plan) = strata_tests::run_setting(strata_bin!(), tmp.path(), &files, POLICY_PLAN);
+    let config = ws.join(".strata/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[context_efficiency]\nmax_active_inherited = 1\ndisk_handoff_threshold = \"always\"\n");
+    std::fs::write(&config, text).unwrap();
+    let (plan, repo) = (plan.display().to_string(), repo.display().to_string());
+    let args = ["run", &plan, "--repo", &repo, "--provider", "sim", "--seed", "11", "--time-scale", "20"];
+    let out = strata(strata_bin!(), &ws, &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = simulated_alike(&ws, "alike");
+    let mode = |task: &str| {
+        run.iter()
+            .filter(|(_, t, v)| t == "task.dispatched" && v["task"] == task)
+            .map(|(_, _, v)| v["runs_as"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(mode("survey").contains(&"local".to_owned()), "{:?}", mode("survey"));
+    let (b1, b2) = (mode("b1"), mode("b2"));
+    assert_eq!([&b1, &b2].iter().filter(|m| m.contains(&"resume".to_owned())).count(), 1, "{b1:?} {b2:?}");
+    assert!(mode("fork").contains(&"inherit-full".to_owned()), "{:?}", mode("fork"));
+    assert!(mode("glue").contains(&"local".to_owned()), "{:?}", mode("glue"));
+    assert!(run.iter().any(|(_, t, v)| t == "task.completed" && v["task"] == "survey" && !v["handoff"].is_null()));
 }

@@ -219,6 +219,16 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     held.or(passed).map(|c| (t.id().to_owned(), c))
                 })
                 .collect();
+            // The routing evidence of each task's last dispatch.
+            let routing: Vec<(String, &strata_engine::workgroup::events::Evidence)> = g
+                .plan
+                .tasks
+                .iter()
+                .filter_map(|t| {
+                    let (_, d) = g.tasks.get(t.id())?.dispatch.as_ref()?;
+                    d.evidence.as_deref().map(|e| (t.id().to_owned(), e))
+                })
+                .collect();
             if json {
                 let mut v = serde_json::to_value(&s)?;
                 let sessions: Vec<Value> = g
@@ -236,11 +246,17 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                         .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts}))
                         .collect();
                     o.insert("gates".into(), gates.into());
+                    let routing: Vec<Value> =
+                        routing.iter().map(|(task, e)| json!({"task": task, "evidence": e})).collect();
+                    o.insert("routing".into(), routing.into());
                 }
                 outln!("{v}");
             } else {
                 outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
                 super::run::print_summary(&s, None, false)?;
+                for (task, e) in &routing {
+                    outln!("{task}: routed on {}", evidence_line(e));
+                }
                 for (task, c) in &gates {
                     let said =
                         if c.passed { "passed".to_owned() } else { format!("refused: {}", c.reasons.join("; ")) };
@@ -257,6 +273,35 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One line of a dispatch's routing evidence.
+fn evidence_line(e: &strata_engine::workgroup::events::Evidence) -> String {
+    let opt = |v: Option<u64>, unit: &str| v.map_or("-".to_owned(), |n| format!("{n} {unit}"));
+    format!(
+        "node {}, {} {}, after [{}], coupling {}, reuse {}, sensitivity {}{}, {}capsule {}, prompt {} tokens, inherited {}, output {}, latency {}, candidate {}{}, nesting {}/{}, inherited writers {}/{}{}",
+        e.node.as_deref().unwrap_or("-"),
+        e.phase,
+        e.role,
+        e.after.join(", "),
+        e.coupling,
+        e.expected_reuse,
+        e.sensitivity,
+        if e.sensitivity_declared { "" } else { " (default)" },
+        if e.independent_reviewer { "independent reviewer, " } else { "" },
+        opt(e.capsule_bytes, "B"),
+        e.prompt_tokens,
+        opt(e.inherited_tokens, "tokens"),
+        opt(e.expected_output_tokens, "tokens"),
+        e.latency_priority,
+        e.lineage_candidate.as_deref().unwrap_or("-"),
+        e.invalidation.as_deref().map_or(String::new(), |s| format!(" ({s})")),
+        e.nesting_depth,
+        e.max_nesting_depth,
+        e.active_inherited_writers,
+        e.max_active_inherited,
+        if e.efficiency { "" } else { ", context efficiency off" }
+    )
 }
 
 fn short(hash: &str) -> &str {

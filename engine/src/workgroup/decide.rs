@@ -562,6 +562,7 @@ mod tests {
                 capsule_hash: None,
                 lineage_check: None,
                 gate: None,
+                evidence: None,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);

@@ -102,6 +102,60 @@ pub fn seal(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts: &Capsul
         .map_err(|e| format!("{} ({})", e.code.as_str(), e.code.message()))
 }
 
+/// The routing evidence of `t` in `g`, routed on `facts`, with the warm session it could reuse
+/// (`candidate`, of task `candidate_task`) and the evaluator's answer for it; the prompt and
+/// capsule sizes are filled in once the edge briefed it.
+fn evidence(
+    g: &Workgroup,
+    t: &Task,
+    facts: &crate::ce::router::RouteFacts,
+    candidate: Option<String>,
+    candidate_task: Option<&String>,
+    check: Option<&events::LineageCheck>,
+) -> events::Evidence {
+    let node = t.spec.change_request.clone().or_else(|| t.spec.specs.first().cloned());
+    let same_node = |dep: &String| {
+        g.plan.task(dep).is_some_and(|d| {
+            node.is_some() && d.spec.change_request.clone().or_else(|| d.spec.specs.first().cloned()) == node
+        })
+    };
+    let expected_reuse = if candidate_task.is_some() {
+        "high"
+    } else if t.spec.after.iter().any(same_node) {
+        "medium"
+    } else {
+        "low"
+    };
+    let waited_for = g.plan.tasks.iter().any(|o| o.spec.after.iter().any(|a| a == t.id()));
+    let inherited_tokens =
+        candidate_task.and_then(|c| g.tasks.get(c)).and_then(|s| s.dispatch.as_ref()).map(|(_, d)| d.prompt.tokens);
+    events::Evidence {
+        node,
+        phase: super::plan::PHASES[t.phase].to_owned(),
+        role: t.spec.role.clone(),
+        owned_files: t.spec.owns.clone(),
+        after: t.spec.after.clone(),
+        blocking: facts.blocking,
+        coupling: t.spec.coupling.clone().unwrap_or_else(|| "independent".to_owned()),
+        expected_reuse: expected_reuse.to_owned(),
+        sensitivity: t.spec.sensitivity.clone().unwrap_or_else(|| "normal".to_owned()),
+        sensitivity_declared: t.sensitivity_declared,
+        independent_reviewer: facts.independent_reviewer,
+        capsule_bytes: None,
+        prompt_tokens: 0,
+        inherited_tokens,
+        expected_output_tokens: None,
+        latency_priority: if waited_for { "high" } else { "low" }.to_owned(),
+        lineage_candidate: candidate,
+        invalidation: check.map(|c| c.state.clone()),
+        nesting_depth: facts.nesting_depth,
+        max_nesting_depth: facts.max_nesting_depth,
+        active_inherited_writers: facts.active_inherited_writers,
+        max_active_inherited: facts.max_active_inherited,
+        efficiency: g.policy.enabled,
+    }
+}
+
 /// A dispatch to decide.
 pub struct Request<'a> {
     /// The workgroup, as folded.
@@ -208,6 +262,7 @@ pub struct Cleared {
     continues: bool,
     lineage_check: Option<events::LineageCheck>,
     gate: Option<super::gates::GateCheck>,
+    evidence: events::Evidence,
     notes: Vec<String>,
 }
 
@@ -337,7 +392,19 @@ pub fn route(
         }
         resumed = Some((l.clone(), current.clone()));
     }
+    let candidate_lineage =
+        prior.as_ref().map(|(l, ..)| l.clone()).or_else(|| parent.as_ref().map(|(l, ..)| l.clone()));
+    let candidate_task = t.spec.continues.as_ref().or(t.spec.affinity.as_ref());
+    let evidence = evidence(
+        g,
+        t,
+        &routed.facts,
+        candidate_lineage,
+        candidate_task,
+        lineage_check.as_ref().or(fork_check.as_ref()),
+    );
     Ok(Routing::Cleared(Box::new(Cleared {
+        evidence,
         attempt,
         lineage,
         provider: req.provider.to_owned(),
@@ -387,6 +454,7 @@ impl Cleared {
             continues,
             lineage_check,
             gate,
+            mut evidence,
             notes,
         } = self;
         let id = t.id();
@@ -427,6 +495,11 @@ impl Cleared {
             None
         };
         effects.push(Effect::Input(input));
+        evidence.prompt_tokens = brief.prompt.tokens;
+        evidence.capsule_bytes = effects.iter().find_map(|e| match e {
+            Effect::Capsule(text) => Some(text.len() as u64),
+            _ => None,
+        });
         let dispatched = Dispatched {
             task: id.to_owned(),
             attempt,
@@ -441,6 +514,7 @@ impl Cleared {
             capsule_hash,
             lineage_check,
             gate,
+            evidence: Some(Box::new(evidence)),
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         Ok(Planned::Dispatch(Box::new(Dispatch {

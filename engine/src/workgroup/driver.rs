@@ -187,6 +187,7 @@ mod tests {
                 capsule_hash: None,
                 lineage_check: None,
                 gate: None,
+                evidence: None,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;

@@ -160,6 +160,64 @@ pub struct Dispatched {
     /// The build gate it passed, with the facts it was decided on, when it applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<super::gates::GateCheck>,
+    /// Every routing input the dispatch was decided on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Box<Evidence>>,
+}
+
+/// The routing evidence of a dispatch: what the router was given, recorded before the worker
+/// starts, so `audit run` can say why each task ran as it did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evidence {
+    /// The knowledge-base node the task works on: its change request, else its first spec.
+    pub node: Option<String>,
+    /// Phase.
+    pub phase: String,
+    /// Role.
+    pub role: String,
+    /// Owned files, as the plan names them.
+    pub owned_files: Vec<String>,
+    /// The tasks it waited for, every one completed at dispatch (its readiness).
+    pub after: Vec<String>,
+    /// Whether the coordinator waits on it (it never does in `strata run`: workers run while it
+    /// dispatches others).
+    pub blocking: bool,
+    /// `tight`, `moderate` or `independent`.
+    pub coupling: String,
+    /// Expected context reuse: `high` (it continues or inherits a session), `medium` (a task it
+    /// waited for worked on the same node), `low`.
+    pub expected_reuse: String,
+    /// `normal`, `restricted` or `isolated`, and whether the plan wrote it out.
+    pub sensitivity: String,
+    /// The plan declared the sensitivity.
+    pub sensitivity_declared: bool,
+    /// It must be reviewed by a worker that shares no context with the builders.
+    pub independent_reviewer: bool,
+    /// Bytes of its sealed capsule (none for work done locally).
+    pub capsule_bytes: Option<u64>,
+    /// Its prompt's tokens.
+    pub prompt_tokens: u64,
+    /// Prompt tokens of the session it would resume or inherit, when there is one.
+    pub inherited_tokens: Option<u64>,
+    /// Expected output size: not estimated (`null`), recorded so the gap is visible.
+    pub expected_output_tokens: Option<u64>,
+    /// `high` when other tasks wait for it, else `low`.
+    pub latency_priority: String,
+    /// The warm lineage it could resume or fork.
+    pub lineage_candidate: Option<String>,
+    /// The lineage evaluator's state for that candidate (`HOT`, `INVALID`, …).
+    pub invalidation: Option<String>,
+    /// Delegation depth and its limit.
+    pub nesting_depth: u64,
+    /// The policy's nesting limit.
+    pub max_nesting_depth: u64,
+    /// Inherited or resumed writers running when it was routed, and the policy's cap.
+    pub active_inherited_writers: u64,
+    /// The policy's cap.
+    pub max_active_inherited: u64,
+    /// Context efficiency was on.
+    pub efficiency: bool,
 }
 
 /// What the lineage evaluator said of a warm lineage a dispatch would resume.

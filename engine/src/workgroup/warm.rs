@@ -423,6 +423,7 @@ mod tests {
             capsule_hash: None,
             lineage_check: None,
             gate: None,
+            evidence: None,
         }
     }
 
