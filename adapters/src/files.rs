@@ -339,6 +339,26 @@ pub fn input_files(paths: &[PathBuf], limits: ScanLimits, what: &str) -> Result<
     Ok(files)
 }
 
+/// Writes `bytes` to `path` whole, by a sibling temporary file renamed over it: whatever was at
+/// `path` (a file, a FIFO, a device node, a link) is replaced without being opened, so an odd
+/// file there can neither block the write nor receive it, and a reader never sees half a file.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    // A stale temporary (of a crashed run) is removed, never opened.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    f.write_all(bytes)?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -822,3 +822,57 @@ fn a_build_task_on_a_change_request_not_yet_approved_is_held_by_the_build_gate_a
     assert_eq!(audit["gates"][0]["passed"], true, "{audit}");
     assert_eq!(audit["gates"][0]["facts"]["state"], "approved");
 }
+
+#[test]
+fn fifos_where_a_runs_prompt_and_handoff_files_go_neither_block_nor_receive_the_run() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let plan = "workgroup = \"odd\"\npipeline = \"light\"\n\n[[task]]\nid = \"w\"\nrole = \"backend-builder\"\nobjective = \"Write it.\"\nowns = [\"src/w.rs\"]\n";
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &[("src/w.rs", "// w\n")], plan);
+    let fifo = |p: &Path| {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("dir");
+        let out = Command::new("mkfifo").arg(p).output().expect("mkfifo runs");
+        assert!(out.status.success(), "mkfifo {}", p.display());
+    };
+    let prompts = ws.join(".strata/prompts/odd");
+    let odd = [
+        prompts.join("w.1.prompt.md"),
+        prompts.join("w.1.prompt.manifest.json"),
+        prompts.join("w.1.input.md"),
+        ws.join(".strata/handoffs/odd/w.1.md"),
+    ];
+    for p in &odd {
+        fifo(p);
+    }
+    let mut cmd = Command::new(strata_bin!());
+    cmd.arg("--dir").arg(&ws).args([
+        "run",
+        plan_path.to_str().expect("utf-8"),
+        "--repo",
+        repo.to_str().expect("utf-8"),
+    ]);
+    cmd.args(["--time-scale", "0"]);
+    // A bound only so that a regression fails instead of hanging the suite.
+    let out = strata_tests::real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(120)).expect("run");
+    assert!(!out.timed_out && out.status.is_some_and(|s| s.success()), "{}", out.stderr);
+    for p in &odd {
+        let m = std::fs::symlink_metadata(p).expect("replaced");
+        assert!(m.file_type().is_file(), "{} is a regular file now", p.display());
+    }
+}
+
+#[test]
+fn the_review_gate_records_the_build_tasks_a_review_stood_on() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let at = tmp.path().join("example");
+    let (v, out) = run_example(&at, &[]);
+    assert!(out.status.success(), "{v}");
+    let audit = json(&strata_ok(strata_bin!(), &at, &["--json", "audit", "run", "cr-1-rollout"]));
+    let review =
+        audit["gates"].as_array().expect("gates").iter().find(|g| g["gate"] == "review").expect("a review gate");
+    assert_eq!((review["task"].as_str(), review["passed"].as_bool()), (Some("review"), Some(true)), "{review}");
+    let builds: Vec<&str> = review["builds"].as_array().expect("builds").iter().filter_map(Value::as_str).collect();
+    assert!(
+        builds.contains(&"billing-api completed") && builds.iter().all(|b| b.ends_with(" completed")),
+        "{builds:?}"
+    );
+}

@@ -243,7 +243,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     o.insert("denied".into(), denied.into());
                     let gates: Vec<Value> = gates
                         .iter()
-                        .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts}))
+                        .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts, "builds": c.builds}))
                         .collect();
                     o.insert("gates".into(), gates.into());
                     let routing: Vec<Value> =
@@ -260,7 +260,10 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 for (task, c) in &gates {
                     let said =
                         if c.passed { "passed".to_owned() } else { format!("refused: {}", c.reasons.join("; ")) };
-                    outln!("{task}: {} gate ({}) {said}", c.gate, c.facts.change_request);
+                    let on = if c.facts.change_request.is_empty() { "the plan" } else { &c.facts.change_request };
+                    let builds =
+                        if c.builds.is_empty() { String::new() } else { format!(" on {}", c.builds.join(", ")) };
+                    outln!("{task}: {} gate ({on}) {said}{builds}", c.gate);
                 }
                 if !denied.is_empty() {
                     outln!(

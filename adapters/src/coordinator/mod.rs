@@ -622,9 +622,10 @@ impl<'j> Coordinator<'j> {
         if let Some(parent) = prompt_path.parent() {
             std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        std::fs::write(&prompt_path, &assembly.prompt)
+        let write = crate::files::write_replacing;
+        write(&prompt_path, assembly.prompt.as_bytes())
             .with_context(|| format!("cannot write {}", prompt_path.display()))?;
-        std::fs::write(&manifest_path, serde_json::to_vec_pretty(&assembly.manifest)?)
+        write(&manifest_path, &serde_json::to_vec_pretty(&assembly.manifest)?)
             .with_context(|| format!("cannot write {}", manifest_path.display()))?;
         let prompt_append =
             prompts::record(&assembly.manifest, &mut V7Ids, &SystemClock).map_err(anyhow::Error::msg)?;
@@ -637,16 +638,31 @@ impl<'j> Coordinator<'j> {
                         worktree = Some(repo.worktree(id, attempt)?);
                     }
                 }
-                Effect::Capsule(text) => std::fs::write(prompt_path.with_extension("capsule.json"), text)
+                Effect::Capsule(text) => write(&prompt_path.with_extension("capsule.json"), text.as_bytes())
                     .with_context(|| format!("cannot write the capsule beside {}", prompt_path.display()))?,
                 Effect::Input(text) => {
-                    std::fs::write(&input, text).with_context(|| format!("cannot write {}", input.display()))?
+                    write(&input, text.as_bytes()).with_context(|| format!("cannot write {}", input.display()))?
                 }
             }
         }
         if !prompt_path.exists() || !manifest_path.exists() || !input.exists() {
             anyhow::bail!(
                 "[STRATA-E1725] task {id}: its prompt, manifest or input is missing; no worker starts without all three"
+            );
+        }
+        // The planning gate, read back from disk: the prompt passes `prompt verify`'s file check
+        // against its manifest, and the manifest is the one assembled, before any worker starts.
+        let verified = std::fs::read(&prompt_path).ok().zip(std::fs::read(&manifest_path).ok()).map(|(p, m)| {
+            let m: Option<strata_engine::context::assemble::Manifest> = serde_json::from_slice(&m).ok();
+            match m {
+                Some(m) if m == assembly.manifest => prompts::prompt_problem(&m, &p),
+                _ => Some("the manifest on disk is not the one assembled".to_owned()),
+            }
+        });
+        if let Some(problem) = verified.unwrap_or_else(|| Some("it cannot be read back".to_owned())) {
+            anyhow::bail!(
+                "[STRATA-E1725] task {id}: its prompt {} does not verify: {problem}; no worker starts on it",
+                prompt_path.display()
             );
         }
         let runs_as = d.runs_as;
@@ -781,7 +797,8 @@ impl<'j> Coordinator<'j> {
             if let Some(parent) = file.parent() {
                 std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
             }
-            std::fs::write(&file, text).with_context(|| format!("cannot write the handoff {}", file.display()))?;
+            crate::files::write_replacing(&file, text.as_bytes())
+                .with_context(|| format!("cannot write the handoff {}", file.display()))?;
         }
         self.commit(judged.appends)?;
         for n in &judged.notes {

@@ -302,8 +302,8 @@ pub fn route(
         events,
     };
 
-    // The build gate, before anything is routed or claimed: a refusal holds the task.
-    let gate = super::gates::build_gate(t, req.build_facts);
+    // The build and review gates, before anything is routed or claimed: a refusal holds the task.
+    let gate = super::gates::build_gate(t, req.build_facts).or_else(|| super::gates::review_gate(g, t));
     if let Some(check) = gate.as_ref().filter(|c| !c.passed) {
         let held = Held {
             task: id.to_owned(),

@@ -7,6 +7,12 @@
 //! ([`build_gate`]) is the same in `strata run` and the simulation, and its answer is recorded:
 //! passed, in `task.dispatched` (`gate`); refused, in `task.held` (`gate`), with the reasons, and
 //! the task and its dependants wait.
+//!
+//! The review gate: a review-phase task starts only when every build task of its change request
+//! (of the whole plan, for a reviewer that names none) completed. The phase order already
+//! guarantees it in `strata run`; the gate states it per reviewer and records the build tasks it
+//! checked, so `audit run` shows what a review stood on. Verification results join its facts
+//! when strata runs the checks itself (not yet).
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +52,10 @@ pub struct GateCheck {
     pub reasons: Vec<String>,
     /// The facts it decided on.
     pub facts: BuildFacts,
+    /// For the review gate: each build task it checked, with its status (`billing-api
+    /// completed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<String>,
 }
 
 impl GateCheck {
@@ -105,7 +115,36 @@ pub fn build_gate(task: &Task, facts: Option<&BuildFacts>) -> Option<GateCheck> 
     for f in &facts.findings {
         reasons.push(format!("its impact closure has a validation finding: {f}"));
     }
-    Some(GateCheck { gate: "build".to_owned(), passed: reasons.is_empty(), reasons, facts })
+    Some(GateCheck { gate: "build".to_owned(), passed: reasons.is_empty(), reasons, facts, builds: Vec::new() })
+}
+
+/// The review gate's decision for `task` in `g` (`None`: the task is not in the review phase).
+pub fn review_gate(g: &super::state::Workgroup, task: &Task) -> Option<GateCheck> {
+    if PHASES[task.phase] != "review" {
+        return None;
+    }
+    let cr = task.spec.change_request.clone();
+    let mut builds = Vec::new();
+    let mut reasons = Vec::new();
+    for b in g.plan.tasks.iter().filter(|b| PHASES[b.phase] == "build") {
+        if cr.is_some() && b.spec.change_request != cr {
+            continue;
+        }
+        let status = g.tasks.get(b.id()).map_or(super::state::Status::Pending, |s| s.status);
+        if status != super::state::Status::Completed {
+            reasons.push(format!(
+                "build task {} is {}; a review starts once every build task completed",
+                b.id(),
+                status.as_str()
+            ));
+        }
+        if builds.len() < REASONS_MAX * 4 {
+            builds.push(format!("{} {}", b.id(), status.as_str()));
+        }
+    }
+    reasons.truncate(REASONS_MAX);
+    let facts = BuildFacts { change_request: cr.unwrap_or_default(), ..BuildFacts::default() };
+    Some(GateCheck { gate: "review".to_owned(), passed: reasons.is_empty(), reasons, facts, builds })
 }
 
 #[cfg(test)]
