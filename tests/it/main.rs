@@ -21,6 +21,7 @@ mod context;
 mod context_cli;
 mod context_props;
 mod crash;
+mod git_inproc;
 mod graph_snapshot;
 mod guard;
 mod inputs;
