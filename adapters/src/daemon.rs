@@ -3,6 +3,8 @@
 //! in the daemon with its journal handle, their output sent back), hooks (which are CLI
 //! commands) and `strata mcp` (the MCP byte stream, proxied). Optionally MCP over streamable
 //! HTTP on a loopback address, behind a bearer token kept in `.strata/http-token` (mode 0600).
+//! Graph queries (`graph impact`, `graph validate`) read one spec graph the daemon keeps in
+//! memory, loaded on the first and brought to the head by folding the tail before each.
 //!
 //! Wire format on the socket: the client's first line is a JSON request
 //! (`{"op":"cli","argv":[…],"cwd":"…","dir":"…"}`, `{"op":"mcp"}` or `{"op":"ping"}`). A `cli`
@@ -255,6 +257,9 @@ async fn run(
     }
 
     let commands = Arc::new(crate::inflight::InFlight::default());
+    // Graph queries (`graph impact`, `graph validate`) read this graph, loaded once and kept at
+    // the head, instead of loading the graph for every command.
+    let graph = crate::app::kb::SharedGraph::default();
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
@@ -265,7 +270,7 @@ async fn run(
                     Ok(s) => s,
                     Err(e) => { errln!("strata serve: accept failed: {e}"); continue; }
                 };
-                let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone() };
+                let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone(), graph: Some(graph.clone()) };
                 connections.spawn(async move {
                     if let Err(e) = ctx.handle(stream).await {
                         errln!("strata serve: connection: {e:#}");
@@ -323,7 +328,7 @@ pub async fn listen(
             _ = &mut stop => break,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
-                let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone() };
+                let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone(), graph: None };
                 connections.spawn(async move {
                     if let Err(e) = ctx.handle(stream).await {
                         errln!("strata run: worker connection: {e:#}");
@@ -417,6 +422,8 @@ struct Conn {
     journal: strata_journal::Journal,
     root: PathBuf,
     commands: Arc<crate::inflight::InFlight>,
+    /// The graph kept in memory for graph queries (`strata serve`; not `strata run`'s socket).
+    graph: Option<crate::app::kb::SharedGraph>,
 }
 
 impl Conn {
@@ -481,11 +488,16 @@ impl Conn {
         let counted = self.commands.enter();
         let journal = self.journal.clone();
         let root = self.root.clone();
+        let graph = self.graph.clone();
         let (tx, rx) = tokio::sync::oneshot::channel();
         // A plain thread: commands block on the journal and may run their own small runtime.
         let spawned = std::thread::Builder::new().name("strata-cli".into()).spawn(move || {
             let (code, captured) = crate::output::capture(|| {
                 let ws = crate::app::workspace::Workspace::served(&root, &journal, &cwd, stdin.map(String::into_bytes));
+                let ws = match graph {
+                    Some(g) => ws.with_graph(g),
+                    None => ws,
+                };
                 crate::cli::run_served(argv, ws)
             });
             drop(counted);

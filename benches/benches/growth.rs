@@ -7,6 +7,8 @@
 //! * loading the graph from its snapshot (what every CLI query does first), in process;
 //! * a full replay of the knowledge base's journal into the graph;
 //! * `strata graph impact` as a whole child process: wall time and peak RSS (`/usr/bin/time`);
+//!   and the same with `strata serve` running (the client forwards it; the daemon answers from
+//!   the graph it keeps in memory): the median of 7 after a first query that loads it;
 //! * `strata intake` of one edited file as a child process, and the disk it adds per edit.
 //!
 //! Workspaces are built once and cached in `target/strata-bench/growth-<artifacts>/`; each run
@@ -183,6 +185,13 @@ fn bench_growth(c: &mut Criterion) {
             v("cli-impact-ms", ms);
             v("cli-impact-peak-MiB", mib);
         }
+        let daemon = Daemon::start(&root);
+        cli(&root, &["graph", "impact", &crs[0]]);
+        for i in 0..7 {
+            let (ms, _) = cli(&root, &["graph", "impact", &crs[i % crs.len()]]);
+            v("cli-impact-daemon-ms", ms);
+        }
+        daemon.stop();
         let brd = fx.of(ArtifactKind::BrdRequirement).nth(3).expect("a requirement").clone();
         let file = root.join("edited.md");
         let before = dir_bytes(&root.join(".strata"));
@@ -205,6 +214,53 @@ fn bench_growth(c: &mut Criterion) {
     }
 }
 
+/// `strata serve` on a workspace, for as long as it is held.
+struct Daemon(std::process::Child);
+
+impl Daemon {
+    /// Starts it and waits until its `serve.json` names it.
+    fn start(root: &Path) -> Daemon {
+        let child = Command::new(env!("CARGO_BIN_EXE_strata-bench-cli"))
+            .arg("--dir")
+            .arg(root)
+            .arg("serve")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("strata serve starts");
+        let daemon = Daemon(child);
+        let info = root.join(".strata").join("serve.json");
+        let t = Instant::now();
+        loop {
+            let pid = std::fs::read_to_string(&info)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["pid"].as_u64());
+            if pid == Some(u64::from(daemon.0.id())) {
+                return daemon;
+            }
+            assert!(t.elapsed().as_secs() < 120, "strata serve did not become ready");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, and waits for it to close the journal and exit.
+    fn stop(mut self) {
+        let ok = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status().expect("kill runs");
+        assert!(ok.success());
+        assert!(self.0.wait().expect("wait").success(), "strata serve exits 0");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// Folds the journal's tail into `g`.
 fn fold_tail(journal: &Journal, g: &mut Graph) {
     let r = journal.scan(g.seq() + 1, u64::MAX, |rec, _| g.apply_record(rec).map(|()| true)).expect("scan");
@@ -224,6 +280,7 @@ fn summary(_: &mut Criterion) {
             ("replay-ms", "ms"),
             ("cli-impact-ms", "ms"),
             ("cli-impact-peak-MiB", "MiB"),
+            ("cli-impact-daemon-ms", "ms"),
             ("cli-intake-one-ms", "ms"),
             ("cli-intake-one-peak-MiB", "MiB"),
             ("disk-per-edit-KiB", "KiB"),

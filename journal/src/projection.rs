@@ -226,6 +226,29 @@ impl Projections {
 /// Brings one projection to the journal head: newest valid snapshot, then the tail. For callers
 /// that hold a concrete projection type rather than a registry.
 pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<ProjectionStatus, ProjectionRunError> {
+    let (from_snapshot, discarded, applied, through) = catch_up_inner(p, journal)?;
+    Ok(ProjectionStatus {
+        name: p.name().to_owned(),
+        version: p.version(),
+        from_snapshot,
+        discarded,
+        applied,
+        through,
+        state_hash: p.state_hash(),
+    })
+}
+
+/// [`catch_up_one`] for a caller that wants only the state (a query): the same snapshot and
+/// tail, without the state hash (a walk of the whole state); the sequence `p` now reflects.
+pub fn catch_up_state<P: Projection>(p: &mut P, journal: &Journal) -> Result<u64, ProjectionRunError> {
+    Ok(catch_up_inner(p, journal)?.3)
+}
+
+/// Snapshot plus tail: (the snapshot's sequence, what was discarded, events applied, through).
+fn catch_up_inner<P: Projection>(
+    p: &mut P,
+    journal: &Journal,
+) -> Result<(u64, Vec<Discarded>, u64, u64), ProjectionRunError> {
     let hash_at = |seq: u64| journal.hash_at(seq);
     let snapshot::Loaded { found, mut discarded } =
         snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
@@ -250,15 +273,7 @@ pub fn catch_up_one<P: Projection>(p: &mut P, journal: &Journal) -> Result<Proje
         Ok::<bool, ProjectionError>(true)
     })?;
     r?;
-    Ok(ProjectionStatus {
-        name: p.name().to_owned(),
-        version: p.version(),
-        from_snapshot,
-        discarded,
-        applied,
-        through: cursor.max(head),
-        state_hash: p.state_hash(),
-    })
+    Ok((from_snapshot, discarded, applied, cursor.max(head)))
 }
 
 /// Brings `p`, which reflects the journal through `through`, to the head by folding only the

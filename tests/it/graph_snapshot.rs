@@ -3,7 +3,9 @@
 //! must answer every query exactly as the graph folded from the journal does; saving it again
 //! copies the nodes that did not change, and the bytes must be those a fresh encoding gives; a
 //! snapshot whose checksums hold but whose nodes do not decode, or that ends early, is discarded
-//! and the graph rebuilt from the journal, never trusted.
+//! and the graph rebuilt from the journal, never trusted. `strata serve` answers graph queries
+//! from the graph it keeps in memory: the same answers as a command that loads the graph, also
+//! after an intake it ran moved the head.
 
 use std::path::Path;
 
@@ -15,7 +17,8 @@ use strata_engine::ports::{CountingIds, FixedClock};
 use strata_journal::projection::{Projection, catch_up_one, save_one};
 use strata_journal::snapshot::{self, Discarded};
 use strata_journal::{Durability, Journal};
-use strata_tests::{apply_tail, options};
+use strata_tests::daemon::Daemon;
+use strata_tests::{apply_tail, options, strata_bin, strata_ok};
 
 fn seed(dir: &Path) -> (Journal, Graph, Fixture) {
     let fx = generate(&FixtureSpec::seed_scale(9));
@@ -139,4 +142,36 @@ fn a_snapshot_whose_nodes_do_not_decode_is_discarded_and_rebuilt() {
     // And the good one is used again.
     save_one(&live, &j, seq).unwrap();
     same_graph(&restored(&j), &live);
+}
+
+#[test]
+fn the_daemon_answers_graph_queries_from_its_graph_as_a_fresh_load_does() {
+    const BIN: &str = strata_bin!();
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    strata_ok(BIN, &ws, &["init", "--durability", "process"]);
+    let kb = ws.join("kb");
+    strata_ok(BIN, &ws, &["fixture", "--out", kb.to_str().unwrap()]);
+    strata_ok(BIN, &ws, &["intake", kb.to_str().unwrap()]);
+    let queries: [&[&str]; 3] = [
+        &["--json", "graph", "impact", "CR-1"],
+        &["--json", "graph", "impact", "CR-2"],
+        &["--json", "graph", "validate"],
+    ];
+    let answers = |ws: &Path| queries.map(|q| strata_ok(BIN, ws, q));
+    let local = answers(&ws);
+    let d = Daemon::start(BIN, &ws, &[]);
+    assert_eq!(answers(&ws), local, "the first queries (the graph loaded)");
+    assert_eq!(answers(&ws), local, "again (the graph kept)");
+    // An intake through the daemon moves the head; the kept graph folds it before answering.
+    let file = kb.join("changes").join("CR-1.md");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, format!("{text}\nEdited while the daemon runs.\n")).unwrap();
+    strata_ok(BIN, &ws, &["intake", file.to_str().unwrap()]);
+    let served = answers(&ws);
+    assert_ne!(served[0], local[0], "the edit shows (a new head)");
+    let (status, stderr) = d.stop();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(served, answers(&ws), "the served answers are what a fresh load gives");
 }

@@ -23,6 +23,7 @@ mod context_cli;
 mod context_props;
 mod crash;
 mod efficiency;
+mod git_inproc;
 mod graph_snapshot;
 mod guard;
 mod inherit;

@@ -4,7 +4,7 @@ use strata_engine::context::profile;
 use strata_engine::context::state::ContextState;
 use strata_engine::kb::graph::Graph;
 use strata_journal::Journal;
-use strata_journal::projection::{ProjectionRunError, catch_up_one};
+use strata_journal::projection::{ProjectionRunError, catch_up_state, catch_up_tail};
 
 use super::append::{AppendError, Decided, decide_and_append};
 use crate::system::{SystemClock, V7Ids};
@@ -12,8 +12,37 @@ use crate::system::{SystemClock, V7Ids};
 /// The spec graph at the journal head: its newest valid snapshot plus the tail.
 pub fn load_graph(journal: &Journal) -> Result<Graph, ProjectionRunError> {
     let mut g = Graph::new();
-    catch_up_one(&mut g, journal)?;
+    catch_up_state(&mut g, journal)?;
     Ok(g)
+}
+
+/// The spec graph kept in memory by a process that answers many queries (`strata serve`):
+/// loaded on first use, then brought to the journal's head by folding only the tail before each
+/// query. Queries take turns on it.
+#[derive(Clone, Default)]
+pub struct SharedGraph(std::sync::Arc<std::sync::Mutex<Option<(u64, Graph)>>>);
+
+impl std::fmt::Debug for SharedGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedGraph")
+    }
+}
+
+impl SharedGraph {
+    /// Runs `query` on the graph at `journal`'s head.
+    pub fn with<T>(&self, journal: &Journal, query: impl FnOnce(&Graph) -> T) -> Result<T, ProjectionRunError> {
+        let mut slot = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (through, graph) = match slot.take() {
+            Some((through, mut g)) => (catch_up_tail(&mut g, journal, through)?, g),
+            None => {
+                let mut g = Graph::new();
+                (catch_up_state(&mut g, journal)?, g)
+            }
+        };
+        let answer = query(&graph);
+        *slot = Some((through, graph));
+        Ok(answer)
+    }
 }
 
 /// A shipped profile that does not parse or register (a defect of this build).

@@ -414,8 +414,7 @@ fn reached_json(r: &Reached) -> Value {
 pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("graph")?;
     match cmd {
-        GraphCommand::Validate => {
-            let g = load_graph(&journal)?;
+        GraphCommand::Validate => ws.with_graph_at_head(&journal, |g| {
             let findings = g.validate();
             if json {
                 let items: Vec<Value> = findings
@@ -440,52 +439,54 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                 outln!("{} error(s) in {} artifacts", findings.len(), g.len());
             }
             Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
-        }
+        }),
         GraphCommand::Impact { id, kind, at } => {
             let head = journal.head().seq;
-            let g = match at {
-                Some(seq) if seq > head => anyhow::bail!("[STRATA-E0803] --at {seq} is past the journal head {head}"),
-                Some(seq) => Graph::at(&journal, seq).map_err(|e| anyhow::anyhow!(e))?,
-                None => load_graph(&journal)?,
+            let answer = |g: &Graph| -> anyhow::Result<ExitCode> {
+                let key = resolve(g, &id, kind.as_deref())?;
+                let n = g.node_id(&key).unwrap_or(0);
+                let closure = g.impact_closure(n);
+                let reached = g.reached(&closure);
+                let dangling = g.dangling(&closure);
+                let mut groups: std::collections::BTreeMap<&str, Vec<&Reached>> = std::collections::BTreeMap::new();
+                for r in &reached {
+                    groups.entry(r.key.kind.group()).or_default().push(r);
+                }
+                if json {
+                    let g2: serde_json::Map<String, Value> = groups
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), json!(v.iter().map(|r| reached_json(r)).collect::<Vec<_>>())))
+                        .collect();
+                    let dangling: Vec<Value> = dangling
+                        .iter()
+                        .map(|f| json!({"artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
+                        .collect();
+                    outln!(
+                        "{}",
+                        json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2, "dangling": dangling})
+                    );
+                } else {
+                    outln!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
+                    for (group, items) in &groups {
+                        outln!("\n{group} ({})", items.len());
+                        for r in items {
+                            outln!("  {:<32} {}", r.key.id, r.path);
+                        }
+                    }
+                    if !dangling.is_empty() {
+                        outln!("\ndangling references, not reached ({})", dangling.len());
+                        for f in &dangling {
+                            outln!("  {}", f.detail);
+                        }
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
             };
-            let key = resolve(&g, &id, kind.as_deref())?;
-            let n = g.node_id(&key).unwrap_or(0);
-            let closure = g.impact_closure(n);
-            let reached = g.reached(&closure);
-            let dangling = g.dangling(&closure);
-            let mut groups: std::collections::BTreeMap<&str, Vec<&Reached>> = std::collections::BTreeMap::new();
-            for r in &reached {
-                groups.entry(r.key.kind.group()).or_default().push(r);
+            match at {
+                Some(seq) if seq > head => anyhow::bail!("[STRATA-E0803] --at {seq} is past the journal head {head}"),
+                Some(seq) => answer(&Graph::at(&journal, seq).map_err(|e| anyhow::anyhow!(e))?),
+                None => ws.with_graph_at_head(&journal, answer),
             }
-            if json {
-                let g2: serde_json::Map<String, Value> = groups
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), json!(v.iter().map(|r| reached_json(r)).collect::<Vec<_>>())))
-                    .collect();
-                let dangling: Vec<Value> = dangling
-                    .iter()
-                    .map(|f| json!({"artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
-                    .collect();
-                outln!(
-                    "{}",
-                    json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2, "dangling": dangling})
-                );
-            } else {
-                outln!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
-                for (group, items) in &groups {
-                    outln!("\n{group} ({})", items.len());
-                    for r in items {
-                        outln!("  {:<32} {}", r.key.id, r.path);
-                    }
-                }
-                if !dangling.is_empty() {
-                    outln!("\ndangling references, not reached ({})", dangling.len());
-                    for f in &dangling {
-                        outln!("  {}", f.detail);
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
         }
         GraphCommand::Suspects => {
             let g = load_graph(&journal)?;

@@ -1,4 +1,6 @@
-//! Isolated workspaces for writing workers, with the `git` command line.
+//! Isolated workspaces for writing workers, with the `git` command line and, for the two steps
+//! every writing task takes (its worktree, its commit), in process through gix ([`inproc`]),
+//! which falls back to the command line wherever it would not do exactly what git does.
 //!
 //! A workgroup integrates on its own branch, `strata/<workgroup>`, checked out in an integration
 //! worktree. Each writing task's worker gets a detached worktree at the integration branch's tip
@@ -16,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::Context as _;
+
+pub mod inproc;
 
 /// Author of strata's commits; and no `git maintenance run --auto` after each of strata's commits
 /// and picks (one more process each, in the middle of a run; the repository's owner's own git use
@@ -235,26 +239,32 @@ impl Repo {
     }
 
     /// A fresh worktree for `task`'s `attempt` at the integration tip (an earlier one at that
-    /// path, from a run that stopped, is removed first).
+    /// path, from a run that stopped, is removed first): made in process ([`inproc::add_worktree`]),
+    /// else by `git worktree add`.
     pub fn worktree(&self, task: &str, attempt: u32) -> anyhow::Result<PathBuf> {
         let path = worktree_path(&self.root, self.branch.trim_start_matches("strata/"), task, attempt);
         if path.exists() {
             self.remove(&path)?;
         }
         // The branch, not a commit id read first: `--detach` checks out its tip, as it is now.
-        git(
-            &self.root,
-            &["worktree", "add", "--detach", &path.to_string_lossy(), &format!("refs/heads/{}", self.branch)],
-        )?;
+        let reference = format!("refs/heads/{}", self.branch);
+        if inproc::add_worktree(&self.root, &path, &reference).is_some() {
+            return Ok(path);
+        }
+        git(&self.root, &["worktree", "add", "--detach", &path.to_string_lossy(), &reference])?;
         Ok(path)
     }
 
     /// Stages and commits everything changed in `worktree`; the files and the commit.
     ///
     /// The files are what `git status` reports against `HEAD` (untracked files one by one,
-    /// ignored ones left out, no rename pairing): the same set `git add -A` then stages. Nothing
-    /// changed costs one `git` process; changes cost three (status, add, commit).
+    /// ignored ones left out, no rename pairing): the same set `git add -A` then stages. In
+    /// process ([`inproc::collect`]) it starts no process; where that path declines, nothing
+    /// changed costs one `git` process and changes cost three (status, add, commit).
     pub fn collect(&self, worktree: &Path, message: &str) -> anyhow::Result<Changes> {
+        if let Some(changes) = inproc::collect(worktree, message) {
+            return Ok(changes);
+        }
         let status = git(worktree, &["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"])?;
         let mut files: Vec<String> =
             status.split('\0').filter_map(|e| e.get(3..)).filter(|s| !s.is_empty()).map(str::to_owned).collect();
