@@ -74,6 +74,8 @@ fn writers_run(at: &Path, plan_text: &str) -> Vec<u64> {
         on_violation: "stop".into(),
         prompts_dir: ws.strata_dir().join("prompts"),
         workspace: ws.root().to_path_buf(),
+        nesting_depth: 0,
+        detected: Default::default(),
     };
     let plan: Plan = toml::from_str(plan_text).expect("plan TOML");
     let checked = plan::check(&plan).expect("plan checks");
