@@ -41,8 +41,8 @@ continues = "a2"
 const FILES: [(&str, &str); 2] = [("src/a1.rs", "// a1\n"), ("src/a2.rs", "// a2\n")];
 
 /// A run of `plan` in a fresh workspace whose config ends with `[context_efficiency]` holding
-/// `keys`, with `env` set: its exit status, stdout and the journal's events `(type, payload)`.
-fn run_with(plan: &str, keys: &str, env: &[(&str, &str)]) -> (bool, String, Vec<(String, Value)>) {
+/// `keys`, with `env` set, which must succeed: its stdout and the journal's events `(type, payload)`.
+fn run_with(plan: &str, keys: &str, env: &[(&str, &str)]) -> (String, Vec<(String, Value)>) {
     let tmp = tempfile::tempdir().expect("tmp");
     let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &FILES, plan);
     let config = ws.join(".strata/config.toml");
@@ -60,7 +60,7 @@ fn run_with(plan: &str, keys: &str, env: &[(&str, &str)]) -> (bool, String, Vec<
         .expect("strata runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), stdout, events(&ws))
+    (stdout, events(&ws))
 }
 
 fn events(ws: &Path) -> Vec<(String, Value)> {
@@ -100,7 +100,7 @@ fn count(ev: &[(String, Value)], kind: &str) -> usize {
 
 #[test]
 fn by_default_both_continuations_resume_and_the_policy_is_recorded() {
-    let (_, stdout, ev) = run_with(TWO_CONTINUATIONS, "", &[]);
+    let (stdout, ev) = run_with(TWO_CONTINUATIONS, "", &[]);
     let m = modes(&ev);
     assert_eq!((m["b1"].0.as_str(), m["b2"].0.as_str()), ("resume", "resume"), "{m:?}");
     assert_eq!(policy(&ev)["profile"], "balanced");
@@ -150,7 +150,7 @@ fn audit_run_shows_the_routing_evidence_of_every_task() {
 
 #[test]
 fn enabled_false_runs_every_task_as_the_baseline_and_says_so() {
-    let (_, stdout, ev) = run_with(TWO_CONTINUATIONS, "enabled = false", &[]);
+    let (stdout, ev) = run_with(TWO_CONTINUATIONS, "enabled = false", &[]);
     let m = modes(&ev);
     assert!(m.values().all(|(mode, _)| mode == "fresh-capsule"), "{m:?}");
     assert_eq!(count(&ev, "ce.lineage-recorded"), 0, "no session is kept warm with efficiency off");
@@ -160,7 +160,7 @@ fn enabled_false_runs_every_task_as_the_baseline_and_says_so() {
 
 #[test]
 fn max_active_inherited_caps_resumed_writers_running_at_once() {
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "max_active_inherited = 1", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "max_active_inherited = 1", &[]);
     let m = modes(&ev);
     let resumed = m.values().filter(|(mode, _)| mode == "resume").count();
     assert_eq!(resumed, 1, "one resumes, the other is over the cap: {m:?}");
@@ -172,12 +172,12 @@ fn max_active_inherited_caps_resumed_writers_running_at_once() {
 
 #[test]
 fn warm_lease_minutes_sets_how_long_a_session_stays_resumable() {
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "warm_lease_minutes = 7", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "warm_lease_minutes = 7", &[]);
     let lease = ev.iter().find(|(t, _)| t == "ce.lease-granted").expect("a lease").1.clone();
     let span = lease["expires_at_ns"].as_i64().expect("end") - lease["at_ns"].as_i64().expect("start");
     assert_eq!(span, 7 * 60 * 1_000_000_000, "{lease}");
     // No lease at all: nothing resumes.
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "warm_lease_minutes = 0", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "warm_lease_minutes = 0", &[]);
     let m = modes(&ev);
     assert!(m.values().all(|(mode, _)| mode != "resume"), "{m:?}");
 }
@@ -185,19 +185,19 @@ fn warm_lease_minutes_sets_how_long_a_session_stays_resumable() {
 #[test]
 fn max_nesting_depth_keeps_a_run_inside_a_worker_from_delegating_deeper() {
     let nested = [("STRATA_NESTING_DEPTH", "1")];
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "max_nesting_depth = 1", &nested);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "max_nesting_depth = 1", &nested);
     let m = modes(&ev);
     assert!(m.values().all(|(_, r)| r.contains(&"\"NESTING_LIMIT\"".to_owned())), "{m:?}");
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "max_nesting_depth = 2", &nested);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "max_nesting_depth = 2", &nested);
     let m = modes(&ev);
     assert!(m.values().all(|(_, r)| !r.contains(&"\"NESTING_LIMIT\"".to_owned())), "{m:?}");
 }
 
 #[test]
 fn telemetry_off_records_no_usage() {
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "", &[]);
     assert!(count(&ev, "telemetry.usage-reported") >= 4);
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "telemetry = \"off\"", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "telemetry = \"off\"", &[]);
     assert_eq!(count(&ev, "telemetry.usage-reported"), 0);
     assert_eq!(policy(&ev)["telemetry"], "off");
 }
@@ -207,15 +207,15 @@ fn the_profile_sets_parallel_workers_and_the_inheritance_cap() {
     let planned = |ev: &[(String, Value)]| {
         ev.iter().find(|(t, _)| t == "workgroup.planned").expect("planned").1["plan"]["parallel"].as_u64()
     };
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "profile = \"latency\"", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "profile = \"latency\"", &[]);
     assert_eq!(planned(&ev), Some(8));
     // quality allows one inherited writer at a time: the second continuation starts fresh.
-    let (_, _, ev) = run_with(TWO_CONTINUATIONS, "profile = \"quality\"", &[]);
+    let (_, ev) = run_with(TWO_CONTINUATIONS, "profile = \"quality\"", &[]);
     assert_eq!(planned(&ev), Some(2));
     assert_eq!(policy(&ev)["max_active_inherited"], 1);
     assert_eq!(modes(&ev).values().filter(|(mode, _)| mode == "resume").count(), 1);
     // A plan's own parallel wins over the profile's.
-    let (_, _, ev) = run_with(&format!("parallel = 3\n{TWO_CONTINUATIONS}"), "profile = \"latency\"", &[]);
+    let (_, ev) = run_with(&format!("parallel = 3\n{TWO_CONTINUATIONS}"), "profile = \"latency\"", &[]);
     assert_eq!(planned(&ev), Some(3));
 }
 
@@ -279,7 +279,7 @@ fn disk_handoff_threshold_decides_which_results_get_a_handoff_file_and_followers
     let capsule = std::fs::read_to_string(ws.join(".strata/prompts/keys/b1.1.prompt.capsule.json")).expect("capsule");
     assert!(capsule.contains("Read the handoff of a1 at .strata/handoffs/keys/a1.1.md"), "{capsule}");
     // always: every result, the side check too.
-    let (_, _, ev) = run_with(&plan, "disk_handoff_threshold = \"always\"", &[]);
+    let (_, ev) = run_with(&plan, "disk_handoff_threshold = \"always\"", &[]);
     let h = handoffs(&ev);
     assert_eq!(h.get("look").and_then(|v| v["reason"].as_str()), Some("always"), "{h:?}");
 }

@@ -187,19 +187,23 @@ fn assert_forked(fake: &FakeModel, ws: &Path, parent_words: &str) {
     );
 }
 
+/// The Claude turns of the plan, in order: the parent writes and says how the parser works, the
+/// child writes its tests (`top`: the repository, where the worktrees are).
+fn claude_turns(top: &Path) -> Vec<Turn> {
+    let parse = worktree_path(top, "inh", "parent", 1).join("src/parse.rs");
+    let tests = worktree_path(top, "inh", "child", 1).join("src/parse_tests.rs");
+    vec![
+        Turn::claude_write(&parse.display().to_string(), "pub fn parse() {}\n"),
+        Turn::text("The parser is written; it splits on commas."),
+        Turn::claude_write(&tests.display().to_string(), "#[test] fn t() {}\n"),
+        Turn::text("The tests are written."),
+    ]
+}
+
 #[test]
 #[ignore = "needs the claude CLI from npm; CI runs it"]
 fn inherit_full_forks_a_claude_session_end_to_end() {
-    let (fake, ws, _scratch) = real_run("claude", |top| {
-        let parse = worktree_path(top, "inh", "parent", 1).join("src/parse.rs");
-        let tests = worktree_path(top, "inh", "child", 1).join("src/parse_tests.rs");
-        vec![
-            Turn::claude_write(&parse.display().to_string(), "pub fn parse() {}\n"),
-            Turn::text("The parser is written; it splits on commas."),
-            Turn::claude_write(&tests.display().to_string(), "#[test] fn t() {}\n"),
-            Turn::text("The tests are written."),
-        ]
-    });
+    let (fake, ws, _scratch) = real_run("claude", claude_turns);
     assert_forked(&fake, &ws, "it splits on commas");
 }
 
@@ -224,30 +228,17 @@ fn inherit_full_forks_a_codex_thread_end_to_end() {
 fn a_claude_whose_help_shows_no_fork_degrades_the_fork_to_a_fresh_capsule() {
     let dir = tempfile::tempdir().expect("tmp");
     let wrapper = dir.path().join("claude-without-fork");
-    let (fake, ws, _scratch) = real_run_with(
-        "claude",
-        |top| {
-            let parse = worktree_path(top, "inh", "parent", 1).join("src/parse.rs");
-            let tests = worktree_path(top, "inh", "child", 1).join("src/parse_tests.rs");
-            vec![
-                Turn::claude_write(&parse.display().to_string(), "pub fn parse() {}\n"),
-                Turn::text("The parser is written; it splits on commas."),
-                Turn::claude_write(&tests.display().to_string(), "#[test] fn t() {}\n"),
-                Turn::text("The tests are written."),
-            ]
-        },
-        |real| {
-            // The real CLI, except that its help no longer shows --fork-session.
-            let script = format!(
-                "#!/bin/sh\nif [ \"$1\" = \"--help\" ]; then {} --help | grep -v -- --fork-session; exit 0; fi\nexec {} \"$@\"\n",
-                real.display(),
-                real.display()
-            );
-            std::fs::write(&wrapper, script).expect("wrapper");
-            std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-            wrapper.clone()
-        },
-    );
+    let (fake, ws, _scratch) = real_run_with("claude", claude_turns, |real| {
+        // The real CLI, except that its help no longer shows --fork-session.
+        let script = format!(
+            "#!/bin/sh\nif [ \"$1\" = \"--help\" ]; then {} --help | grep -v -- --fork-session; exit 0; fi\nexec {} \"$@\"\n",
+            real.display(),
+            real.display()
+        );
+        std::fs::write(&wrapper, script).expect("wrapper");
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        wrapper.clone()
+    });
     let d = dispatched(&ws, "child");
     assert_eq!(d["runs_as"], "fresh-capsule", "{d}");
     assert!(d["reason_codes"].as_array().expect("reasons").iter().any(|r| r == "CAPABILITY_FALLBACK"), "{d}");

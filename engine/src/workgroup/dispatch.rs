@@ -395,14 +395,9 @@ pub fn route(
     let candidate_lineage =
         prior.as_ref().map(|(l, ..)| l.clone()).or_else(|| parent.as_ref().map(|(l, ..)| l.clone()));
     let candidate_task = t.spec.continues.as_ref().or(t.spec.affinity.as_ref());
-    let evidence = evidence(
-        g,
-        t,
-        &routed.facts,
-        candidate_lineage,
-        candidate_task,
-        lineage_check.as_ref().or(fork_check.as_ref()),
-    );
+    // A task continues a session or forks one, never both (the plan's check): one answer.
+    let lineage_check = lineage_check.or(fork_check);
+    let evidence = evidence(g, t, &routed.facts, candidate_lineage, candidate_task, lineage_check.as_ref());
     Ok(Routing::Cleared(Box::new(Cleared {
         evidence,
         attempt,
@@ -421,7 +416,7 @@ pub fn route(
         reconciliation,
         resumed,
         continues: prior.is_some(),
-        lineage_check: lineage_check.or(fork_check),
+        lineage_check,
         gate,
         notes,
     })))
