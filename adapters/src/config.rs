@@ -136,6 +136,8 @@ struct EfficiencySection {
     disk_handoff_threshold: Option<String>,
     telemetry: Option<String>,
     canary_percent: Option<u64>,
+    #[serde(default)]
+    caps: strata_engine::workgroup::caps::PlanCaps,
 }
 
 /// `value` as one of `choices` (by name), or an error naming `key` and the choices.
@@ -171,6 +173,7 @@ impl EfficiencySection {
             disk_handoff_threshold: choice(path, "disk_handoff_threshold", self.disk_handoff_threshold, &handoffs)?,
             telemetry: choice(path, "telemetry", self.telemetry, &telemetry)?,
             canary_percent: percent,
+            caps: self.caps,
         };
         Policy::resolve(&o).map_err(|bad| {
             let each: Vec<String> = bad.iter().map(|(k, rule)| format!("context_efficiency.{k} {rule}")).collect();

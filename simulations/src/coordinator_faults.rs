@@ -740,6 +740,13 @@ impl driver::Coordinate for Run {
         Stop::Broken(self.fail("progress", detail))
     }
 
+    fn pause(&mut self, paused: &strata_engine::workgroup::caps::Paused) -> Result<(), Stop> {
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        let append =
+            decide::paused(g, paused, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+        Ok(self.commit(vec![append])?)
+    }
+
     fn finished(&mut self) -> Result<(), Stop> {
         let Some(g) = self.groups.get(WG) else { return Ok(()) };
         if let Some(append) =
@@ -765,8 +772,7 @@ fn ended(task: &str, attempt: u32, session: Option<String>, summary: &str) -> Wo
         usage: Default::default(),
         accounting: None,
         synthetic: true,
-        abandoned: false,
-        writes: Vec::new(),
+        ..WorkerEnded::default()
     }
 }
 

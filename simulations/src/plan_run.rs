@@ -19,12 +19,14 @@ use strata_engine::ce::router::Mode;
 use strata_engine::ports::Clock as _;
 use strata_engine::telemetry::events::AccountingSource;
 use strata_engine::telemetry::state::Telemetry;
+use strata_engine::workgroup::caps::{Capped, Paused};
+use strata_engine::workgroup::decide::EndRecord;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, RunStart, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::gates::BuildFacts;
 use strata_engine::workgroup::judge::{self, Changes, Observed};
 use strata_engine::workgroup::plan::{Checked, Task};
-use strata_engine::workgroup::sim::{self, Model, Turn};
+use strata_engine::workgroup::sim::{self, Model};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::{decide, driver, lineage_id};
 use strata_journal::projection::Projection;
@@ -92,6 +94,9 @@ pub fn run(setup: Setup<'_>, briefing: &mut dyn Briefing) -> Result<Journal, Str
     Ok(r.journal)
 }
 
+/// A worker in flight: its attempt, session, turn under its caps and input bytes.
+type Running = (u32, String, sim::Capped, Option<u64>);
+
 struct PlanRun<'b> {
     journal: Journal,
     wg: String,
@@ -103,7 +108,7 @@ struct PlanRun<'b> {
     clock: SimClock,
     model: Model,
     /// Workers running: when each ends (simulated ns), keyed for the order they end in.
-    running: BTreeMap<(i64, String), (u32, String, Turn)>,
+    running: BTreeMap<(i64, String), Running>,
     briefing: &'b mut dyn Briefing,
     on_violation: &'b str,
     worktrees: bool,
@@ -175,6 +180,11 @@ impl PlanRun<'_> {
             Planned::Dispatch(d) => d,
         };
         let (mode, tokens) = (d.runs_as, d.dispatched.prompt.tokens);
+        // What the runner reads and hands the worker: the input the dispatch wrote.
+        let input_bytes = d.effects.iter().find_map(|e| match e {
+            dispatch::Effect::Input(text) => Some(text.len() as u64),
+            _ => None,
+        });
         let session = match &d.dispatched.from_session {
             Some(s) if mode == Mode::Resume => s.clone(),
             _ => self.model.session(&lineage, attempt),
@@ -191,9 +201,9 @@ impl PlanRun<'_> {
         };
         let append = decide::started(&self.wg, &s, &mut self.ids, &self.clock).map_err(|e| e.to_string())?;
         self.commit(vec![append])?;
-        let turn = self.model.turn(&self.wg, id, attempt, mode, tokens);
-        let ends = self.clock.now_ns() + i64::try_from(turn.latency_ms).unwrap_or(i64::MAX / 4) * 1_000_000;
-        self.running.insert((ends, id.to_owned()), (attempt, s.session_id, turn));
+        let turn = sim::under_caps(self.model.turn(&self.wg, id, attempt, mode, tokens), &d.dispatched.caps);
+        let ends = self.clock.now_ns() + i64::try_from(turn.turn.latency_ms).unwrap_or(i64::MAX / 4) * 1_000_000;
+        self.running.insert((ends, id.to_owned()), (attempt, s.session_id, turn, input_bytes));
         Ok(())
     }
 
@@ -205,8 +215,11 @@ impl PlanRun<'_> {
             self.clock.advance((u - self.clock.now_ns()).max(0));
             return Ok(());
         }
-        let Some(((at, task), (attempt, session, turn))) = self.running.pop_first() else { return Ok(()) };
+        let Some(((at, task), (attempt, session, capped, input_bytes))) = self.running.pop_first() else {
+            return Ok(());
+        };
         self.clock.advance((at - self.clock.now_ns()).max(0));
+        let turn = &capped.turn;
         let e = WorkerEnded {
             task: task.clone(),
             attempt,
@@ -215,12 +228,26 @@ impl PlanRun<'_> {
             usage: turn.usage,
             accounting: Some(AccountingSource::Estimated),
             synthetic: true,
-            abandoned: false,
-            writes: Vec::new(),
+            turns: Some(capped.turns),
+            input_bytes,
+            ..WorkerEnded::default()
         };
-        let append =
-            decide::worker_ended(&self.wg, &e, turn.succeeded, &turn.summary, true, &mut self.ids, &self.clock)
-                .map_err(|e| e.to_string())?;
+        let caps = workgroup_of(&self.groups, &self.wg)?
+            .tasks
+            .get(&task)
+            .and_then(|t| t.dispatch.as_ref())
+            .map(|(_, d)| d.caps)
+            .unwrap_or_default();
+        let event = capped.reached.map(|(reached, spend)| Capped { task: task.clone(), attempt, reached, caps, spend });
+        let record = EndRecord {
+            ended: &e,
+            succeeded: turn.succeeded,
+            output: &turn.summary,
+            started: true,
+            capped: event.as_ref(),
+            checked: None,
+        };
+        let append = decide::worker_end(&self.wg, &record, &mut self.ids, &self.clock).map_err(|e| e.to_string())?;
         self.commit(vec![append])
     }
 
@@ -254,7 +281,7 @@ impl PlanRun<'_> {
                 mode,
                 provider: "sim",
                 end: &end,
-                observed: Observed { escaped: Vec::new(), changes },
+                observed: Observed { escaped: Vec::new(), changes, partial: None, denials: 0 },
                 on_violation: self.on_violation,
                 keeps_warm: sim::CAPABILITIES.resume,
                 now_ns: self.clock.now_ns(),
@@ -318,6 +345,12 @@ impl driver::Coordinate for PlanRun<'_> {
 
     fn stalled(&self, detail: String) -> String {
         detail
+    }
+
+    fn pause(&mut self, paused: &Paused) -> Result<(), String> {
+        let append = decide::paused(workgroup_of(&self.groups, &self.wg)?, paused, &mut self.ids, &self.clock)
+            .map_err(|e| e.to_string())?;
+        self.commit(vec![append])
     }
 
     fn finished(&mut self) -> Result<(), String> {

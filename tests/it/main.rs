@@ -6,6 +6,7 @@
 mod pg;
 
 mod assembly_memo;
+mod caps;
 mod ce_capsule;
 mod ce_compat;
 mod ce_dispatch;

@@ -101,6 +101,7 @@ fn brief(s: &Scratch, journal: &Path, lineage: &str, mode: Mode, from: Option<&s
         owns: vec!["src/api".to_owned()],
         workdir: s.work.clone(),
         journal: journal.to_owned(),
+        caps: Default::default(),
     }
 }
 

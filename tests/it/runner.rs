@@ -55,6 +55,8 @@ fn dispatched() -> Fixture {
         lineage_check: None,
         gate: None,
         evidence: None,
+        caps: Default::default(),
+        fallback_after: None,
     };
     let e = decide::dispatched(g, &d, &mut ids, &FixedClock(0)).expect("dispatch event");
     journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");
@@ -172,6 +174,7 @@ fn a_worker_a_stopped_run_started_is_recorded_as_abandoned() {
         usage: Default::default(),
         retry: decide::retry(g, "read", true, true) == Some(0),
         not_before_ns: None,
+        ..Default::default()
     };
     let e = decide::failed(g, &failed, &mut f.ids, &FixedClock(0)).expect("failed event");
     f.journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

@@ -219,6 +219,9 @@ fn decisions(j: &strata_journal::Journal) -> Vec<(String, String, serde_json::Va
                 for (k, x) in m.iter_mut() {
                     if k.ends_with("_ns") || k.ends_with("_at") || k == "wall_ms" {
                         *x = serde_json::Value::String("<time>".into());
+                    } else if k == "input_bytes" || k == "prompt_bytes" {
+                        // The run hands its workers the assembled prompt; the simulation a stand-in.
+                        *x = serde_json::Value::String("<bytes>".into());
                     } else if k == "active_writers" || k == "active_inherited_writers" {
                         *x = serde_json::Value::String("<in flight>".into());
                     } else if k == "commit" && x.is_string() {

@@ -89,7 +89,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
             // A plan that names no `parallel` gets the efficiency profile's.
             Ok(mut plan) => {
                 plan.parallel.get_or_insert(config.efficiency.parallel);
-                Subject::New(plan)
+                Subject::New(Box::new(plan))
             }
             Err(e) => {
                 let p = Problem {
@@ -182,6 +182,10 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
     ws.finish(&journal)?;
     let s = summary(&g);
     print_summary(&s, Some(&measured), json)?;
+    if let Some(p) = &s.paused {
+        errln!("workgroup {wg} is paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix());
+        return Ok(ExitCode::from(EXIT_PAUSED));
+    }
     Ok(if s.failed + s.held == 0 { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
 }
 
@@ -287,6 +291,10 @@ fn cost_text(s: &Summary) -> String {
 }
 
 /// Prints a workgroup's summary (with what the run measured, when it just ran).
+/// `strata run`'s exit code when a safety boundary paused the workgroup: a person acts, then
+/// `strata run --resume WG` continues it.
+pub const EXIT_PAUSED: u8 = 4;
+
 pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool) -> anyhow::Result<()> {
     if json {
         let mut v = serde_json::to_value(s)?;
@@ -391,6 +399,9 @@ mod tests {
             violations: 0,
             finished: true,
             policy: Default::default(),
+            paused: None,
+            caps: Default::default(),
+            spend: Default::default(),
         }
     }
 

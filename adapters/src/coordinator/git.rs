@@ -282,6 +282,11 @@ impl Repo {
         Ok(Changes { files, commit: Some(commit) })
     }
 
+    /// The patch `commit` makes against its parent (`git show --format= --binary`).
+    pub fn diff_of(&self, commit: &str) -> anyhow::Result<String> {
+        git(&self.root, &["show", "--format=", "--binary", commit])
+    }
+
     /// Applies `commit` to the integration branch; on a conflict the pick is aborted and the
     /// conflicting files returned.
     pub fn apply(&self, commit: &str) -> anyhow::Result<Result<(), Vec<String>>> {

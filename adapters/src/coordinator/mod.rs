@@ -31,6 +31,7 @@ pub mod preflight;
 pub mod runner;
 mod shared;
 mod summary;
+pub mod verify;
 
 pub use summary::{Summary, TaskLine, summary};
 
@@ -303,6 +304,13 @@ impl<'j> Coordinator<'j> {
                 self.config.efficiency.describe()
             ));
         }
+        // A paused workgroup continues: a person acted. One still over its cap pauses again.
+        let g = self.group(wg)?;
+        if let Some(append) = decide::unpaused(g, &mut V7Ids, &SystemClock)? {
+            let reason = g.paused.as_ref().map_or("", |p| p.reason.as_str());
+            self.commit(vec![append])?;
+            self.progress(format_args!("continuing after the pause ({reason})"));
+        }
         Ok(())
     }
 
@@ -531,8 +539,17 @@ impl<'j> Coordinator<'j> {
         let now = SystemClock.now_ns();
         let backing_off = g.tasks.values().filter(|t| t.not_before_ns().is_some_and(|at| at > now)).count();
         let waiting = if backing_off > 0 { format!(" · {backing_off} waiting to retry") } else { String::new() };
+        let caps = strata_engine::workgroup::caps::for_workgroup(g);
+        let spent = if caps.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " · {}",
+                strata_engine::workgroup::caps::against(&caps, &strata_engine::workgroup::caps::workgroup_spend(g))
+            )
+        };
         self.status = format!(
-            "  [{wg}] {}/{} completed · {running} running{waiting} · {} failed · {} held · {:.1} s",
+            "  [{wg}] {}/{} completed · {running} running{waiting} · {} failed · {} held{spent} · {:.1} s",
             g.count(Status::Completed),
             g.tasks.len(),
             g.count(Status::Failed) + g.count(Status::Conflicted),
@@ -768,6 +785,16 @@ impl<'j> Coordinator<'j> {
             }
             _ => None,
         };
+        // A capped attempt's partial work is kept as an artifact (its diff), never integrated.
+        let capped =
+            self.group(wg)?.tasks.get(id).and_then(|t| t.capped.as_ref()).is_some_and(|c| c.attempt == attempt);
+        let partial = match (&self.repo, &changes) {
+            (Some(repo), Some(judge::Changes { commit: Some(commit), .. })) if capped => {
+                Some(self.keep_partial(repo, wg, id, attempt, commit)?)
+            }
+            _ => None,
+        };
+        let denials = self.denials_of(wg, id);
         let sim = flight.provider == "sim";
         let time_scale = self.options.time_scale;
         let judged = judge::judge(
@@ -781,7 +808,7 @@ impl<'j> Coordinator<'j> {
                 mode: flight.mode,
                 provider: &flight.provider,
                 end: &end,
-                observed: judge::Observed { escaped, changes },
+                observed: judge::Observed { escaped, changes, partial, denials },
                 on_violation: &self.options.on_violation,
                 keeps_warm: self.resumes(&flight.provider),
                 now_ns: SystemClock.now_ns(),
@@ -843,6 +870,42 @@ impl<'j> Coordinator<'j> {
             }
         }
         out
+    }
+
+    /// Saves the diff of a capped attempt's `commit` under `.strata/artifacts/`.
+    fn keep_partial(
+        &self,
+        repo: &git::Repo,
+        wg: &str,
+        id: &str,
+        attempt: u32,
+        commit: &str,
+    ) -> anyhow::Result<strata_engine::workgroup::verify::ArtifactRef> {
+        let diff = repo.diff_of(commit)?;
+        let rel = format!("{}/{wg}/{id}.{attempt}.partial.diff", strata_engine::workgroup::verify::ARTIFACTS_DIR);
+        let file = self.options.workspace.join(&rel);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        crate::files::write_replacing(&file, diff.as_bytes())
+            .with_context(|| format!("cannot write the partial diff {}", file.display()))?;
+        Ok(strata_engine::workgroup::verify::ArtifactRef {
+            path: rel,
+            blake3: blake3::hash(diff.as_bytes()).to_hex().to_string(),
+            bytes: diff.len() as u64,
+        })
+    }
+
+    /// Write-guard denials recorded for `id`'s current attempt.
+    fn denials_of(&self, wg: &str, id: &str) -> u64 {
+        let since =
+            self.groups.get(wg).and_then(|g| g.tasks.get(id)).and_then(|s| s.dispatch.as_ref()).map_or(0, |d| d.0);
+        self.groups
+            .denials()
+            .values()
+            .flatten()
+            .filter(|d| d.seq > since && d.workgroup.as_deref() == Some(wg) && d.task.as_deref() == Some(id))
+            .count() as u64
     }
 
     /// Whether `provider` resumes sessions (a session it completed is kept warm).
@@ -941,6 +1004,18 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
 
     fn stalled(&self, detail: String) -> anyhow::Error {
         anyhow::anyhow!("[STRATA-E1727] workgroup {}: {detail}; this is a bug, report it", self.wg)
+    }
+
+    fn pause(&mut self, paused: &strata_engine::workgroup::caps::Paused) -> anyhow::Result<()> {
+        let append = decide::paused(self.c.group(self.wg)?, paused, &mut V7Ids, &SystemClock)?;
+        self.c.commit(vec![append])?;
+        self.c.progress(format_args!(
+            "workgroup paused ({}): {}; {}",
+            paused.reason.as_str(),
+            paused.detail,
+            paused.reason.fix()
+        ));
+        Ok(())
     }
 
     fn finished(&mut self) -> anyhow::Result<()> {

@@ -27,7 +27,7 @@ pub const PROBE_OUTPUT_BYTES_MAX: usize = 256 * 1024;
 /// What the run checks: a new plan, or a recorded workgroup it continues.
 pub enum Subject {
     /// A new workgroup's plan, as written.
-    New(Plan),
+    New(Box<Plan>),
     /// `--resume WG`: the plan, provider and repository as recorded.
     Resume(String),
 }
@@ -56,7 +56,7 @@ pub fn run(
     let auto = super::from_env::auto();
     let (plan, provider, repo, resuming) = match subject {
         Subject::New(plan) => (
-            plan.clone(),
+            (**plan).clone(),
             provider.map(|p| if p == "auto" { auto } else { p }).map(str::to_owned),
             repo.map(Path::to_path_buf),
             false,

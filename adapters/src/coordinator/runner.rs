@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use strata_engine::ce::router::Mode;
+use strata_engine::workgroup::caps::{Capped, Reached, Spend};
 use strata_engine::workgroup::events::{self, Dispatched, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::provider::{Brief, Outcome, Provider};
 use strata_engine::workgroup::state::{Workgroups, stream};
@@ -213,9 +214,10 @@ impl Runner {
         let brief = self.brief(task, attempt);
         let (journal, wg, shared) = (self.journal.clone(), self.workgroup.clone(), self.shared.clone());
         let (task, name, prep) = (task.to_owned(), task.to_owned(), began.elapsed());
+        let checks = self.checks(&task);
         let handle = self.workers.spawn(async move {
             let result = match brief {
-                Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief).await,
+                Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief, checks).await,
                 Err(reason) => {
                     let e = ended_without_start(&task, attempt, reason);
                     fail(&journal, &wg, &e, false).await
@@ -230,6 +232,18 @@ impl Runner {
             }
         });
         self.attempts.insert(handle.id(), (name, attempt));
+    }
+
+    /// The task's `verify` commands and their time limit, with the workspace their logs go
+    /// under; `None` when it has none.
+    fn checks(&self, task: &str) -> Option<Checks> {
+        let g = self.groups.get(&self.workgroup)?;
+        let t = g.plan.task(task)?;
+        (!t.spec.verify.is_empty()).then(|| Checks {
+            commands: t.spec.verify.clone(),
+            timeout_ms: g.plan.verify_timeout_ms,
+            workspace: self.setup.workspace.clone(),
+        })
     }
 
     /// The attempt's brief: its dispatch, its plan entry, its input file (written before the
@@ -277,6 +291,7 @@ impl Runner {
             owns: t.spec.owns.clone(),
             workdir,
             journal: self.setup.workspace.clone(),
+            caps: d.caps,
         };
         Ok((provider, brief))
     }
@@ -290,9 +305,7 @@ fn ended_without_start(task: &str, attempt: u32, reason: String) -> WorkerEnded 
         summary: events::bounded(&reason),
         usage: Default::default(),
         accounting: None,
-        synthetic: false,
-        abandoned: false,
-        writes: Vec::new(),
+        ..WorkerEnded::default()
     }
 }
 
@@ -315,13 +328,22 @@ async fn fail(journal: &Journal, wg: &str, e: &WorkerEnded, started: bool) -> Re
     record(journal, append).await
 }
 
-/// Starts the worker, records its start, waits for its turn, releases it and records the end;
-/// the adapter's own time (the two appends).
+/// A task's `verify` commands, as the runner carries them to its worker's end.
+struct Checks {
+    commands: Vec<String>,
+    timeout_ms: u64,
+    workspace: PathBuf,
+}
+
+/// Starts the worker, records its start, waits for its turn, releases it, runs the task's
+/// checks after a successful turn, and records the end (with the cap it was stopped at and the
+/// checks' results); the adapter's own time (the two appends).
 async fn run_worker(
     journal: &Journal,
     wg: &str,
     provider: Arc<dyn Provider>,
     brief: Brief,
+    checks: Option<Checks>,
 ) -> Result<Duration, String> {
     let (task, attempt) = (brief.task.clone(), brief.attempt);
     let started = if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
@@ -351,20 +373,47 @@ async fn run_worker(
     };
     let result = provider.wait(&worker).await;
     let _ = provider.release(&worker).await;
-    let (ended, succeeded, output) = match result {
+    let (mut ended, succeeded, output, capped) = match result {
         Ok(o) => ended_from(&task, attempt, o),
         Err(e) => {
             let mut x = ended_without_start(&task, attempt, format!("waiting for the worker failed: {e}"));
             x.session_id = Some(worker.session_id.clone());
-            (x, false, String::new())
+            (x, false, String::new(), None)
         }
     };
-    let append = decide::worker_ended(wg, &ended, succeeded, &output, true, &mut V7Ids, &SystemClock)
-        .map_err(|e| e.to_string())?;
+    ended.input_bytes = Some(brief.prompt.len() as u64);
+    let capped =
+        capped.map(|(reached, spend)| Capped { task: task.clone(), attempt, reached, caps: brief.caps, spend });
+    let checked = match checks {
+        Some(c) if succeeded && capped.is_none() => Some(
+            super::verify::run(super::verify::Run {
+                workspace: &c.workspace,
+                workdir: &brief.workdir,
+                workgroup: wg,
+                task: &task,
+                attempt,
+                commands: &c.commands,
+                timeout_ms: c.timeout_ms,
+            })
+            .await,
+        ),
+        _ => None,
+    };
+    let record_end = decide::EndRecord {
+        ended: &ended,
+        succeeded,
+        output: &output,
+        started: true,
+        capped: capped.as_ref(),
+        checked: checked.as_ref(),
+    };
+    let append = decide::worker_end(wg, &record_end, &mut V7Ids, &SystemClock).map_err(|e| e.to_string())?;
     Ok(own + record(journal, append).await?)
 }
 
-fn ended_from(task: &str, attempt: u32, o: Outcome) -> (WorkerEnded, bool, String) {
+type Ends = (WorkerEnded, bool, String, Option<(Reached, Spend)>);
+
+fn ended_from(task: &str, attempt: u32, o: Outcome) -> Ends {
     let e = WorkerEnded {
         task: task.to_owned(),
         attempt,
@@ -375,6 +424,11 @@ fn ended_from(task: &str, attempt: u32, o: Outcome) -> (WorkerEnded, bool, Strin
         synthetic: o.synthetic,
         abandoned: false,
         writes: o.writes.into_iter().take(events::WRITES_MAX).collect(),
+        turns: o.turns,
+        authentication_failed: o.authentication_failed,
+        // A simulated session's totals are the process's own sums, not a provider's figure.
+        cumulative: (!o.synthetic && o.cumulative.any_billing()).then_some(o.cumulative),
+        input_bytes: None,
     };
-    (e, o.succeeded, o.output.join("\n"))
+    (e, o.succeeded, o.output.join("\n"), o.capped)
 }

@@ -67,6 +67,12 @@ pub struct Summary {
     pub finished: bool,
     /// The context-efficiency policy the run worked under, as recorded.
     pub policy: strata_engine::workgroup::policy::Policy,
+    /// The safety boundary that paused the workgroup, while it is paused.
+    pub paused: Option<strata_engine::workgroup::caps::Paused>,
+    /// The workgroup's caps and what its attempts spent against them (unknown stays unknown).
+    pub caps: strata_engine::workgroup::caps::Caps,
+    /// What the workgroup's attempts spent.
+    pub spend: strata_engine::workgroup::caps::Spend,
 }
 
 /// The summary of `g`.
@@ -103,6 +109,9 @@ pub fn summary(g: &Workgroup) -> Summary {
     let synthetic = g.tasks.values().any(|s| s.completed.as_ref().is_some_and(|(_, c)| c.synthetic))
         || g.tasks.values().any(|s| s.dispatch.as_ref().is_some_and(|(_, d)| d.provider == "sim"));
     Summary {
+        paused: g.paused.clone(),
+        caps: strata_engine::workgroup::caps::for_workgroup(g),
+        spend: strata_engine::workgroup::caps::workgroup_spend(g),
         policy: g.policy.clone(),
         workgroup: g.plan.workgroup.clone(),
         completed: g.count(Status::Completed),

@@ -68,6 +68,8 @@ pub struct Outcome {
     pub permission_denials: usize,
     /// Wall time the CLI reports, ms.
     pub duration_ms: Option<u64>,
+    /// Turns the CLI counted (`num_turns`).
+    pub num_turns: Option<u64>,
 }
 
 /// Most write targets a run keeps.
@@ -167,6 +169,42 @@ impl StreamRun {
         Usage { output_tokens: summed.output_tokens.max(final_output), ..summed }
     }
 
+    /// What the turn spent so far: turns are distinct assistant messages, tokens their summed
+    /// usage (a lower bound for output before the `result`), cost only once the `result` gives
+    /// this invocation's (unknown before: never zero).
+    pub fn spend(&self) -> strata_engine::workgroup::caps::Spend {
+        let u = self.message_usage();
+        let cost = self
+            .result
+            .as_ref()
+            .and_then(|r| r.invocation_cost_usd)
+            .and_then(|usd| strata_engine::telemetry::decide::usd_to_micros(usd).ok());
+        strata_engine::workgroup::caps::Spend {
+            cost_micros: cost,
+            input_tokens: Some(u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens),
+            output_tokens: Some(u.output_tokens),
+            wall_ms: 0,
+            turns: u32::try_from(self.usage_by_message.len()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The cap the CLI itself stopped at (`--max-turns`, `--max-budget-usd`), as its `result`
+    /// says: `(measure, figure seen)`.
+    pub fn own_cap(&self) -> Option<(strata_engine::workgroup::caps::Measure, u64)> {
+        use strata_engine::workgroup::caps::Measure;
+        let r = self.result.as_ref()?;
+        match (r.subtype.as_deref(), r.terminal_reason.as_deref()) {
+            (Some("error_max_turns"), _) | (_, Some("max_turns")) => {
+                Some((Measure::Turns, r.num_turns.unwrap_or(0).saturating_add(1)))
+            }
+            (Some("error_max_budget_usd"), _) | (_, Some("budget_exhausted")) => Some((
+                Measure::Cost,
+                r.total_cost_usd.and_then(|usd| strata_engine::telemetry::decide::usd_to_micros(usd).ok()).unwrap_or(0),
+            )),
+            _ => None,
+        }
+    }
+
     /// Success: a `result` was seen, it is not an error, the turn was not aborted, no API error
     /// came before it, and the process exited 0. (A turn ended by SIGINT exits 0 with
     /// `terminal_reason: "aborted_streaming"` or `"aborted_tools"`.)
@@ -238,5 +276,6 @@ fn outcome(v: &Value) -> Outcome {
         text: s("result"),
         permission_denials: v.get("permission_denials").and_then(Value::as_array).map_or(0, Vec::len),
         duration_ms: v.get("duration_ms").and_then(Value::as_u64),
+        num_turns: v.get("num_turns").and_then(Value::as_u64),
     }
 }

@@ -33,6 +33,8 @@ use strata_engine::ce::router::Mode;
 use strata_engine::telemetry::events::{AccountingSource, Counters};
 use strata_engine::workgroup::provider::{Brief, Capabilities, Outcome, Provider, ProviderError, Worker};
 
+use strata_engine::workgroup::caps::{Measure, Reached, Spend};
+
 use super::claude::{StreamRun, Usage};
 pub use super::worker_process::Knowledge;
 use super::worker_process::{
@@ -177,11 +179,26 @@ impl ClaudeProvider {
                 (self.workers.last_cumulative(id), None)
             }
         };
-        let limits = Limits { turn_ms_max: c.turn_ms_max, exit_grace_ms: c.exit_grace_ms };
+        // The CLI's own cost cap as well as strata's (which interrupts at the others).
+        if let Some(micros) = brief.caps.cost_micros {
+            cmd.args(["--max-budget-usd", &format!("{:.6}", micros as f64 / 1e6)]);
+        }
+        let limits = Limits {
+            turn_ms_max: c.turn_ms_max,
+            exit_grace_ms: c.exit_grace_ms,
+            caps: brief.caps,
+            before: Default::default(),
+        };
         let turn = Turn::<StreamRun>::start(cmd, brief.prompt.clone().into_bytes(), limits)
             .map_err(|e| cleanup(Self::unavailable(format!("cannot start {}: {e}", c.program.display()))))?;
-        let entry =
-            Entry { turn, dir: dir.clone(), baseline, expected_session: expected, interrupted: AtomicBool::new(false) };
+        let entry = Entry {
+            turn,
+            dir: dir.clone(),
+            baseline,
+            expected_session: expected,
+            interrupted: AtomicBool::new(false),
+            caps: brief.caps,
+        };
         self.workers.started(entry, c.start_ms_max).await
     }
 
@@ -205,9 +222,14 @@ impl ClaudeProvider {
             failure(run, ended, interrupted, &text, stderr, self.config.turn_ms_max)
         };
         let writes = run.write_targets.clone();
+        let turns = Some(u32::try_from(run.usage_by_message.len()).unwrap_or(u32::MAX));
+        let capped = ended.capped.or_else(|| own_cap(run, entry, ended));
+        let succeeded = succeeded && capped.is_none();
+        let authentication_failed =
+            run.result.as_ref().and_then(|r| r.api_error_status).is_some_and(|s| s == 401 || s == 403);
         let Some(result) = &run.result else {
             // No report of usage at all: nothing to account.
-            return Outcome { session_id, succeeded, summary, output, writes, ..Outcome::default() };
+            return Outcome { session_id, succeeded, summary, output, writes, turns, capped, ..Outcome::default() };
         };
         let cost = result.total_cost_usd.and_then(|usd| strata_engine::telemetry::decide::usd_to_micros(usd).ok());
         let reported = result.cumulative.map(|u| counters(u, cost));
@@ -234,8 +256,24 @@ impl ClaudeProvider {
             accounting: Some(AccountingSource::Estimated),
             synthetic: false,
             writes,
+            turns,
+            capped,
+            authentication_failed,
         }
     }
+}
+
+/// The cap the CLI itself stopped at (`--max-budget-usd`), as strata's caps name it.
+fn own_cap(run: &StreamRun, entry: &Entry<StreamRun>, ended: &Ended<StreamRun>) -> Option<(Reached, Spend)> {
+    let (measure, observed) = run.own_cap()?;
+    let caps = entry.caps;
+    let limit = match measure {
+        Measure::Turns => caps.turns.map(u64::from),
+        Measure::Cost => caps.cost_micros,
+        _ => None,
+    }?;
+    let spend = Spend { wall_ms: ended.wall_ms, ..run.spend() };
+    Some((Reached { measure, limit, observed: observed.max(limit) }, spend))
 }
 
 /// Why a turn failed, in one line.

@@ -46,9 +46,28 @@ pub struct JsonlRun {
     pub malformed_lines: u64,
     /// Lines of a type this reader does not use.
     pub other_lines: u64,
+    /// Agent steps completed (messages, commands, file changes, tool calls): the turns a cap
+    /// counts, since the stream has no per-request event.
+    pub steps: u32,
 }
 
+/// Item types that are one step of the agent each.
+const STEP_ITEMS: [&str; 6] =
+    ["agent_message", "command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list"];
+
 impl JsonlRun {
+    /// What the thread spent so far: steps, and tokens as the last `turn.completed` gave them
+    /// (cumulative for the thread; there is no live count between, and no cost: unknown).
+    pub fn spend(&self) -> strata_engine::workgroup::caps::Spend {
+        strata_engine::workgroup::caps::Spend {
+            cost_micros: None,
+            input_tokens: self.totals.map(|t| t.input_tokens + t.cache_write_input_tokens),
+            output_tokens: self.totals.map(|t| t.output_tokens),
+            wall_ms: 0,
+            turns: self.steps,
+        }
+    }
+
     /// Reads one line of the stream.
     pub fn feed(&mut self, line: &str) {
         let line = line.trim();
@@ -84,6 +103,9 @@ impl JsonlRun {
     }
 
     fn item(&mut self, item: &Value) {
+        if item.get("type").and_then(Value::as_str).is_some_and(|t| STEP_ITEMS.contains(&t)) {
+            self.steps = self.steps.saturating_add(1);
+        }
         match item.get("type").and_then(Value::as_str) {
             Some("error") => self.warnings.push(item["message"].as_str().unwrap_or_default().to_owned()),
             Some("agent_message") => self.last_message = item["text"].as_str().map(str::to_owned),

@@ -31,6 +31,8 @@ use strata_engine::ce::router::Mode;
 use strata_engine::telemetry::events::{AccountingSource, Counters};
 use strata_engine::workgroup::provider::{Brief, Capabilities, Outcome, Provider, ProviderError, Worker};
 
+use strata_engine::workgroup::caps::Spend;
+
 use super::codex::{JsonlRun, Totals};
 pub use super::worker_process::Knowledge;
 use super::worker_process::{
@@ -250,7 +252,8 @@ impl CodexProvider {
         };
         // The prompt on stdin: an assembled prompt can be longer than one argument may be.
         cmd.arg("-");
-        let limits = Limits { turn_ms_max: c.turn_ms_max, exit_grace_ms: c.exit_grace_ms };
+        let before = baseline.map(|b| Spend::of(&b, 0)).unwrap_or_default();
+        let limits = Limits { turn_ms_max: c.turn_ms_max, exit_grace_ms: c.exit_grace_ms, caps: brief.caps, before };
         let turn = Turn::<JsonlRun>::start(cmd, brief.prompt.clone().into_bytes(), limits)
             .map_err(|e| cleanup(unavailable(format!("cannot start {}: {e}", c.program.display()))))?;
         let entry = Entry {
@@ -259,6 +262,7 @@ impl CodexProvider {
             baseline,
             expected_session: expected,
             interrupted: AtomicBool::new(false),
+            caps: brief.caps,
         };
         self.workers.started(entry, c.start_ms_max).await
     }
@@ -304,8 +308,23 @@ impl CodexProvider {
                 writes.push(p.clone());
             }
         }
+        let turns = Some(run.steps);
+        let capped = ended.capped;
+        let succeeded = succeeded && capped.is_none();
+        let authentication_failed =
+            run.failed.as_deref().is_some_and(refused_credentials) || refused_credentials(&ended.stderr_tail);
         let Some(totals) = run.totals else {
-            return Outcome { session_id, succeeded, summary, output, writes, ..Outcome::default() };
+            return Outcome {
+                session_id,
+                succeeded,
+                summary,
+                output,
+                writes,
+                turns,
+                capped,
+                authentication_failed,
+                ..Outcome::default()
+            };
         };
         let now = cumulative(totals);
         let (usage, cumulative) = match entry.baseline_for(&session_id) {
@@ -326,8 +345,20 @@ impl CodexProvider {
             accounting: Some(AccountingSource::ProviderReported),
             synthetic: false,
             writes,
+            turns,
+            capped,
+            authentication_failed,
         }
     }
+}
+
+/// Whether a failure text says the provider refused the credentials (HTTP 401 or 403).
+fn refused_credentials(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("401 unauthorized")
+        || t.contains("403 forbidden")
+        || t.contains("status 401")
+        || t.contains("invalid api key")
 }
 
 /// A thread's totals as counters: cached input is a subset of input, reported as cache reads

@@ -131,7 +131,8 @@ impl Provider for SimProvider {
                 running.get(&worker.handle).ok_or(ProviderError::NoWorker { provider: NAME, handle: worker.handle })?;
             r.brief.clone()
         };
-        let turn = self.model.turn(&brief.workgroup, &brief.task, brief.attempt, brief.mode, brief.prompt_tokens);
+        let drawn = self.model.turn(&brief.workgroup, &brief.task, brief.attempt, brief.mode, brief.prompt_tokens);
+        let sim::Capped { turn, turns, reached: capped } = sim::under_caps(drawn, &brief.caps);
         if let Some(ms) = turn.latency_ms.checked_div(self.time_scale) {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
@@ -173,6 +174,9 @@ impl Provider for SimProvider {
             accounting: Some(AccountingSource::Estimated),
             synthetic: true,
             writes: Vec::new(),
+            turns: Some(turns),
+            capped,
+            authentication_failed: false,
         })
     }
 

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_engine::telemetry::events::Counters;
+use strata_engine::workgroup::caps::{Caps, Reached, Spend, reached};
 use strata_engine::workgroup::provider::{Brief, Capabilities, ProviderError, Worker};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::watch;
@@ -38,6 +39,8 @@ pub(crate) trait StreamReader: Default + Send + Sync + 'static {
     fn feed(&mut self, line: &str);
     /// The session (thread) id, once the stream named it.
     fn session(&self) -> Option<&str>;
+    /// What the turn spent so far, as the stream shows it (wall time is the turn task's).
+    fn spend(&self) -> Spend;
 }
 
 impl StreamReader for super::claude::StreamRun {
@@ -47,6 +50,9 @@ impl StreamReader for super::claude::StreamRun {
     fn session(&self) -> Option<&str> {
         self.session_id.as_deref()
     }
+    fn spend(&self) -> Spend {
+        super::claude::StreamRun::spend(self)
+    }
 }
 
 impl StreamReader for super::codex::JsonlRun {
@@ -55,6 +61,9 @@ impl StreamReader for super::codex::JsonlRun {
     }
     fn session(&self) -> Option<&str> {
         self.thread_id.as_deref()
+    }
+    fn spend(&self) -> Spend {
+        super::codex::JsonlRun::spend(self)
     }
 }
 
@@ -66,6 +75,12 @@ pub(crate) struct Limits {
     /// After the child exited: how long its group may take to go by itself before SIGTERM, and
     /// again before SIGKILL.
     pub exit_grace_ms: u64,
+    /// The attempt's caps: at the first one the live spend reaches, SIGINT to the child, then
+    /// SIGTERM and SIGKILL to its group after `exit_grace_ms` each.
+    pub caps: Caps,
+    /// The session's tokens before this turn, taken off what a stream reporting the session's
+    /// running totals shows (a resumed Codex thread), so caps apply to this turn alone.
+    pub before: Spend,
 }
 
 /// How a turn's process ended.
@@ -83,6 +98,8 @@ pub(crate) struct Ended<R> {
     pub stderr_tail: String,
     /// Start to end of the turn (the group gone), ms.
     pub wall_ms: u64,
+    /// The cap the turn was interrupted at, with what it had spent then.
+    pub capped: Option<(Reached, Spend)>,
 }
 
 /// What watchers see of a turn.
@@ -223,7 +240,39 @@ async fn drive<R: StreamReader>(
     let deadline = tokio::time::Instant::from_std(began) + Duration::from_millis(limits.turn_ms_max);
     let grace = Duration::from_millis(limits.exit_grace_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(GROUP_POLL_MS));
+    // A cap reached: when, and the escalation so far (0 SIGINT sent, 1 SIGTERM, 2 SIGKILL).
+    let mut capped: Option<(Reached, Spend)> = None;
+    let mut capped_at: Option<Instant> = None;
+    let mut cap_step = 0u8;
+    let wall_cap = limits.caps.wall_ms.map(|ms| tokio::time::Instant::from_std(began) + Duration::from_millis(ms));
     loop {
+        if capped.is_none() && !limits.caps.is_empty() {
+            let live = run.spend();
+            let less = |a: Option<u64>, b: Option<u64>| a.map(|a| a.saturating_sub(b.unwrap_or(0)));
+            let spend = Spend {
+                wall_ms: began.elapsed().as_millis() as u64,
+                input_tokens: less(live.input_tokens, limits.before.input_tokens),
+                output_tokens: less(live.output_tokens, limits.before.output_tokens),
+                ..live
+            };
+            if let Some(r) = reached(&limits.caps, &spend) {
+                capped = Some((r, spend));
+                capped_at = Some(Instant::now());
+                if status.is_none() {
+                    let _ = signal(pid, false, libc::SIGINT);
+                }
+            }
+        }
+        if let (Some(at), None) = (capped_at, status) {
+            // Interrupted at a cap and still running: SIGTERM, then SIGKILL, to the group.
+            if cap_step == 0 && at.elapsed() > grace {
+                cap_step = 1;
+                let _ = signal(pid, true, libc::SIGTERM);
+            } else if cap_step == 1 && at.elapsed() > grace * 2 {
+                cap_step = 2;
+                let _ = signal(pid, true, libc::SIGKILL);
+            }
+        }
         if let Some(exited) = exited_at
             && !group_alive(pid)
             && (out.is_none() || exited.elapsed() > grace * 3)
@@ -260,8 +309,12 @@ async fn drive<R: StreamReader>(
                     let _ = signal(pid, true, libc::SIGKILL);
                 }
             }
-            _ = tick.tick(), if exited_at.is_some() => {
-                let since = exited_at.map(|e| e.elapsed()).unwrap_or_default();
+            _ = tokio::time::sleep_until(wall_cap.unwrap_or(deadline)), if wall_cap.is_some() && capped.is_none() => {
+                // The wall-time cap: checked at the top of the loop.
+            }
+            _ = tick.tick(), if exited_at.is_some() || capped_at.is_some() => {
+                // Before the exit this only wakes the cap's escalation at the top of the loop.
+                let Some(since) = exited_at.map(|e| e.elapsed()) else { continue };
                 if group_alive(pid) {
                     if escalated == 0 && since > grace {
                         escalated = 1;
@@ -286,6 +339,7 @@ async fn drive<R: StreamReader>(
         timed_out,
         stderr_tail: String::new(),
         wall_ms: 0,
+        capped,
     }
 }
 
@@ -490,6 +544,8 @@ pub(crate) struct Entry<R> {
     pub expected_session: Option<String>,
     /// `interrupt` was called.
     pub interrupted: std::sync::atomic::AtomicBool,
+    /// The attempt's caps.
+    pub caps: Caps,
 }
 
 impl<R> Entry<R> {

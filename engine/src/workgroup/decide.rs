@@ -124,6 +124,10 @@ pub const BLOCKERS_NAMED_MAX: usize = 16;
 /// complete). One pass over the plan in schedule order, which runs phase by phase, so what
 /// earlier phases hold is known when a phase starts.
 pub fn next(g: &Workgroup, now_ns: i64) -> Next {
+    if g.paused.is_some() {
+        // A safety boundary: nothing new starts and nothing is held until a person acts.
+        return Next::default();
+    }
     let status = |id: &str| g.tasks.get(id).map_or(Status::Pending, |t| t.status);
     let running = g.tasks.values().filter(|t| matches!(t.status, Status::Dispatched | Status::Running)).count();
     let mut free = (g.plan.parallel as usize).saturating_sub(running);
@@ -249,11 +253,48 @@ pub fn worker_ended(
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<StreamAppend, WorkgroupError> {
+    worker_end(workgroup, &EndRecord { ended: e, succeeded, output, started, capped: None, checked: None }, ids, clock)
+}
+
+/// Everything the adapter records at a worker's end.
+#[derive(Clone, Copy, Debug)]
+pub struct EndRecord<'a> {
+    /// How it ended.
+    pub ended: &'a WorkerEnded,
+    /// By its provider's rules.
+    pub succeeded: bool,
+    /// Its output excerpt (may be empty).
+    pub output: &'a str,
+    /// Its `worker.started` is recorded.
+    pub started: bool,
+    /// The cap it was interrupted at.
+    pub capped: Option<&'a super::caps::Capped>,
+    /// Its `verify` commands' results.
+    pub checked: Option<&'a super::verify::Checked>,
+}
+
+/// [`worker_ended`] with the cap the worker was stopped at (`worker.capped`) and the results of
+/// its checks (`worker.checked`) before its end, in one append. A capped or failed check makes
+/// the end `worker.failed`.
+pub fn worker_end(
+    workgroup: &str,
+    x: &EndRecord<'_>,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    let (e, output, started) = (x.ended, x.output, x.started);
     let mut out = Vec::new();
     if started && !output.is_empty() {
         let o = events::WorkerOutput { task: e.task.clone(), attempt: e.attempt, text: events::bounded(output) };
         out.push(event(ids, clock, events::WORKER_OUTPUT, &o)?);
     }
+    if let (true, Some(c)) = (started, x.capped) {
+        out.push(event(ids, clock, events::WORKER_CAPPED, c)?);
+    }
+    if let (true, Some(c)) = (started, x.checked) {
+        out.push(event(ids, clock, events::WORKER_CHECKED, c)?);
+    }
+    let succeeded = x.succeeded && x.capped.is_none();
     let t = if succeeded && started { events::WORKER_COMPLETED } else { events::WORKER_FAILED };
     out.push(event(ids, clock, t, e)?);
     Ok(StreamAppend {
@@ -375,7 +416,7 @@ pub fn abandoned(
         accounting: None,
         synthetic,
         abandoned: true,
-        writes: Vec::new(),
+        ..WorkerEnded::default()
     }
 }
 
@@ -453,6 +494,37 @@ pub fn holds(
 /// [`finished`] as an append to the workgroup's stream, when it is due.
 pub fn finish(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<StreamAppend>, WorkgroupError> {
     Ok(finished(g, ids, clock)?.map(|e| append(g, vec![e])))
+}
+
+/// The pause a workgroup's own state calls for: its spend reached a workgroup cap.
+pub fn pause_needed(g: &Workgroup) -> Option<super::caps::Paused> {
+    if g.paused.is_some() || g.finished {
+        return None;
+    }
+    let r = super::caps::workgroup_reached(g)?;
+    Some(super::caps::Paused {
+        reason: super::caps::PauseReason::WorkgroupCap,
+        reached: Some(r),
+        task: None,
+        detail: format!("the workgroup's {}", r.describe()),
+    })
+}
+
+/// `workgroup.paused`.
+pub fn paused(
+    g: &Workgroup,
+    p: &super::caps::Paused,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    Ok(append(g, vec![event(ids, clock, events::PAUSED, p)?]))
+}
+
+/// `workgroup.unpaused`, when a resumed run continues a paused workgroup (else nothing).
+pub fn unpaused(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<StreamAppend>, WorkgroupError> {
+    let Some(p) = &g.paused else { return Ok(None) };
+    let u = super::caps::Unpaused { reason: p.reason };
+    Ok(Some(append(g, vec![event(ids, clock, events::UNPAUSED, &u)?])))
 }
 
 #[cfg(test)]
@@ -563,6 +635,8 @@ mod tests {
                 lineage_check: None,
                 gate: None,
                 evidence: None,
+                caps: Default::default(),
+                fallback_after: None,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);
@@ -578,6 +652,7 @@ mod tests {
                 usage: Default::default(),
                 retry: backoff.is_some(),
                 not_before_ns: backoff.and_then(|ms| not_before(now, ms)),
+                ..Failed::default()
             };
             if stopped {
                 let end = abandoned("api", attempt, None, "its run stopped".into(), true);

@@ -49,10 +49,23 @@ pub fn capsule_draft(g: &Workgroup, t: &Task, lineage: &str, attempt: u32, facts
         .tasks
         .get(t.id())
         .and_then(|s| s.failed.as_ref())
-        .map(|(_, f)| Failure {
-            artifact: None,
-            command: format!("attempt {}", f.attempt),
-            summary: events::bounded(&f.reason).chars().take(2048).collect::<String>(),
+        .map(|(_, f)| match &f.check {
+            // A failed check: its bounded summary and where its full log is, never the log (the
+            // path is strata's `.strata/artifacts/`, not the capsule's artifact root, so it is
+            // named in the summary).
+            Some(c) => Failure {
+                artifact: None,
+                command: c.command.clone(),
+                summary: format!("{} (last lines below)\n{}", f.reason, c.summary)
+                    .chars()
+                    .take(2048)
+                    .collect::<String>(),
+            },
+            None => Failure {
+                artifact: None,
+                command: format!("attempt {}", f.attempt),
+                summary: events::bounded(&f.reason).chars().take(2048).collect::<String>(),
+            },
         })
         .into_iter()
         .collect();
@@ -264,6 +277,8 @@ pub struct Cleared {
     gate: Option<super::gates::GateCheck>,
     evidence: events::Evidence,
     notes: Vec<String>,
+    /// The cap the previous attempt reached, when this one is its fallback.
+    pub fallback_after: Option<super::caps::Reached>,
 }
 
 /// What routing an attempt came to.
@@ -319,7 +334,15 @@ pub fn route(
     // capsule as sealed now says whether its session's brief went stale. With context efficiency
     // off nothing is resumed: the task routes as the baseline would.
     let warm_minutes = g.policy.warm_lease_minutes;
-    let prior = step::prior(g, t).filter(|_| g.policy.enabled);
+    // After a cap the task falls back to a smaller mode: a fresh capsule, nothing resumed or
+    // inherited.
+    let fallback_after = g
+        .tasks
+        .get(id)
+        .filter(|s| s.status == super::state::Status::Pending)
+        .and_then(|s| s.failed.as_ref())
+        .and_then(|(_, f)| f.capped);
+    let prior = step::prior(g, t).filter(|_| g.policy.enabled && fallback_after.is_none());
     let mut lineage_check = None;
     let warm = prior.as_ref().map(|(l, session, p, a)| {
         let resealed = g
@@ -347,7 +370,10 @@ pub fn route(
     };
     // The session its affinity names, when that task completed: forkable only while the ledger
     // keeps it warm and the lineage evaluator finds the fork bound to what the session was.
-    let parent = step::affinity(g, t).filter(|_| g.policy.enabled);
+    let parent = step::affinity(g, t).filter(|_| g.policy.enabled && fallback_after.is_none());
+    if let Some(r) = &fallback_after {
+        notes.push(format!("{id}: falls back to a fresh capsule after its {}", r.describe()));
+    }
     let mut fork_check = None;
     let forkable = parent.as_ref().is_some_and(|(l, session, ..)| {
         let next = warm::Continuation { workgroup: &g.plan.workgroup, task: t, provider: req.provider };
@@ -419,6 +445,7 @@ pub fn route(
         lineage_check,
         gate,
         notes,
+        fallback_after,
     })))
 }
 
@@ -451,6 +478,7 @@ impl Cleared {
             gate,
             mut evidence,
             notes,
+            fallback_after,
         } = self;
         let id = t.id();
         let mut input = brief.prompt_text;
@@ -510,6 +538,8 @@ impl Cleared {
             lineage_check,
             gate,
             evidence: Some(Box::new(evidence)),
+            caps: super::caps::for_task(g, id),
+            fallback_after,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         Ok(Planned::Dispatch(Box::new(Dispatch {

@@ -7,6 +7,7 @@
 //! folded from the journal. A coordinator that stops (a crash) therefore continues by calling
 //! [`run`] again on the state rebuilt from the journal, which is what `strata run --resume` does.
 
+use super::caps::Paused;
 use super::decide;
 use super::events::Held;
 use super::state::{WorkerEnd, Workgroup};
@@ -43,15 +44,33 @@ pub trait Coordinate {
     /// Records the workgroup's end once every task ended.
     fn finished(&mut self) -> Result<(), Self::Error>;
 
+    /// Records that a safety boundary paused the workgroup ([`decide::paused`]).
+    fn pause(&mut self, paused: &Paused) -> Result<(), Self::Error>;
+
     /// The error for a round that recorded nothing although it had tasks to dispatch or hold
     /// (an edge that neither dispatched nor held a task: a bug, which would loop for ever).
     fn stalled(&self, detail: String) -> Self::Error;
 }
 
 /// Runs the workgroup until every task ended: holds what can never run, dispatches what is
-/// ready up to the free workers, waits for ends (or a backoff), judges them, and so on.
+/// ready up to the free workers, waits for ends (or a backoff), judges them, and so on. A
+/// workgroup that reaches a safety boundary (its total cap; a judged end that pauses it) is
+/// paused: nothing new is dispatched, the attempts in flight are waited for and judged, and the
+/// loop returns with the workgroup paused and not finished.
 pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
     loop {
+        if let Some(p) = decide::pause_needed(c.group()?) {
+            c.pause(&p)?;
+        }
+        if c.group()?.paused.is_some() {
+            if c.in_flight() == 0 {
+                return Ok(());
+            }
+            for (task, end) in c.wait(None)? {
+                c.finish(&task, end)?;
+            }
+            continue;
+        }
         let version = c.group()?.version;
         let next = decide::next(c.group()?, c.now_ns());
         if !next.hold.is_empty() {
@@ -168,6 +187,10 @@ mod tests {
             Err(format!("nothing should be held: {held:?}"))
         }
 
+        fn pause(&mut self, paused: &Paused) -> Result<(), String> {
+            Err(format!("nothing should pause: {paused:?}"))
+        }
+
         fn dispatch(&mut self, task: &str) -> Result<(), String> {
             if self.inert {
                 return Ok(());
@@ -188,6 +211,8 @@ mod tests {
                 lineage_check: None,
                 gate: None,
                 evidence: None,
+                caps: Default::default(),
+                fallback_after: None,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;
@@ -234,8 +259,7 @@ mod tests {
                     usage: Default::default(),
                     accounting: None,
                     synthetic: true,
-                    abandoned: false,
-                    writes: Vec::new(),
+                    ..WorkerEnded::default()
                 };
                 let ended = decide::worker_ended("wg", &e, !fails, "", true, &mut self.ids, &clock)
                     .map_err(|e| e.to_string())?;
@@ -272,6 +296,7 @@ mod tests {
                     keeps_warm: false,
                     now_ns: self.now,
                     warm_minutes: 1,
+                    failed_by: Default::default(),
                 },
                 |ms| ms,
                 &mut self.ids,

@@ -47,8 +47,16 @@ pub const CONFLICTED: &str = "task.conflicted";
 pub const FINISHED: &str = "workgroup.finished";
 /// `workgroup.policy-set`: the context-efficiency policy the run works under from here on.
 pub const POLICY_SET: &str = "workgroup.policy-set";
+/// `worker.capped`: the worker was interrupted at a cap ([`super::caps::Capped`]).
+pub const WORKER_CAPPED: &str = "worker.capped";
+/// `worker.checked`: the attempt's `verify` commands ran ([`super::verify::Checked`]).
+pub const WORKER_CHECKED: &str = "worker.checked";
+/// `workgroup.paused`: a safety boundary stopped new dispatches ([`super::caps::Paused`]).
+pub const PAUSED: &str = "workgroup.paused";
+/// `workgroup.unpaused`: a resumed run continues a paused workgroup.
+pub const UNPAUSED: &str = "workgroup.unpaused";
 /// Every type the `workgroups` projection folds from workgroup and worker streams.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 18] = [
     PLANNED,
     TASKS_ADDED,
     DISPATCHED,
@@ -63,6 +71,10 @@ pub const ALL: [&str; 14] = [
     CONFLICTED,
     FINISHED,
     POLICY_SET,
+    WORKER_CAPPED,
+    WORKER_CHECKED,
+    PAUSED,
+    UNPAUSED,
 ];
 
 /// Longest text of a `worker.output` or a summary, bytes.
@@ -163,6 +175,13 @@ pub struct Dispatched {
     /// Every routing input the dispatch was decided on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Box<Evidence>>,
+    /// The attempt's caps (the worker is interrupted at any of them).
+    #[serde(default, skip_serializing_if = "super::caps::Caps::is_empty")]
+    pub caps: super::caps::Caps,
+    /// The cap the previous attempt reached, when this one is its fallback (a fresh capsule,
+    /// nothing resumed or inherited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_after: Option<super::caps::Reached>,
 }
 
 /// The routing evidence of a dispatch: what the router was given, recorded before the worker
@@ -265,7 +284,7 @@ pub struct WorkerOutput {
 }
 
 /// `worker.completed` and `worker.failed` v1: how the worker's turn ended, as its adapter saw it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkerEnded {
     /// The task.
@@ -291,6 +310,19 @@ pub struct WorkerEnded {
     /// [`WRITES_MAX`]; the post-turn check judges them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes: Vec<String>,
+    /// Model turns the worker's stream showed, when the provider shows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u32>,
+    /// The provider refused the worker's credentials (a safety boundary: the workgroup pauses).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authentication_failed: bool,
+    /// The session's running totals as the provider reported them at the end (for the
+    /// reconciliation of the usage deltas against the provider's own figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cumulative: Option<Counters>,
+    /// Bytes of the input the worker was given (prompt, reconciliation, capsule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_bytes: Option<u64>,
 }
 
 /// Most write targets a worker's end records.
@@ -350,7 +382,7 @@ pub struct Conflicted {
 }
 
 /// `task.failed` v1.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Failed {
     /// The task.
@@ -370,6 +402,19 @@ pub struct Failed {
     /// nanoseconds since the Unix epoch. Absent: at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before_ns: Option<i64>,
+    /// The cap the attempt reached, when it was capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capped: Option<super::caps::Reached>,
+    /// The attempt's partial changes, kept as an artifact and never integrated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<super::verify::ArtifactRef>,
+    /// The check that failed it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<super::verify::Check>,
+    /// Not counted against the plan's retries: a cap's one fallback attempt, or an
+    /// authentication failure that paused the workgroup.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_counted: bool,
 }
 
 /// `task.held` v1.

@@ -41,6 +41,10 @@ pub struct Observed {
     pub escaped: Vec<String>,
     /// Its changes inside its directory; `None` when it had no worktree.
     pub changes: Option<Changes>,
+    /// A capped attempt's partial changes, saved as an artifact by the edge.
+    pub partial: Option<super::verify::ArtifactRef>,
+    /// Write-guard denials recorded for the attempt.
+    pub denials: u64,
 }
 
 /// An ended attempt to judge.
@@ -140,6 +144,30 @@ pub fn judge(
     let mut notes = Vec::new();
     let mut failure = if e.end.succeeded { None } else { Some(x.summary.clone()) };
     let mut retryable = true;
+    let state = g.tasks.get(id);
+    let capped = state.and_then(|t| t.capped.as_ref()).filter(|c| c.attempt == e.attempt).map(|c| c.reached);
+    let check = state.and_then(|t| t.checked.as_ref()).filter(|c| c.attempt == e.attempt).and_then(|c| c.failed());
+    let mut pause = None;
+    if let Some(r) = capped {
+        failure = Some(format!("capped at {}; its partial work is kept, not integrated", r.describe()));
+    } else if let Some(c) = check {
+        failure = Some(super::verify::failure_reason(c));
+    }
+    if x.authentication_failed {
+        pause = Some(super::caps::Paused {
+            reason: super::caps::PauseReason::Authentication,
+            reached: None,
+            task: Some(id.to_owned()),
+            detail: super::verify::summary_of(&x.summary),
+        });
+    } else if e.observed.denials >= super::caps::GUARD_STORM_DENIALS {
+        pause = Some(super::caps::Paused {
+            reason: super::caps::PauseReason::WriteGuardStorm,
+            reached: None,
+            task: Some(id.to_owned()),
+            detail: format!("the write guard denied {} writes of attempt {}", e.observed.denials, e.attempt),
+        });
+    }
     let mut outside = e.observed.escaped;
     if let Some(changes) = &e.observed.changes {
         for f in &changes.files {
@@ -205,12 +233,19 @@ pub fn judge(
             keeps_warm: e.keeps_warm && g.policy.enabled,
             now_ns: e.now_ns,
             warm_minutes: g.policy.warm_lease_minutes,
+            failed_by: step::FailedBy {
+                capped,
+                partial: if capped.is_some() { e.observed.partial.clone() } else { None },
+                check: if capped.is_none() { check.cloned() } else { None },
+                authentication: x.authentication_failed,
+            },
         },
         &wait_ms,
         ids,
         clock,
     )?;
     let sim = e.provider == "sim";
+    let accepted_now = failure.is_none();
     notes.push(match (failure, closed.retry_ms) {
         (None, _) => format!("{id}: completed ({files_changed} files)"),
         (Some(reason), None) => format!("{id}: failed: {reason}"),
@@ -221,9 +256,22 @@ pub fn judge(
         (Some(reason), Some(ms)) => format!("{id}: failed: {reason}; retrying in {:.1} s", ms as f64 / 1000.0),
     });
     events.push(closed.task_event);
+    if let Some(p) = pause.filter(|_| g.paused.is_none()) {
+        notes.push(format!("workgroup paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix()));
+        events.push(decide::event(ids, clock, super::events::PAUSED, &p)?);
+    }
     let mut appends = vec![decide::append(g, events)];
     if g.policy.telemetry != TelemetryMode::Off {
-        appends.extend(usage(e.telemetry, e.provider, e.mode, x, ids, clock)?);
+        let facts = Attempt {
+            group: g,
+            task: id,
+            provider: e.provider,
+            mode: e.mode,
+            accepted: accepted_now,
+            checks: state.and_then(|t| t.checked.as_ref()).filter(|c| c.attempt == e.attempt).map(|c| c.tally()),
+            rework_rounds: u64::from(e.attempt.saturating_sub(1)),
+        };
+        appends.extend(usage(e.telemetry, &facts, x, ids, clock)?);
     }
     appends.push(StreamAppend {
         stream: ownership::STREAM.to_owned(),
@@ -245,21 +293,37 @@ fn pseudonym(session: &str) -> String {
     format!("s-{}", &blake3::hash(session.as_bytes()).to_hex()[..20])
 }
 
+/// What the telemetry of an attempt records besides the worker's own report.
+struct Attempt<'a> {
+    group: &'a Workgroup,
+    task: &'a str,
+    provider: &'a str,
+    mode: Mode,
+    /// The attempt's work was accepted (its task completed).
+    accepted: bool,
+    /// `(passed, total)` of its checks, when it had any.
+    checks: Option<(u64, u64)>,
+    /// Attempts before this one.
+    rework_rounds: u64,
+}
+
 /// The usage report of a worker's turn, on the telemetry stream of the session's pseudonym:
 /// the session's running totals as the journal holds them plus this turn's usage (simulated
 /// sessions have no totals that outlive the process, and a fork's provider totals start from
-/// its parent's, which this session must not report again).
+/// its parent's, which this session must not report again); then the attempt's
+/// `knowzcode.efficiency-event/v1` with its three namespaces apart, and the provider's own totals
+/// for the session when it reported them (what the report reconciles the deltas against).
 fn usage(
     telemetry: &Telemetry,
-    provider: &str,
-    mode: Mode,
+    a: &Attempt<'_>,
     x: &WorkerEnded,
     ids: &mut dyn Ids,
     clock: &dyn Clock,
 ) -> Result<Option<StreamAppend>, WorkgroupError> {
     let (Some(source), Some(session)) = (x.accounting, &x.session_id) else { return Ok(None) };
+    let mode = a.mode;
     let pseudonym = pseudonym(session);
-    let provider = match provider {
+    let provider = match a.provider {
         _ if x.synthetic => TelemetryProvider::Simulated,
         "claude" => TelemetryProvider::Claude,
         "codex" => TelemetryProvider::Codex,
@@ -277,7 +341,7 @@ fn usage(
         wall_ms: add(prior.wall_ms, u.wall_ms),
     };
     let req = Request::Usage {
-        session: pseudonym,
+        session: pseudonym.clone(),
         provider,
         model: None,
         profile: None,
@@ -289,9 +353,84 @@ fn usage(
         cumulative,
     };
     let d = telemetry_decide::decide(telemetry, &req, ids, clock)?;
-    Ok(Some(StreamAppend {
-        stream: d.stream,
-        expected: ExpectedVersion::Exact(d.expected_version),
-        events: vec![d.event],
-    }))
+    let mut events = vec![d.event];
+    let efficiency = Request::Efficiency {
+        session: pseudonym.clone(),
+        arm: None,
+        stratum: None,
+        event: efficiency_event(a, x, source, clock),
+    };
+    events.push(telemetry_decide::decide(telemetry, &efficiency, ids, clock)?.event);
+    // The provider's own running totals: not for a fork (they start from its parent's).
+    if let Some(totals) = x.cumulative.filter(|_| !matches!(mode, Mode::InheritFull | Mode::InheritRecent)) {
+        let report = Request::Session {
+            session: pseudonym,
+            provider,
+            arm: None,
+            currency: totals.cost_micros.map(|_| "USD".to_owned()),
+            totals,
+            total_cost_usd: None,
+        };
+        events.push(telemetry_decide::decide(telemetry, &report, ids, clock)?.event);
+    }
+    Ok(Some(StreamAppend { stream: d.stream, expected: ExpectedVersion::Exact(d.expected_version), events }))
+}
+
+/// The attempt's efficiency event: logical figures strata measured itself (prompt and capsule
+/// bytes, prompt tokens as the estimated context occupancy; what the stream does not show is
+/// null), billed figures only as the provider reported them (a simulated worker's are estimates:
+/// null here, and its cost stays an estimate in the usage report), and the outcome.
+fn efficiency_event(
+    a: &Attempt<'_>,
+    x: &WorkerEnded,
+    source: AccountingSource,
+    clock: &dyn Clock,
+) -> serde_json::Value {
+    let d = a.group.tasks.get(a.task).and_then(|t| t.dispatch.as_ref()).map(|(_, d)| d);
+    let reported = !x.synthetic && matches!(a.provider, "claude" | "codex");
+    let u = &x.usage;
+    let billed = |v: Option<u64>| if reported { v } else { None };
+    // Claude's cost is the CLI's own estimate: its tokens are the provider's, its amount is not.
+    let amount =
+        if reported && source != AccountingSource::Estimated { u.cost_micros.map(|c| c as f64 / 1e6) } else { None };
+    let (passed, total) = a.checks.map_or((None, None), |(p, t)| (Some(p), Some(t)));
+    serde_json::json!({
+        "schema": crate::ce::wire::telemetry::SCHEMA_ID,
+        "event": "worker_completed",
+        "observed_at": crate::ce::time::format_rfc3339(clock.now_ns()),
+        "task_corpus_id": null,
+        "provider": match a.provider { "claude" => "claude", "codex" => "codex", _ => "other" },
+        "runtime": if reported { "cli" } else { "unknown" },
+        "model": null,
+        "profile": a.group.policy.profile.as_str(),
+        "mode": a.mode.as_str(),
+        "reason_codes": d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
+        "logical": {
+            "estimated_context_occupancy": d.map(|d| d.prompt.tokens),
+            "compaction_count": null,
+            "repeated_file_reads": null,
+            "prompt_bytes": x.input_bytes,
+            "tool_output_bytes": null,
+            "capsule_bytes": d.and_then(|d| d.evidence.as_ref()).and_then(|e| e.capsule_bytes),
+        },
+        "billed": {
+            "uncached_input_tokens": billed(u.input_tokens),
+            "cache_creation_input_tokens": billed(u.cache_creation_tokens),
+            "cache_read_input_tokens": billed(u.cache_read_tokens),
+            "output_tokens": billed(u.output_tokens),
+            "amount": amount,
+            "currency": amount.map(|_| "USD"),
+            "units": null,
+            "accounting_source": if reported { "provider-reported" } else { "estimated" },
+        },
+        "outcome": {
+            "accepted_workgroup": a.accepted,
+            "verify_passed": passed,
+            "verify_total": total,
+            "rework_rounds": a.rework_rounds,
+            "escaped_high_critical": null,
+            "elapsed_ms": u.wall_ms,
+            "audit_score": null,
+        },
+    })
 }

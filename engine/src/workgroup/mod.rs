@@ -27,10 +27,14 @@
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
 //! * [`policy`]: the `[context_efficiency]` policy a run works under (`workgroup.policy-set`).
+//! * [`caps`]: hard caps per attempt and per workgroup, the fallback after a cap and the
+//!   safety boundaries that pause a workgroup (`worker.capped`, `workgroup.paused`).
+//! * [`verify`]: the results of the `verify` commands a run carries out (`worker.checked`).
 //! * [`lease`]: which coordinator process runs a workgroup (a lease with an epoch on its own
 //!   stream, ended by a time recorded in the journal) and the fence that refuses every append
 //!   of a coordinator whose lease was taken over.
 
+pub mod caps;
 pub mod decide;
 pub mod dispatch;
 pub mod driver;
@@ -46,6 +50,7 @@ pub mod roles;
 pub mod sim;
 pub mod state;
 pub mod step;
+pub mod verify;
 pub mod warm;
 
 /// Stream prefix; a workgroup's stream is the prefix followed by its name.

@@ -86,6 +86,13 @@ pub struct Plan {
     /// is not the task's failure and runs again at once.
     #[serde(default)]
     pub retry_backoff_ms: Option<u64>,
+    /// Caps: `[caps.task]` for every task, `[caps.workgroup]` for the whole run
+    /// ([`super::caps`]).
+    #[serde(default)]
+    pub caps: super::caps::PlanCaps,
+    /// Time limit of each `verify` command, seconds (1–7,200, default 600).
+    #[serde(default)]
+    pub verify_timeout_seconds: Option<u64>,
     /// The tasks (TOML `[[task]]`).
     #[serde(rename = "task", default)]
     pub tasks: Vec<TaskSpec>,
@@ -144,6 +151,13 @@ pub struct TaskSpec {
     /// `moderate` or `independent` (default).
     #[serde(default)]
     pub coupling: Option<String>,
+    /// The task's own caps, over the plan's `[caps.task]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caps: Option<super::caps::CapsSpec>,
+    /// Shell commands that prove the task's criterion, run by strata in the worker's worktree
+    /// after a successful turn; the first that fails fails the attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
 }
 
 /// One problem with a plan.
@@ -202,8 +216,18 @@ pub struct Checked {
     /// before it existed read as the default.
     #[serde(default = "retry_backoff_default")]
     pub retry_backoff_ms: u64,
+    /// Caps for every task and for the workgroup.
+    #[serde(default, skip_serializing_if = "super::caps::PlanCaps::is_empty")]
+    pub caps: super::caps::PlanCaps,
+    /// Time limit of each `verify` command, milliseconds.
+    #[serde(default = "verify_timeout_default")]
+    pub verify_timeout_ms: u64,
     /// Tasks in schedule order: by phase, then dependencies first, then as written.
     pub tasks: Vec<Task>,
+}
+
+fn verify_timeout_default() -> u64 {
+    super::verify::TIMEOUT_SECONDS_DEFAULT * 1000
 }
 
 fn retry_backoff_default() -> u64 {
@@ -275,6 +299,19 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
         c.at(None, "task", format!("{} tasks; a plan has at most {TASKS_MAX}; split it", plan.tasks.len()));
         return Err(c.problems);
     }
+    for (scope, caps) in [("caps.task", &plan.caps.task), ("caps.workgroup", &plan.caps.workgroup)] {
+        for (field, rule) in caps.problems() {
+            c.at(None, &format!("{scope}.{field}"), rule);
+        }
+    }
+    let verify_s = plan.verify_timeout_seconds.unwrap_or(super::verify::TIMEOUT_SECONDS_DEFAULT);
+    if !(1..=super::verify::TIMEOUT_SECONDS_MAX).contains(&verify_s) {
+        c.at(
+            None,
+            "verify_timeout_seconds",
+            format!("{verify_s}: between 1 and {}", super::verify::TIMEOUT_SECONDS_MAX),
+        );
+    }
     let mut seen = BTreeSet::new();
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for t in &plan.tasks {
@@ -290,7 +327,16 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
     }
     let order = schedule_order(&tasks);
     let tasks = order.into_iter().map(|i| tasks[i].clone()).collect();
-    Ok(Checked { workgroup: plan.workgroup.clone(), parallel, pipeline, retries, retry_backoff_ms, tasks })
+    Ok(Checked {
+        workgroup: plan.workgroup.clone(),
+        parallel,
+        pipeline,
+        retries,
+        retry_backoff_ms,
+        caps: plan.caps,
+        verify_timeout_ms: verify_s * 1000,
+        tasks,
+    })
 }
 
 /// The profile task `t` runs with: its own, else the plan's `profile`, else its role's (an
@@ -365,6 +411,12 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str, default_pro
     }
     if let Some(coupling) = t.coupling.as_deref().filter(|c| !COUPLINGS.contains(c)) {
         c.at(id, "coupling", format!("{coupling:?} is not one of {}", COUPLINGS.join(", ")));
+    }
+    for (field, rule) in t.caps.unwrap_or_default().problems() {
+        c.at(id, &format!("caps.{field}"), rule);
+    }
+    for (field, rule) in super::verify::problems("verify", &t.verify) {
+        c.at(id, field, rule);
     }
     if t.affinity_approved && t.affinity.is_none() {
         c.at(id, "affinity_approved", "approves inheriting a context, but the task names no affinity");

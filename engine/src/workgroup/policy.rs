@@ -196,6 +196,10 @@ pub struct Policy {
     pub telemetry: TelemetryMode,
     /// Largest share of units a canary exposes, percent.
     pub canary_percent: u32,
+    /// Caps (`[context_efficiency.caps.task]`, `[context_efficiency.caps.workgroup]`): a task's
+    /// default under the plan's, the workgroup's over the plan's ([`super::caps`]).
+    #[serde(default, skip_serializing_if = "super::caps::PlanCaps::is_empty")]
+    pub caps: super::caps::PlanCaps,
 }
 
 impl Default for Policy {
@@ -227,6 +231,8 @@ pub struct Overrides {
     pub telemetry: Option<TelemetryMode>,
     /// `canary_percent`.
     pub canary_percent: Option<u32>,
+    /// `caps.task` and `caps.workgroup`.
+    pub caps: super::caps::PlanCaps,
 }
 
 impl Policy {
@@ -245,6 +251,7 @@ impl Policy {
             disk_handoff_threshold: Handoff::Material,
             telemetry: TelemetryMode::Local,
             canary_percent: 10,
+            caps: super::caps::PlanCaps::default(),
         }
     }
 
@@ -273,6 +280,12 @@ impl Policy {
         p.rollout = o.rollout.unwrap_or(p.rollout);
         p.disk_handoff_threshold = o.disk_handoff_threshold.unwrap_or(p.disk_handoff_threshold);
         p.telemetry = o.telemetry.unwrap_or(p.telemetry);
+        for (scope, caps) in [("caps.task", &o.caps.task), ("caps.workgroup", &o.caps.workgroup)] {
+            for (field, rule) in caps.problems() {
+                bad.push((scope, format!("{field} {rule}")));
+            }
+        }
+        p.caps = o.caps;
         if bad.is_empty() { Ok(p) } else { Err(bad) }
     }
 

@@ -170,6 +170,8 @@ pub fn as_written(c: &Checked) -> Plan {
         pipeline: Some(c.pipeline.clone()),
         retries: Some(c.retries),
         retry_backoff_ms: Some(c.retry_backoff_ms),
+        caps: c.caps,
+        verify_timeout_seconds: Some(c.verify_timeout_ms / 1000),
         tasks: c
             .tasks
             .iter()
@@ -270,6 +272,16 @@ pub fn check(i: &Inputs<'_>) -> Result<Checked, Vec<Problem>> {
 
 fn check_task(l: &mut List, i: &Inputs<'_>, t: &TaskSpec) {
     let at = |field: &str| format!("task {}: {field}", t.id);
+    // Unknown is never zero: a cost cap on a provider that reports no cost could never fire.
+    let cost_capped = t.caps.and_then(|c| c.cost_usd).or(i.plan.caps.task.cost_usd).or(i.plan.caps.workgroup.cost_usd);
+    if cost_capped.is_some() && provider_of(i.plan, t, i.provider, i.auto) == "codex" {
+        l.add(
+            "STRATA-E2113",
+            at("caps.cost_usd"),
+            "Codex reports no cost, so a cost cap on a task it runs could never be reached",
+            "cap its input_tokens or output_tokens instead, or run it on another provider",
+        );
+    }
     let name = plan::task_profile(i.plan.profile.as_deref(), t);
     if plan::is_name(&name) && !i.profiles.contains_key(&name) {
         let known: Vec<&str> = i.profiles.keys().map(String::as_str).collect();

@@ -81,6 +81,9 @@ pub struct Brief {
     pub workdir: PathBuf,
     /// The journal directory the worker's hooks and MCP server reach strata through.
     pub journal: PathBuf,
+    /// The attempt's caps: the adapter interrupts the worker at the first one its live usage
+    /// reaches, and passes them to the runtime where it has a cap of its own.
+    pub caps: super::caps::Caps,
 }
 
 /// A started worker.
@@ -113,6 +116,12 @@ pub struct Outcome {
     pub synthetic: bool,
     /// Files the runtime's stream shows the worker wrote or tried to write, as it names them.
     pub writes: Vec<String>,
+    /// Model turns the stream showed, when it shows them.
+    pub turns: Option<u32>,
+    /// The cap the worker was interrupted at, and what it had spent then.
+    pub capped: Option<(super::caps::Reached, super::caps::Spend)>,
+    /// The runtime refused the worker's credentials.
+    pub authentication_failed: bool,
 }
 
 /// Why a provider operation did not happen.

@@ -102,6 +102,68 @@ impl Model {
     }
 }
 
+/// Output tokens per simulated model turn: a turn of `o` output tokens took `1 + o / 600` turns.
+pub const OUTPUT_TOKENS_PER_TURN: u64 = 600;
+
+/// A simulated turn under caps: the turn as the worker ran it (cut short when a cap stopped it)
+/// and, when one did, the cap reached and what had been spent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Capped {
+    /// The turn: at a cap, failed, with its usage and latency cut to where it stopped.
+    pub turn: Turn,
+    /// Model turns it took.
+    pub turns: u32,
+    /// The cap reached, and the spend when it was.
+    pub reached: Option<(super::caps::Reached, super::caps::Spend)>,
+}
+
+/// `turn` under `caps`: a turn whose spend would pass a cap stops where it reaches it (its
+/// usage scaled down to that point, rounded up), fails, and writes nothing. The same for
+/// `strata run`'s simulated provider and for the simulations.
+pub fn under_caps(turn: Turn, caps: &super::caps::Caps) -> Capped {
+    use super::caps::{Spend, reached};
+    let turns = 1 + u32::try_from(turn.usage.output_tokens.unwrap_or(0) / OUTPUT_TOKENS_PER_TURN).unwrap_or(u32::MAX);
+    let full = Spend::of(&turn.usage, turns);
+    if caps.is_empty() || reached(caps, &full).is_none() {
+        return Capped { turn, turns, reached: None };
+    }
+    let share = |limit: Option<u64>, seen: Option<u64>| match (limit, seen) {
+        (Some(l), Some(v)) if v >= l && v > 0 => Some(l as f64 / v as f64),
+        _ => None,
+    };
+    let turn_share =
+        caps.turns.filter(|c| full.turns > *c).map(|c| (f64::from(c) + 1.0) / f64::from(full.turns.max(1)));
+    let f = [
+        share(caps.cost_micros, full.cost_micros),
+        share(caps.input_tokens, full.input_tokens),
+        share(caps.output_tokens, full.output_tokens),
+        share(caps.wall_ms, Some(full.wall_ms)),
+        turn_share,
+    ]
+    .into_iter()
+    .flatten()
+    .fold(1.0_f64, f64::min);
+    let cut = |v: Option<u64>| v.map(|v| (v as f64 * f).ceil() as u64);
+    let u = &turn.usage;
+    let usage = Counters {
+        input_tokens: cut(u.input_tokens),
+        cache_creation_tokens: cut(u.cache_creation_tokens),
+        cache_read_tokens: cut(u.cache_read_tokens),
+        output_tokens: cut(u.output_tokens),
+        cost_micros: cut(u.cost_micros),
+        wall_ms: cut(u.wall_ms),
+    };
+    let cut_turns = (f64::from(turns) * f).ceil() as u32;
+    let spend = Spend::of(&usage, cut_turns);
+    let Some(r) = reached(caps, &spend) else {
+        return Capped { turn, turns, reached: None };
+    };
+    let summary = format!("[simulated] interrupted at its cap ({})", r.describe());
+    let latency_ms = usage.wall_ms.unwrap_or(turn.latency_ms);
+    let turn = Turn { succeeded: false, latency_ms, usage, summary, stray: false };
+    Capped { turn, turns: cut_turns, reached: Some((r, spend)) }
+}
+
 impl Model {
     /// The session id of lineage `lineage`'s attempt `attempt`: it depends only on the seed and
     /// those, so reruns and the simulation match.
@@ -160,6 +222,26 @@ mod tests {
         assert!(cost(Mode::Resume) < cost(Mode::FreshCapsule));
         assert!(cost(Mode::Local) < cost(Mode::Resume));
         assert!(cost(Mode::FreshCapsule) < cost(Mode::CoordinatedTeam));
+    }
+
+    #[test]
+    fn a_turn_over_a_cap_stops_at_it_and_one_under_runs_whole() {
+        use crate::workgroup::caps::{Caps, Measure};
+        let m = Model { seed: 5 };
+        let t = m.turn("wg", "t1", 2, Mode::FreshCapsule, 10_000);
+        let whole = under_caps(t.clone(), &Caps { output_tokens: Some(1_000_000), ..Caps::default() });
+        assert_eq!((whole.turn.clone(), whole.reached), (t.clone(), None));
+        let out = t.usage.output_tokens.expect("known");
+        let c = under_caps(t.clone(), &Caps { output_tokens: Some(out / 2), ..Caps::default() });
+        let (r, spend) = c.reached.expect("capped");
+        assert_eq!((r.measure, r.limit), (Measure::OutputTokens, out / 2));
+        assert!(!c.turn.succeeded && spend.output_tokens >= Some(out / 2) && spend.output_tokens < Some(out));
+        let one = under_caps(t, &Caps { turns: Some(1), ..Caps::default() });
+        if let Some((r, _)) = one.reached {
+            assert_eq!((r.measure, r.observed), (Measure::Turns, 2));
+        } else {
+            assert_eq!(one.turns, 1, "a one-turn draw is under a cap of one turn");
+        }
     }
 
     #[test]

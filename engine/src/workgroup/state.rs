@@ -80,6 +80,7 @@ pub fn admits(t: &TaskState, event_type: &str, attempt: u32) -> Result<(), Strin
         events::FAILED => current && matches!(t.status, Status::Dispatched | Status::Running),
         events::CONFLICTED => current && t.status == Status::Completed,
         events::VIOLATION => current,
+        events::WORKER_CAPPED | events::WORKER_CHECKED => current && open && t.status == Status::Running,
         events::HELD => t.status == Status::Pending,
         _ => true,
     };
@@ -141,6 +142,14 @@ pub struct TaskState {
     /// Attempts that failed on their own: every `task.failed` but those of workers a stopped
     /// run abandoned. The plan's retries are counted against these.
     pub failures: u32,
+    /// Model turns of every attempt whose worker showed them, summed.
+    pub turns: u32,
+    /// The cap the current attempt's worker was interrupted at (`worker.capped`).
+    pub capped: Option<super::caps::Capped>,
+    /// Attempts interrupted at a cap.
+    pub caps_reached: u32,
+    /// The current attempt's checks (`worker.checked`).
+    pub checked: Option<super::verify::Checked>,
 }
 
 impl TaskState {
@@ -176,6 +185,8 @@ pub struct Workgroup {
     /// The context-efficiency policy its run works under (the last `workgroup.policy-set`; the
     /// default for a workgroup planned before policies were recorded).
     pub policy: super::policy::Policy,
+    /// The safety boundary that paused it, until a resumed run continues it.
+    pub paused: Option<super::caps::Paused>,
 }
 
 impl Workgroup {
@@ -261,7 +272,7 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
 }
 
 /// Event types folded: the workgroup and worker events and the guard's decisions.
-pub const FOLDED: [&str; 16] = [
+pub const FOLDED: [&str; 20] = [
     events::PLANNED,
     events::TASKS_ADDED,
     events::DISPATCHED,
@@ -276,6 +287,10 @@ pub const FOLDED: [&str; 16] = [
     events::CONFLICTED,
     events::FINISHED,
     events::POLICY_SET,
+    events::WORKER_CAPPED,
+    events::WORKER_CHECKED,
+    events::PAUSED,
+    events::UNPAUSED,
     guard::ALLOWED,
     guard::DENIED,
 ];
@@ -371,6 +386,7 @@ impl Workgroups {
                     task_count: x.task_count,
                     finished: false,
                     policy: super::policy::Policy::default(),
+                    paused: None,
                 };
                 self.groups.insert(name, g);
             }
@@ -399,6 +415,10 @@ impl Workgroups {
                         output_bytes: 0,
                         spent: Counters::default(),
                         failures: 0,
+                        turns: 0,
+                        capped: None,
+                        caps_reached: 0,
+                        checked: None,
                     };
                     g.tasks.insert(t.id().to_owned(), s);
                     g.plan.tasks.push(t);
@@ -414,6 +434,8 @@ impl Workgroups {
                 t.attempts = x.attempt;
                 t.session_id = None;
                 t.worker_end = None;
+                t.capped = None;
+                t.checked = None;
                 let lineage = (x.lineage_id.clone(), (wg, x.task.clone()));
                 t.dispatch = Some((r.seq, x));
                 self.lineages.insert(lineage.0, lineage.1);
@@ -449,7 +471,7 @@ impl Workgroups {
                 let x: Failed = de(r)?;
                 let t = Self::task(self.group(r)?, r, &x.task)?;
                 admits(t, r.event_type, x.attempt).or_else(|e| bad(&format!("task {}: {e}", x.task)))?;
-                if !t.worker_end.as_ref().is_some_and(|w| w.ended.abandoned) {
+                if !t.worker_end.as_ref().is_some_and(|w| w.ended.abandoned) && !x.not_counted {
                     t.failures += 1;
                 }
                 t.status = if x.retry { Status::Pending } else { Status::Failed };
@@ -489,6 +511,22 @@ impl Workgroups {
                 let x: super::policy::PolicySet = de(r)?;
                 self.group(r)?.policy = x.policy;
             }
+            events::PAUSED => {
+                let x: super::caps::Paused = de(r)?;
+                let g = self.group(r)?;
+                if g.paused.is_some() || g.finished {
+                    return bad("paused twice, or after the workgroup finished");
+                }
+                g.paused = Some(x);
+            }
+            events::UNPAUSED => {
+                let x: super::caps::Unpaused = de(r)?;
+                let g = self.group(r)?;
+                if g.paused.as_ref().map(|p| p.reason) != Some(x.reason) {
+                    return bad("ends a pause the workgroup is not in");
+                }
+                g.paused = None;
+            }
             _ => {}
         }
         Ok(())
@@ -513,6 +551,14 @@ impl Workgroups {
                 let x: WorkerEnded = de(r)?;
                 (x.task.clone(), x.attempt, Worker::Ended(x))
             }
+            events::WORKER_CAPPED => {
+                let x: super::caps::Capped = de(r)?;
+                (x.task.clone(), x.attempt, Worker::Capped(x))
+            }
+            events::WORKER_CHECKED => {
+                let x: super::verify::Checked = de(r)?;
+                (x.task.clone(), x.attempt, Worker::Checked(x))
+            }
             _ => return bad(&format!("not a worker event, on worker stream {}", r.stream)),
         };
         if named_task != task || named_attempt != attempt {
@@ -535,10 +581,16 @@ impl Workgroups {
             Worker::Output(text) => {
                 t.output_bytes += text.len() as u64;
             }
+            Worker::Capped(x) => {
+                t.caps_reached += 1;
+                t.capped = Some(x);
+            }
+            Worker::Checked(x) => t.checked = Some(x),
             Worker::Ended(x) => {
                 if let Some(s) = &x.session_id {
                     t.session_id = Some(s.clone());
                 }
+                t.turns = t.turns.saturating_add(x.turns.unwrap_or(0));
                 t.worker_end =
                     Some(WorkerEnd { seq: r.seq, succeeded: r.event_type == events::WORKER_COMPLETED, ended: x });
             }
@@ -588,7 +640,9 @@ impl Workgroups {
 enum Worker {
     Started(WorkerStarted),
     Output(String),
+    Capped(super::caps::Capped),
+    Checked(super::verify::Checked),
     Ended(WorkerEnded),
 }
 
-crate::projections::kept::kept_projection!(Workgroups, "workgroups", 4, FOLDED);
+crate::projections::kept::kept_projection!(Workgroups, "workgroups", 5, FOLDED);

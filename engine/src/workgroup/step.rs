@@ -210,6 +210,21 @@ pub struct End<'a> {
     pub now_ns: i64,
     /// How long a warm session's lease lasts.
     pub warm_minutes: u64,
+    /// What else the failure carries: a cap, the partial work, a failed check.
+    pub failed_by: FailedBy,
+}
+
+/// What a failure carries besides its reason.
+#[derive(Clone, Debug, Default)]
+pub struct FailedBy {
+    /// The cap the worker was interrupted at.
+    pub capped: Option<super::caps::Reached>,
+    /// Its partial changes, kept as an artifact.
+    pub partial: Option<super::verify::ArtifactRef>,
+    /// The check that failed.
+    pub check: Option<super::verify::Check>,
+    /// The provider refused the worker's credentials.
+    pub authentication: bool,
 }
 
 /// What closing an attempt decided.
@@ -256,7 +271,16 @@ pub fn close(
             (decide::completed(g, &c, ids, clock)?, None, None)
         }
         Some(reason) => {
-            let retry_ms = decide::retry(g, end.task, x.abandoned, end.retryable);
+            let by = end.failed_by;
+            // A first cap falls back once, at once; a second fails the task. A refused
+            // credential waits for the person the pause calls, then runs again.
+            let caps_reached = g.tasks.get(end.task).map_or(0, |t| t.caps_reached);
+            let (retry_ms, not_counted) = match (&by.capped, by.authentication) {
+                (Some(_), _) if caps_reached <= 1 => (Some(0), true),
+                (Some(_), _) => (None, false),
+                (None, true) => (Some(0), true),
+                (None, false) => (decide::retry(g, end.task, x.abandoned, end.retryable), false),
+            };
             let not_before_ns = retry_ms.and_then(|ms| decide::not_before(end.now_ns, wait_ms(ms)));
             let f = Failed {
                 task: end.task.to_owned(),
@@ -266,6 +290,10 @@ pub fn close(
                 usage: x.usage,
                 retry: retry_ms.is_some(),
                 not_before_ns,
+                capped: by.capped,
+                partial: by.partial,
+                check: by.check,
+                not_counted,
             };
             (decide::failed(g, &f, ids, clock)?, retry_ms, not_before_ns)
         }

@@ -424,6 +424,8 @@ mod tests {
             lineage_check: None,
             gate: None,
             evidence: None,
+            caps: Default::default(),
+            fallback_after: None,
         }
     }
 
