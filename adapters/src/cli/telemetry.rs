@@ -118,6 +118,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
         "MODE",
         "STRATUM",
         "CALLS",
+        "EFF.",
         "COST",
         "P50",
         "P75",
@@ -137,6 +138,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
             text(&g["mode"]),
             text(&g["stratum"]),
             g["invocations"].to_string(),
+            g["efficiency_events"].to_string(),
             sum,
             p50,
             p75,
@@ -147,6 +149,36 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
         ]);
     }
     outln!("{}", t.render().trim_end());
+    let mut e = Table::new(&[
+        "PROVIDER",
+        "PROFILE",
+        "MODE",
+        "EVENTS",
+        "ACCEPTED",
+        "REJECTED",
+        "CHECKS",
+        "PROMPT BYTES P50",
+        "CAPSULE BYTES P50",
+        "REWORK P95",
+    ]);
+    for g in r["rollups"].as_array().into_iter().flatten().filter(|g| g["efficiency_events"].as_u64() > Some(0)) {
+        let o = &g["outcome"];
+        e.row(vec![
+            text(&g["provider"]),
+            text(&g["profile"]),
+            text(&g["mode"]),
+            g["efficiency_events"].to_string(),
+            o["accepted"].to_string(),
+            o["rejected"].to_string(),
+            format!("{} of {}", o["verify_passed"], o["verify_total"]),
+            unknown_dash(&g["logical"]["prompt_bytes"]["p50"]),
+            unknown_dash(&g["logical"]["capsule_bytes"]["p50"]),
+            unknown_dash(&o["rework_rounds"]["p95"]),
+        ]);
+    }
+    outln!();
+    outln!("efficiency events (logical and outcome figures; billed figures are the usage rows above):");
+    outln!("{}", e.render().trim_end());
     let rec = &r["reconciliation"];
     let mut t = Table::new(&["SCOPE", "CURRENCY", "VERDICT", "COST EVENTS", "COST REPORTED", "DIFFERENCE"]);
     let mut row = |name: String, s: &Value| {

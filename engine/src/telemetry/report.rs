@@ -42,6 +42,18 @@ pub fn report(t: &Telemetry) -> Value {
                 "wall_ms": figure(&g.wall_ms),
                 "billed": billing(&g.billed),
                 "estimated": billing(&g.estimated),
+                "logical": {
+                    "prompt_bytes": figure(&g.logical.prompt_bytes),
+                    "capsule_bytes": figure(&g.logical.capsule_bytes),
+                    "estimated_context_occupancy": figure(&g.logical.occupancy),
+                },
+                "outcome": {
+                    "accepted": g.outcome.accepted,
+                    "rejected": g.outcome.rejected,
+                    "verify_passed": g.outcome.verify_passed,
+                    "verify_total": g.outcome.verify_total,
+                    "rework_rounds": figure(&g.outcome.rework_rounds),
+                },
             })
         })
         .collect();

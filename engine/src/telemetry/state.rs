@@ -89,6 +89,36 @@ pub struct Group {
     pub billed: Billing,
     /// Estimated billing figures: recorded, never billed.
     pub estimated: Billing,
+    /// The efficiency events' logical figures (strata's own measurements).
+    pub logical: Logical,
+    /// The efficiency events' outcomes.
+    pub outcome: Outcome,
+}
+
+/// Logical figures of efficiency events: what strata measured of each attempt itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Logical {
+    /// Prompt bytes.
+    pub prompt_bytes: Figure,
+    /// Capsule bytes.
+    pub capsule_bytes: Figure,
+    /// Estimated context occupancy, tokens.
+    pub occupancy: Figure,
+}
+
+/// Outcomes of efficiency events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Attempts whose work was accepted.
+    pub accepted: u64,
+    /// Attempts whose work was not.
+    pub rejected: u64,
+    /// Checks passed, summed.
+    pub verify_passed: u64,
+    /// Checks run, summed.
+    pub verify_total: u64,
+    /// Rework rounds per event.
+    pub rework_rounds: Figure,
 }
 
 /// Whether a session's billing is vouched for, estimated, or not given at all; fixed per session.
@@ -202,7 +232,20 @@ impl Telemetry {
                     mode: text(&x.event["mode"]),
                     stratum: x.stratum,
                 };
-                self.groups.entry(key).or_default().efficiency_events += 1;
+                let g = self.groups.entry(key).or_default();
+                g.efficiency_events += 1;
+                let (l, o) = (&x.event["logical"], &x.event["outcome"]);
+                g.logical.prompt_bytes.push(l["prompt_bytes"].as_u64());
+                g.logical.capsule_bytes.push(l["capsule_bytes"].as_u64());
+                g.logical.occupancy.push(l["estimated_context_occupancy"].as_f64().map(|v| v as u64));
+                match o["accepted_workgroup"].as_bool() {
+                    Some(true) => g.outcome.accepted += 1,
+                    Some(false) => g.outcome.rejected += 1,
+                    None => {}
+                }
+                g.outcome.verify_passed += o["verify_passed"].as_u64().unwrap_or(0);
+                g.outcome.verify_total += o["verify_total"].as_u64().unwrap_or(0);
+                g.outcome.rework_rounds.push(o["rework_rounds"].as_u64());
             }
             events::USAGE_REPORTED => {
                 let x: UsageReported = de(r)?;

@@ -344,7 +344,7 @@ fn usage(
         session: pseudonym.clone(),
         provider,
         model: None,
-        profile: None,
+        profile: Some(a.group.policy.profile.as_str().to_owned()),
         mode: Some(mode.as_str().to_owned()),
         stratum: None,
         arm: None,
