@@ -6,12 +6,19 @@
 //! this announcer, whose own thread and session send `pg_notify` after the commit, one for
 //! whatever heads came in meanwhile (coalesced), with `synchronous_commit = off` (a notification
 //! needs no durability). A notification is only a wake-up: one that is late or lost costs a
-//! follower at most its poll interval, never an event.
+//! follower at most its poll interval, never an event. After each notification the announcer
+//! waits [`ANNOUNCE_GAP`] before the next, so a writer committing every half millisecond pays
+//! for one notification per gap, not one per commit (each is a transaction on the server, on
+//! the same CPUs the writer's commits need); a follower wakes at most that much later.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::PgOptions;
 use super::conn::{Target, connect};
+
+/// The least time between two notifications of one store.
+pub(crate) const ANNOUNCE_GAP: Duration = Duration::from_millis(5);
 
 #[derive(Default)]
 struct State {
@@ -93,6 +100,13 @@ fn run(shared: &Shared, target: &Target, options: &PgOptions, channel: &str) {
         {
             // Dropped; the next announcement reconnects.
             session = None;
+        }
+        // Heads committed meanwhile are coalesced into the next notification.
+        let until = Instant::now() + ANNOUNCE_GAP;
+        let mut st = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while !st.closed {
+            let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
+            st = shared.cv.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 }
