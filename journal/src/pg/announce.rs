@@ -12,7 +12,7 @@
 //! the same CPUs the writer's commits need); a follower wakes at most that much later.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::PgOptions;
 use super::conn::{Target, connect};
@@ -30,7 +30,10 @@ struct State {
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
+    /// A head to announce, or the store closed.
     cv: Condvar,
+    /// The store closed (ends the wait between two notifications early).
+    closing: Condvar,
 }
 
 /// Sends `pg_notify(channel, head)` for committed heads, from a thread of its own.
@@ -72,6 +75,7 @@ impl Drop for Announcer {
     fn drop(&mut self) {
         self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
         self.shared.cv.notify_all();
+        self.shared.closing.notify_all();
     }
 }
 
@@ -101,12 +105,11 @@ fn run(shared: &Shared, target: &Target, options: &PgOptions, channel: &str) {
             // Dropped; the next announcement reconnects.
             session = None;
         }
-        // Heads committed meanwhile are coalesced into the next notification.
-        let until = Instant::now() + ANNOUNCE_GAP;
-        let mut st = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while !st.closed {
-            let Some(left) = until.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
-            st = shared.cv.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+        // Heads committed meanwhile are coalesced into the next notification (new heads do not
+        // wake this wait; only the store closing does).
+        let st = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if !st.closed {
+            drop(shared.closing.wait_timeout(st, ANNOUNCE_GAP).unwrap_or_else(PoisonError::into_inner));
         }
     }
 }
