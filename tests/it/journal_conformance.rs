@@ -142,7 +142,47 @@ conformance!(
     export_then_import_keeps_every_hash,
     verify_passes_then_names_the_tampered_event,
     projection_snapshots_resume_at_the_head,
+    a_long_scan_reads_every_event_in_order_and_stops_where_asked,
 );
+
+/// Longer than the pages PostgreSQL scans read (8,192 rows), so most of it is read ahead on the
+/// scan's own thread: every event once, in order; a visitor that stops mid-way stops the
+/// read-ahead; the journal's sessions read normally afterwards.
+fn a_long_scan_reads_every_event_in_order_and_stops_where_asked(t: &Target) {
+    const EVENTS: u64 = 20_000;
+    let j = t.create(ORIGIN);
+    for k in 0..20u128 {
+        let events = (0..1_000u128).map(|i| ev(k * 1_000 + i + 1)).collect();
+        j.append_blocking(&format!("s/{k}"), ExpectedVersion::Any, events).unwrap().unwrap();
+    }
+    let mut seqs = Vec::new();
+    j.scan(1, EVENTS, |rec, _| {
+        seqs.push(rec.seq);
+        Ok::<_, ()>(true)
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(seqs, (1..=EVENTS).collect::<Vec<_>>());
+    let mut seen = 0u64;
+    j.scan(3, EVENTS, |rec, _| {
+        seen += 1;
+        assert_eq!(rec.seq, seen + 2);
+        Ok::<_, ()>(seen < 12_345)
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(seen, 12_345, "the visitor stopped the scan where it asked");
+    let tail = j.read_range(EVENTS - 9, 100).unwrap();
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), ((EVENTS - 9)..=EVENTS).collect::<Vec<_>>());
+    let mut again = 0u64;
+    j.scan(1, EVENTS, |_, _| {
+        again += 1;
+        Ok::<_, ()>(true)
+    })
+    .unwrap()
+    .unwrap();
+    assert_eq!(again, EVENTS);
+}
 
 fn optimistic_concurrency_gives_the_typed_conflict(t: &Target) {
     let j = t.create(ORIGIN);
@@ -527,6 +567,25 @@ fn two_workspaces_that_name_one_database_see_one_journal() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("[STRATA-E2305]") && !err.contains("hunter2"), "{err}");
     assert!(!a.join(".strata").exists());
+    // So is a URL (or PGSSLMODE) asking for TLS, which strata's client does not have: refused,
+    // never connected in plain text.
+    let tls = format!("{url}?sslmode=require");
+    let out = strata_tests::strata(BIN, &a, &["init", "--backend", "postgres", "--url", &tls]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("[STRATA-E2410]") && err.contains("sslmode=require"), "{err}");
+    assert!(!a.join(".strata").exists());
+    let c = tmp.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    let out = std::process::Command::new(BIN)
+        .arg("--dir")
+        .arg(&c)
+        .args(["init", "--backend", "postgres", "--url", &url, "--schema", &schema])
+        .env("PGSSLMODE", "verify-full")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("[STRATA-E2410]") && err.contains("PGSSLMODE"), "{err}");
+    assert_eq!(pg::psql(&url, &format!("SELECT count(*) FROM pg_namespace WHERE nspname = '{schema}'")), "0");
     let init = ["init", "--backend", "postgres", "--url", &url, "--schema", &schema];
     let first = strata_tests::strata_ok(BIN, &a, &init);
     assert!(first.contains("created the shared journal"), "{first}");

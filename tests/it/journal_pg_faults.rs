@@ -6,7 +6,7 @@
 //! concurrent writer claims, a stopped coordinator taken over and fenced, and one workspace's
 //! MCP server serving the chunks the other put.
 
-use crate::pg;
+use crate::pg::{self, fresh_schema, lease_of, shared_workspaces};
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -516,23 +516,6 @@ fn the_write_guard_of_a_postgres_workspace_decides_on_it_and_denies_while_the_se
     assert!(log.contains("late.rs"), "{log}");
 }
 
-/// Two workspaces (as on two machines) initialised on one fresh schema of the test server.
-fn shared_workspaces(tmp: &std::path::Path, schema: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    const BIN: &str = strata_tests::strata_bin!();
-    let url = pg::url();
-    let (a, b) = (tmp.join("machine-a"), tmp.join("machine-b"));
-    for ws in [&a, &b] {
-        std::fs::create_dir_all(ws).unwrap();
-        strata_tests::strata_ok(BIN, ws, &["init", "--backend", "postgres", "--url", &url, "--schema", schema]);
-    }
-    (a, b)
-}
-
-fn fresh_schema() -> (String, strata_journal::pg::PgOptions) {
-    let options = pg::fresh_options(&pg::url());
-    (options.schema.clone(), options)
-}
-
 #[test]
 #[ignore = "needs PostgreSQL; CI runs them"]
 fn writer_ownership_is_one_map_for_concurrent_routes_on_two_workspaces() {
@@ -666,20 +649,6 @@ fn a_chunk_put_through_one_workspace_is_served_by_the_other_workspaces_mcp_at_it
     });
 }
 
-/// The events of `stream`, folded as a coordinator lease (which refuses a takeover of a live
-/// lease and a renewal by anyone but the holder).
-fn lease_of(j: &Journal, wg: &str) -> (strata_engine::workgroup::lease::CoordinatorLease, Vec<(u64, String)>) {
-    use strata_engine::workgroup::lease::{self, CoordinatorLease, LeaseSet};
-    let mut l = CoordinatorLease::default();
-    let mut epochs = Vec::new();
-    for e in j.read_stream(&lease::stream(wg), 1, 100_000).unwrap() {
-        l.apply(wg, &e.event_type, &e.payload, e.version).expect("a lease stream coordinators wrote");
-        let x: LeaseSet = serde_json::from_slice(&e.payload).unwrap();
-        epochs.push((x.epoch, x.holder));
-    }
-    (l, epochs)
-}
-
 #[test]
 #[ignore = "needs PostgreSQL; CI runs them"]
 fn a_stopped_coordinator_whose_lease_was_taken_over_is_fenced_and_nothing_acknowledged_is_lost() {
@@ -796,8 +765,12 @@ fn a_stopped_coordinator_whose_lease_was_taken_over_is_fenced_and_nothing_acknow
     let head = j.refresh().unwrap();
     assert_eq!(head.seq, after_b.seq, "A appended nothing once fenced");
     let (_, epochs) = lease_of(&j, "fence");
-    let first_b = epochs.iter().position(|(e, _)| *e == 2).unwrap();
-    assert!(epochs[first_b..].iter().all(|(e, _)| *e == 2), "{epochs:?}");
+    let first_b = epochs.iter().position(|e| e.epoch == 2).unwrap();
+    assert!(epochs[first_b..].iter().all(|e| e.epoch == 2), "{epochs:?}");
+    // B's run ended cleanly and released its epoch; A's release, fenced, recorded nothing.
+    let last = epochs.last().unwrap();
+    assert_eq!((last.event_type.as_str(), last.epoch), (strata_engine::workgroup::lease::RELEASED, 2), "{epochs:?}");
+    assert!(!epochs.iter().any(|e| e.epoch == 1 && e.event_type == strata_engine::workgroup::lease::RELEASED));
     for e in &acknowledged {
         let now = j.get(e.seq).unwrap().expect("an acknowledged event is still there");
         assert_eq!((now.id, now.seq), (e.id, e.seq));

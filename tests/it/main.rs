@@ -2,7 +2,7 @@
 //! test binary of its own, and every one of them linked the whole workspace again. One binary
 //! links it once. Run one module with a filter: `cargo test -p strata-tests --test it crash::`.
 
-// The PostgreSQL helpers, shared by `journal_conformance` and `journal_pg_faults`.
+// The PostgreSQL helpers, shared by `journal_conformance`, `journal_pg_faults` and `journal_pg_runs`.
 mod pg;
 
 mod assembly_memo;
@@ -32,6 +32,7 @@ mod inputs;
 mod journal;
 mod journal_conformance;
 mod journal_pg_faults;
+mod journal_pg_runs;
 mod kb_fixture;
 mod kb_graph;
 mod kb_intake;

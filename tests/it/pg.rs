@@ -253,3 +253,61 @@ impl Drop for Server {
         let _ = c.args(["-D", &data, "-m", "immediate", "stop"]).output();
     }
 }
+
+/// Two workspaces (as on two machines) initialised on one fresh schema of the test server.
+pub fn shared_workspaces(tmp: &Path, schema: &str) -> (PathBuf, PathBuf) {
+    const BIN: &str = strata_tests::strata_bin!();
+    let url = url();
+    let (a, b) = (tmp.join("machine-a"), tmp.join("machine-b"));
+    for ws in [&a, &b] {
+        std::fs::create_dir_all(ws).unwrap();
+        strata_tests::strata_ok(BIN, ws, &["init", "--backend", "postgres", "--url", &url, "--schema", schema]);
+    }
+    (a, b)
+}
+
+/// A fresh schema on the test server: its name and options.
+pub fn fresh_schema() -> (String, PgOptions) {
+    let options = fresh_options(&url());
+    (options.schema.clone(), options)
+}
+
+/// One event of a workgroup's lease stream.
+#[derive(Debug, Clone)]
+pub struct LeaseEvent {
+    pub event_type: String,
+    pub epoch: u64,
+    pub holder: String,
+    pub at_ns: i64,
+    /// The recorded end (`None` for a release).
+    pub expires_at_ns: Option<i64>,
+}
+
+/// The lease stream of workgroup `wg`, folded as a coordinator lease (which refuses a takeover
+/// of a live lease and a renewal or release by anyone but the holder), and its events.
+pub fn lease_of(
+    j: &strata_journal::Journal,
+    wg: &str,
+) -> (strata_engine::workgroup::lease::CoordinatorLease, Vec<LeaseEvent>) {
+    use strata_engine::workgroup::lease::{self, CoordinatorLease, LeaseReleased, LeaseSet};
+    let mut l = CoordinatorLease::default();
+    let mut events = Vec::new();
+    for e in j.read_stream(&lease::stream(wg), 1, 100_000).unwrap() {
+        l.apply(wg, &e.event_type, &e.payload, e.version).expect("a lease stream coordinators wrote");
+        let event_type = e.event_type.clone();
+        events.push(if e.event_type == lease::RELEASED {
+            let x: LeaseReleased = serde_json::from_slice(&e.payload).unwrap();
+            LeaseEvent { event_type, epoch: x.epoch, holder: x.holder, at_ns: x.at_ns, expires_at_ns: None }
+        } else {
+            let x: LeaseSet = serde_json::from_slice(&e.payload).unwrap();
+            LeaseEvent {
+                event_type,
+                epoch: x.epoch,
+                holder: x.holder,
+                at_ns: x.at_ns,
+                expires_at_ns: Some(x.expires_at_ns),
+            }
+        });
+    }
+    (l, events)
+}

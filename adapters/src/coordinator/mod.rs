@@ -415,7 +415,7 @@ impl<'j> Coordinator<'j> {
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
         }
-        result
+        shared::release_lease(self, result)
     }
 
     /// Opens the repository writers change, applies what a stopped run completed and the

@@ -13,7 +13,9 @@
 //!   run starts and renewed by every append of the run, in the same atomic append, expecting
 //!   the lease stream's version this run last wrote; waiting runs renew it when a third of it has
 //!   passed ([`keep_lease`]). A run whose lease was taken over finds its next append refused
-//!   with STRATA-E2311 and stops; nothing of that append is recorded.
+//!   with STRATA-E2311 and stops; nothing of that append is recorded. A run that ends, done or
+//!   with an error, releases its lease ([`release_lease`]); one that crashed leaves it to end at
+//!   the time recorded.
 //!
 //! On a journal this process owns (sled) there is no other coordinator: no lease is taken and
 //! appends are as before.
@@ -136,6 +138,32 @@ pub(super) fn keep_lease(c: &mut Coordinator<'_>) -> anyhow::Result<()> {
     match &c.fence.held {
         Some(h) if lease::due(h, SystemClock.now_ns()) => commit(c, Vec::new()),
         _ => Ok(()),
+    }
+}
+
+/// Releases the run's lease when the run ends (its `result`), so another coordinator can take
+/// the workgroup at once instead of waiting for the recorded end. A run that was taken over
+/// releases nothing (the release expects the lease version it last wrote and conflicts); a run
+/// that cannot reach the journal leaves the lease to end at its recorded time. Neither changes
+/// `result`.
+pub(super) fn release_lease<T>(c: &mut Coordinator<'_>, result: anyhow::Result<T>) -> anyhow::Result<T> {
+    let Some(held) = c.fence.held.take() else { return result };
+    let released = lease::release(&held, SystemClock.now_ns(), &mut V7Ids, &SystemClock)
+        .map_err(anyhow::Error::from)
+        .and_then(|append| Ok(c.journal.append_multi_blocking(vec![append])?));
+    match released {
+        Ok(Ok(_)) => {
+            let followed = c.follow();
+            result.and_then(|r| followed.map(|()| r))
+        }
+        Ok(Err(_)) => result,
+        Err(e) => {
+            c.progress(format_args!(
+                "workgroup {}: its lease was not released ({e}); it ends at its recorded time",
+                held.workgroup
+            ));
+            result
+        }
     }
 }
 

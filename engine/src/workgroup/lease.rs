@@ -9,6 +9,9 @@
 //!   ends. A lease may be taken only when there is none or the last one ended by the taker's
 //!   clock, recorded in the event, so the fold never reads a clock and replay is deterministic.
 //! * `coordinator.lease-renewed` moves the end of the current epoch on, by its holder only.
+//! * `coordinator.lease-released` ends the current epoch at once, by its holder only, when its
+//!   run ends cleanly: the next taker starts the next epoch whatever its clock says. A holder that
+//!   crashed releases nothing, so its lease ends only at the end it recorded.
 //!
 //! The fence is the journal's optimistic concurrency, not a clock: every append a holder makes
 //! for its run carries a renewal of its lease that expects the lease stream's version it last
@@ -30,8 +33,10 @@ pub const STREAM_PREFIX: &str = "coordinator/";
 pub const TAKEN: &str = "coordinator.lease-taken";
 /// `coordinator.lease-renewed`: the holder moved its lease's end on.
 pub const RENEWED: &str = "coordinator.lease-renewed";
+/// `coordinator.lease-released`: the holder's run ended; the lease is free now.
+pub const RELEASED: &str = "coordinator.lease-released";
 /// Every type of the lease stream.
-pub const ALL: [&str; 2] = [TAKEN, RENEWED];
+pub const ALL: [&str; 3] = [TAKEN, RENEWED, RELEASED];
 /// Longest holder name.
 pub const HOLDER_BYTES_MAX: usize = 128;
 /// Shortest lease, milliseconds (a waiting coordinator looks at its lease at least every
@@ -61,11 +66,25 @@ pub struct LeaseSet {
     pub expires_at_ns: i64,
 }
 
+/// `coordinator.lease-released` v1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseReleased {
+    /// Who held it.
+    pub holder: String,
+    /// The epoch it ends.
+    pub epoch: u64,
+    /// When it was released (the holder's clock), ns since the epoch.
+    pub at_ns: i64,
+}
+
 /// A workgroup's lease as its stream records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CoordinatorLease {
     /// The current epoch's lease (`None`: never taken).
     pub current: Option<LeaseSet>,
+    /// Whether the current epoch's holder released it (it is free whatever the clock says).
+    pub released: bool,
     /// The lease stream's version folded so far.
     pub version: u64,
 }
@@ -156,6 +175,16 @@ impl CoordinatorLease {
     /// Folds the lease stream's event at `version` (of type `event_type` with `payload`).
     pub fn apply(&mut self, workgroup: &str, event_type: &str, payload: &[u8], version: u64) -> Result<(), LeaseError> {
         let bad = |detail: String| LeaseError::Corrupt { workgroup: workgroup.to_owned(), version, detail };
+        if event_type == RELEASED {
+            let x: LeaseReleased = serde_json::from_slice(payload).map_err(|e| bad(format!("{event_type}: {e}")))?;
+            match &self.current {
+                Some(p) if p.holder == x.holder && p.epoch == x.epoch && !self.released => {}
+                _ => return Err(bad(format!("released by {} (epoch {}), who does not hold it", x.holder, x.epoch))),
+            }
+            self.released = true;
+            self.version = version;
+            return Ok(());
+        }
         let x: LeaseSet = serde_json::from_slice(payload).map_err(|e| bad(format!("{event_type}: {e}")))?;
         if x.expires_at_ns <= x.at_ns {
             return Err(bad(format!("epoch {} ends before it starts", x.epoch)));
@@ -166,24 +195,26 @@ impl CoordinatorLease {
                 if x.epoch != next {
                     return Err(bad(format!("lease taken as epoch {}, the next is {next}", x.epoch)));
                 }
-                if let Some(p) = prior.as_ref().filter(|p| p.holder != x.holder && p.expires_at_ns > x.at_ns) {
+                let ran = |p: &&LeaseSet| p.holder != x.holder && p.expires_at_ns > x.at_ns && !self.released;
+                if let Some(p) = prior.as_ref().filter(ran) {
                     return Err(bad(format!("taken by {} while {}'s epoch {} still ran", x.holder, p.holder, p.epoch)));
                 }
             }
-            (RENEWED, Some(p)) if p.holder == x.holder && p.epoch == x.epoch => {}
+            (RENEWED, Some(p)) if p.holder == x.holder && p.epoch == x.epoch && !self.released => {}
             (RENEWED, _) => {
                 return Err(bad(format!("renewed by {} (epoch {}), who does not hold it", x.holder, x.epoch)));
             }
             (other, _) => return Err(bad(format!("event type {other} on a lease stream"))),
         }
         self.current = Some(x);
+        self.released = false;
         self.version = version;
         Ok(())
     }
 
-    /// Whether the lease is live at `now_ns`.
+    /// Whether the lease is live at `now_ns` (taken, not released, not ended).
     pub fn live(&self, now_ns: i64) -> bool {
-        self.current.as_ref().is_some_and(|l| l.expires_at_ns > now_ns)
+        !self.released && self.current.as_ref().is_some_and(|l| l.expires_at_ns > now_ns)
     }
 }
 
@@ -197,7 +228,7 @@ fn check(holder: &str, lease_ms: u64) -> Result<i64, LeaseError> {
     Ok(i64::try_from(lease_ms).unwrap_or(i64::MAX).saturating_mul(1_000_000))
 }
 
-fn event(t: &str, x: &LeaseSet, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<EventData, LeaseError> {
+fn event(t: &str, x: &impl Serialize, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<EventData, LeaseError> {
     crate::ce::ledger::event(ids, clock, t, x).map_err(|e| LeaseError::Encode(e.detail))
 }
 
@@ -216,6 +247,7 @@ pub fn take(
 ) -> Result<(Held, StreamAppend), LeaseError> {
     let ttl = check(holder, lease_ms)?;
     let (t, epoch) = match &state.current {
+        Some(l) if state.released => (TAKEN, l.epoch + 1),
         Some(l) if l.holder == holder && l.expires_at_ns > now_ns => (RENEWED, l.epoch),
         Some(l) if l.expires_at_ns > now_ns => {
             return Err(LeaseError::HeldByOther {
@@ -269,6 +301,14 @@ pub fn renew(
         events: vec![event(RENEWED, &x, ids, clock)?],
     };
     Ok((next, append))
+}
+
+/// The release of `held` at `now_ns`, when its run ended cleanly: expecting the version the
+/// holder last wrote, so a holder that was taken over releases nothing (the append conflicts).
+pub fn release(held: &Held, now_ns: i64, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<StreamAppend, LeaseError> {
+    let x = LeaseReleased { holder: held.holder.clone(), epoch: held.epoch, at_ns: now_ns };
+    let events = vec![event(RELEASED, &x, ids, clock)?];
+    Ok(StreamAppend { stream: stream(&held.workgroup), expected: ExpectedVersion::Exact(held.version), events })
 }
 
 /// Whether `held` was taken over, given the lease stream as folded now: the typed refusal when
@@ -350,6 +390,50 @@ mod tests {
         j.append_multi_blocking(vec![c]).expect("append").expect("C wins");
         assert!(j.append_multi_blocking(vec![d]).expect("append").is_err(), "D conflicts");
         assert_eq!(folded(&j, "wg").expect("fold").current.map(|l| (l.holder, l.epoch)), Some(("C".into(), 3)));
+    }
+
+    #[test]
+    fn a_released_lease_is_taken_at_once_and_an_unreleased_one_only_at_its_recorded_end() {
+        let j = Journal::in_memory("lease").expect("journal");
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
+        let at = 1_000 * MS;
+        let (a, append) = take(&folded(&j, "wg").expect("fold"), "wg", "A", at, 60_000, &mut ids, &clock).expect("A");
+        j.append_multi_blocking(vec![append]).expect("append").expect("A takes epoch 1");
+        // A's run ends cleanly: released, B takes the next epoch long before A's recorded end,
+        // even with a clock behind A's.
+        j.append_multi_blocking(vec![release(&a, at + MS, &mut ids, &clock).expect("release")])
+            .expect("append")
+            .expect("A releases");
+        let state = folded(&j, "wg").expect("fold");
+        assert!(state.released && !state.live(at + 2 * MS));
+        let (b, append) = take(&state, "wg", "B", at - 5 * MS, 60_000, &mut ids, &clock).expect("taken at once");
+        j.append_multi_blocking(vec![append]).expect("append").expect("B takes epoch 2");
+        assert_eq!(b.epoch, 2);
+        let state = folded(&j, "wg").expect("fold");
+        assert!(!state.released && state.live(at));
+        // A released holder renews and releases nothing more: its appends conflict.
+        assert!(
+            j.append_multi_blocking(vec![release(&a, at + 3 * MS, &mut ids, &clock).expect("r")])
+                .expect("append")
+                .is_err()
+        );
+        // B crashes (no release): C is refused until B's recorded end.
+        let refused =
+            take(&state, "wg", "C", b.expires_at_ns - 1, 1_000, &mut ids, &clock).expect_err("B's lease lives");
+        assert!(refused.to_string().starts_with("[STRATA-E2312]"), "{refused}");
+        assert!(take(&state, "wg", "C", b.expires_at_ns, 1_000, &mut ids, &clock).is_ok());
+        // The fold refuses a release by anyone but the holder, twice, or a renewal after it.
+        let rel = |holder: &str, epoch| {
+            serde_json::to_vec(&LeaseReleased { holder: holder.into(), epoch, at_ns: at }).expect("json")
+        };
+        let renewal = serde_json::to_vec(&LeaseSet { holder: "B".into(), epoch: 2, at_ns: at, expires_at_ns: at + MS })
+            .expect("json");
+        assert!(state.clone().apply("wg", RELEASED, &rel("A", 1), 4).is_err(), "A no longer holds it");
+        let mut gone = state.clone();
+        gone.apply("wg", RELEASED, &rel("B", 2), 4).expect("B releases");
+        assert!(gone.clone().apply("wg", RELEASED, &rel("B", 2), 5).is_err(), "released twice");
+        let late = gone.apply("wg", RENEWED, &renewal, 5).expect_err("renewed after its release");
+        assert!(late.to_string().starts_with("[STRATA-E2315]"), "{late}");
     }
 
     #[test]

@@ -6,12 +6,19 @@
 //! this announcer, whose own thread and session send `pg_notify` after the commit, one for
 //! whatever heads came in meanwhile (coalesced), with `synchronous_commit = off` (a notification
 //! needs no durability). A notification is only a wake-up: one that is late or lost costs a
-//! follower at most its poll interval, never an event.
+//! follower at most its poll interval, never an event. After each notification the announcer
+//! waits [`ANNOUNCE_GAP`] before the next, so a writer committing every half millisecond pays
+//! for one notification per gap, not one per commit (each is a transaction on the server, on
+//! the same CPUs the writer's commits need); a follower wakes at most that much later.
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 use super::PgOptions;
 use super::conn::{Target, connect};
+
+/// The least time between two notifications of one store.
+pub(crate) const ANNOUNCE_GAP: Duration = Duration::from_millis(5);
 
 #[derive(Default)]
 struct State {
@@ -23,7 +30,10 @@ struct State {
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
+    /// A head to announce, or the store closed.
     cv: Condvar,
+    /// The store closed (ends the wait between two notifications early).
+    closing: Condvar,
 }
 
 /// Sends `pg_notify(channel, head)` for committed heads, from a thread of its own.
@@ -65,6 +75,7 @@ impl Drop for Announcer {
     fn drop(&mut self) {
         self.shared.state.lock().unwrap_or_else(PoisonError::into_inner).closed = true;
         self.shared.cv.notify_all();
+        self.shared.closing.notify_all();
     }
 }
 
@@ -93,6 +104,12 @@ fn run(shared: &Shared, target: &Target, options: &PgOptions, channel: &str) {
         {
             // Dropped; the next announcement reconnects.
             session = None;
+        }
+        // Heads committed meanwhile are coalesced into the next notification (new heads do not
+        // wake this wait; only the store closing does).
+        let st = shared.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if !st.closed {
+            drop(shared.closing.wait_timeout(st, ANNOUNCE_GAP).unwrap_or_else(PoisonError::into_inner));
         }
     }
 }

@@ -62,6 +62,8 @@ pub struct PgEnv {
     pub password: Option<String>,
     /// `PGPASSFILE`, else `$HOME/.pgpass`.
     pub passfile: Option<std::path::PathBuf>,
+    /// `PGSSLMODE`: only checked, since strata connects without TLS ([`refuse_tls`]).
+    pub sslmode: Option<String>,
 }
 
 impl std::fmt::Debug for PgEnv {
@@ -73,6 +75,7 @@ impl std::fmt::Debug for PgEnv {
             .field("database", &self.database)
             .field("password", &self.password.as_ref().map(|_| "<set>"))
             .field("passfile", &self.passfile)
+            .field("sslmode", &self.sslmode)
             .finish()
     }
 }
@@ -91,6 +94,7 @@ impl PgEnv {
             passfile: get("PGPASSFILE")
                 .map(std::path::PathBuf::from)
                 .or_else(|| get("HOME").map(|h| std::path::Path::new(&h).join(".pgpass"))),
+            sslmode: get("PGSSLMODE"),
         }
     }
 }
@@ -108,6 +112,7 @@ impl PgOptions {
                 detail: format!("it is longer than {URL_BYTES_MAX} bytes"),
             });
         }
+        refuse_tls(url, sslmode_of(url), "the URL")?;
         let parsed = postgres::Config::from_str(url)
             .map_err(|e| PgError::BadUrl { url: url.to_owned(), detail: e.to_string() })?;
         if parsed.get_password().is_some() {
@@ -158,6 +163,10 @@ pub(crate) struct Target {
 /// own defaults), and the password from `PGPASSWORD` or the password file.
 pub(crate) fn resolve(options: &PgOptions) -> Result<Target, PgError> {
     let env = &options.env;
+    refuse_tls(&options.url, sslmode_of(&options.url), "the URL")?;
+    if sslmode_of(&options.url).is_none() {
+        refuse_tls(&options.url, env.sslmode.as_deref(), "PGSSLMODE")?;
+    }
     let mut c = postgres::Config::from_str(&options.url)
         .map_err(|e| PgError::BadUrl { url: options.url.clone(), detail: e.to_string() })?;
     if c.get_hosts().is_empty() {
@@ -210,6 +219,27 @@ pub(crate) fn resolve(options: &PgOptions) -> Result<Target, PgError> {
         .tcp_user_timeout(options.tcp_user_timeout)
         .application_name(&options.application_name);
     Ok(Target { config: c, label: format!("postgresql://{user}@{host}:{port}/{db}#{}", options.schema) })
+}
+
+/// The `sslmode` a URL asks for (`postgresql://…?sslmode=…`, or `sslmode=…` in a key=value
+/// connection string), as written.
+fn sslmode_of(url: &str) -> Option<&str> {
+    let at = url.find("sslmode=")?;
+    let rest = &url[at + "sslmode=".len()..];
+    Some(rest.split(['&', ' ', '#']).next().unwrap_or(rest))
+}
+
+/// strata's PostgreSQL client has no TLS: a connection that asks for it (`sslmode` `require`,
+/// `verify-ca` or `verify-full`, from the URL or `PGSSLMODE`, named by `source`) is refused before
+/// anything is sent, never made in plain text. `disable` and `prefer` (libpq's default)
+/// connect without TLS.
+fn refuse_tls(url: &str, mode: Option<&str>, source: &str) -> Result<(), PgError> {
+    match mode {
+        Some(m @ ("require" | "verify-ca" | "verify-full")) => {
+            Err(PgError::TlsUnavailable { url: url.to_owned(), mode: m.to_owned(), given_by: source.to_owned() })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The password `.pgpass` (or `PGPASSFILE`) gives for this connection, the way libpq matches it:
@@ -322,6 +352,31 @@ mod tests {
         assert!(!e.to_string().contains("secret"));
         assert!(PgOptions::new("postgresql://u@h:5432/db", "x").is_ok());
         assert!(matches!(PgOptions::new("nonsense://", "x"), Err(PgError::BadUrl { .. })));
+    }
+
+    #[test]
+    fn a_connection_asking_for_tls_is_refused_before_anything_is_sent() {
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let url = format!("postgresql://u@h:5432/db?application_name=x&sslmode={mode}");
+            let e = PgOptions::new(&url, "x").unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("[STRATA-E2410] PostgreSQL URL {url:?} asks for sslmode={mode}")),
+                "{e}"
+            );
+            let kv = format!("host=h user=u sslmode={mode} dbname=db");
+            assert!(matches!(PgOptions::new(&kv, "x"), Err(PgError::TlsUnavailable { .. })), "{kv}");
+        }
+        for mode in ["disable", "prefer"] {
+            assert!(PgOptions::new(&format!("postgresql://u@h/db?sslmode={mode}"), "x").is_ok(), "{mode}");
+        }
+        // PGSSLMODE counts when the URL names none.
+        let mut o = PgOptions::new("postgresql://u@h/db", "x").unwrap();
+        o.env = PgEnv::from_vars(|k| (k == "PGSSLMODE").then(|| "require".to_owned()));
+        let e = resolve(&o).err().expect("refused");
+        assert!(matches!(&e, PgError::TlsUnavailable { given_by, .. } if given_by == "PGSSLMODE"), "{e}");
+        let mut o = PgOptions::new("postgresql://u@h/db?sslmode=disable", "x").unwrap();
+        o.env = PgEnv::from_vars(|k| (k == "PGSSLMODE").then(|| "require".to_owned()));
+        assert!(resolve(&o).is_ok(), "the URL's own sslmode wins, as with libpq");
     }
 
     #[test]

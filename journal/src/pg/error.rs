@@ -1,5 +1,5 @@
 //! Errors of the PostgreSQL backend. Each names the server (never its password), the rule broken
-//! and the fix; codes are `STRATA-E2301..E2399`, listed in `docs/errors.md`.
+//! and the fix; codes are `STRATA-E2301..E2399` and `STRATA-E2410..E2449`, listed in `docs/errors.md`.
 
 /// A PostgreSQL backend failure.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,6 +92,18 @@ pub enum PgError {
         "[STRATA-E2309] PostgreSQL schema name {0:?} must be 1 to 63 lowercase ASCII letters, digits or '_', starting with a letter"
     )]
     BadSchemaName(String),
+    /// The connection asks for TLS, which this client does not have.
+    #[error(
+        "[STRATA-E2410] PostgreSQL URL {url:?} asks for sslmode={mode} ({given_by}), but strata connects without TLS (its PostgreSQL client has none); nothing was sent: reach the server over a trusted network or a tunnel (ssh -L, stunnel, a VPN) and set sslmode=disable, or leave sslmode out"
+    )]
+    TlsUnavailable {
+        /// The URL as given.
+        url: String,
+        /// The sslmode asked for.
+        mode: String,
+        /// Where it was asked for (the URL or PGSSLMODE).
+        given_by: String,
+    },
     /// An import's target schema already exists.
     #[error(
         "[STRATA-E2310] schema {schema} already exists in {target}; an import creates the schema of its journal: name a schema that does not exist yet (--schema), or drop that one first"

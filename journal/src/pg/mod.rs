@@ -60,9 +60,24 @@ const READER_SESSIONS_MAX: usize = 4;
 /// Rows a scan reads per query on a thread that drives an async runtime, where a page is read
 /// whole on another thread before it is handed on ([`off_runtime`]).
 const BUFFERED_PAGE_ROWS: i64 = 1024;
+/// Rows a long scan's reading thread hands to the visiting thread at once ([`PgStore::scan_piped`]).
+const PIPE_BATCH_ROWS: usize = 1024;
+/// Batches on their way between the two threads: with the one being filled and the one being
+/// visited, a long scan holds at most this many plus two batches in memory.
+const PIPE_BATCHES: usize = 4;
+
+/// Single-record frames read by a long scan's reading thread, concatenated.
+#[derive(Default)]
+struct Batch {
+    /// Each frame's sequence and where it ends in `bytes`.
+    frames: Vec<(u64, usize)>,
+    bytes: Vec<u8>,
+}
 
 /// The statements an append runs, prepared once per writer session.
 struct WriterStatements {
+    /// The batch's rows and the head they leave, in one statement (one round trip).
+    insert_and_head: postgres::Statement,
     insert: postgres::Statement,
     head: postgres::Statement,
 }
@@ -313,6 +328,76 @@ impl PgStore {
         Ok((seen, stopped))
     }
 
+    /// The rest of a long scan, from `from`: pages are read and framed on a thread of their own
+    /// while this thread visits the batches it already read, so the reading (the server's
+    /// sending, the client's parsing) overlaps with what the visitor does with each record
+    /// (replaying projections, mostly). A visitor that stops, or fails, drops the channel; the
+    /// reading thread stops at its next batch and its session skips the rest of its page.
+    fn scan_piped(&self, from: u64, f: &mut FrameVisitor<'_>) -> Result<(), JournalError> {
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Batch, JournalError>>(PIPE_BATCHES);
+            let reading = std::thread::Builder::new()
+                .name("strata-journal-pg-scan".into())
+                .spawn_scoped(s, move || self.read_pages(from, &tx))
+                .map_err(|e| JournalError::io(&self.location, e))?;
+            let visited = (|| {
+                for batch in rx.iter() {
+                    let batch = batch?;
+                    let mut start = 0;
+                    for &(seq, end) in &batch.frames {
+                        if !f(seq, &batch.bytes[start..end])? {
+                            return Ok(());
+                        }
+                        start = end;
+                    }
+                }
+                Ok(())
+            })();
+            drop(rx);
+            match reading.join() {
+                Ok(()) => visited,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+
+    /// The reading side of [`PgStore::scan_piped`]: pages from `from` to the end, sent in
+    /// batches of [`PIPE_BATCH_ROWS`]; a read error is sent as the last message.
+    fn read_pages(&self, from: u64, tx: &std::sync::mpsc::SyncSender<Result<Batch, JournalError>>) {
+        let mut batch = Batch::default();
+        let mut next = from;
+        loop {
+            let mut last = None;
+            let mut gone = false;
+            let mut push = |seq, frame: &[u8]| {
+                last = Some(seq);
+                batch.bytes.extend_from_slice(frame);
+                batch.frames.push((seq, batch.bytes.len()));
+                if batch.frames.len() >= PIPE_BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).is_err() {
+                    gone = true;
+                    return Ok(false);
+                }
+                Ok(true)
+            };
+            match self.scan_page(next, &mut push) {
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+                Ok(_) if gone => return,
+                Ok((seen, _)) if seen < SCAN_PAGE_ROWS => break,
+                Ok(_) => {}
+            }
+            match last {
+                Some(l) => next = l + 1,
+                None => break,
+            }
+        }
+        if !batch.frames.is_empty() {
+            let _ = tx.send(Ok(batch));
+        }
+    }
+
     /// Writes the format marker and origin of a new journal; `AlreadyExists` if one is there.
     fn put_identity(&self, origin: &str) -> Result<(), JournalError> {
         let sql = format!(
@@ -355,9 +440,16 @@ impl PgStore {
                 self.t.events
             );
             let head = format!("UPDATE {} SET last_seq = $1, last_hash = $2 WHERE id = 1", self.t.head);
-            let prepared = client.prepare(&insert).and_then(|insert| Ok((insert, client.prepare(&head)?)));
-            let (insert, head) = prepared.map_err(|e| self.stmt_err("an append", &e))?;
-            *statements = Some(WriterStatements { insert, head });
+            // A data-modifying WITH runs exactly once, whether or not the outer statement reads it.
+            let both = format!(
+                "WITH rows AS ({insert}) UPDATE {} SET last_seq = $8, last_hash = $9 WHERE id = 1",
+                self.t.head
+            );
+            let prepared = client.prepare(&both).and_then(|both| {
+                let insert = client.prepare(&insert)?;
+                Ok(WriterStatements { insert_and_head: both, insert, head: client.prepare(&head)? })
+            });
+            *statements = Some(prepared.map_err(|e| self.stmt_err("an append", &e))?);
         }
         match statements {
             Some(st) => Ok((client, st)),
@@ -406,25 +498,30 @@ impl PgStore {
         }
         let (client, st) = self.writer_statements(w)?;
         let mut announce = None;
-        if !seqs.is_empty() {
-            client
-                .execute(&st.insert, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs])
-                .map_err(|e| self.stmt_err("an append", &e))?;
+        let mut head = None;
+        for (_, value) in meta.iter().filter(|(name, _)| *name == META_HEAD) {
+            let (seq, hash) =
+                decode_head(value).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
+            announce = Some(seq);
+            head = Some((i64::try_from(seq).unwrap_or(i64::MAX), hash.0.to_vec()));
         }
-        for (name, value) in meta {
-            if *name == META_HEAD {
-                let (seq, hash) =
-                    decode_head(value).ok_or_else(|| JournalError::corrupt(&loc, None, "head record is malformed"))?;
-                announce = Some(seq);
-                let seq = i64::try_from(seq).unwrap_or(i64::MAX);
-                client.execute(&st.head, &[&seq, &hash.0.as_slice()]).map_err(|e| self.stmt_err("an append", &e))?;
-            } else {
-                let sql = format!(
-                    "INSERT INTO {} (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
-                    self.t.meta
-                );
-                client.execute(&sql, &[name, value]).map_err(|e| self.stmt_err("an append", &e))?;
+        let executed = match (seqs.is_empty(), &head) {
+            (false, Some((seq, hash))) => client
+                .execute(&st.insert_and_head, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs, seq, hash])
+                .map(drop),
+            (false, None) => {
+                client.execute(&st.insert, &[&seqs, &ids, &streams, &versions, &types, &hashes, &recs]).map(drop)
             }
+            (true, Some((seq, hash))) => client.execute(&st.head, &[seq, hash]).map(drop),
+            (true, None) => Ok(()),
+        };
+        executed.map_err(|e| self.stmt_err("an append", &e))?;
+        for (name, value) in meta.iter().filter(|(name, _)| *name != META_HEAD) {
+            let sql = format!(
+                "INSERT INTO {} (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value",
+                self.t.meta
+            );
+            client.execute(&sql, &[name, value]).map_err(|e| self.stmt_err("an append", &e))?;
         }
         client.batch_execute("COMMIT").map_err(|e| self.stmt_err("a commit", &e))?;
         w.holding = None;
@@ -469,6 +566,11 @@ impl Store for PgStore {
             match last {
                 Some(l) => next = l + 1,
                 None => return Ok(()),
+            }
+            // A scan longer than a page (a replay, a verify, an export) reads the rest on a
+            // thread of its own while this one visits; a short one never starts that thread.
+            if !buffered {
+                return self.scan_piped(next, f);
             }
         }
     }
