@@ -7,6 +7,7 @@ mod pg;
 
 mod assembly_memo;
 mod caps;
+mod caps_real;
 mod ce_capsule;
 mod ce_compat;
 mod ce_dispatch;

@@ -432,3 +432,52 @@ fn strata_run_and_the_simulation_agree_on_the_policys_decisions() {
     assert!(mode("glue").contains(&"local".to_owned()), "{:?}", mode("glue"));
     assert!(run.iter().any(|(_, t, v)| t == "task.completed" && v["task"] == "survey" && !v["handoff"].is_null()));
 }
+
+/// A plan whose caps decide: one task's output cap interrupts it (and its fallback), and the
+/// workgroup's cost cap pauses the run before its last task.
+const CAPS_PLAN: &str = r#"
+workgroup = "capped-alike"
+pipeline = "light"
+parallel = 1
+retries = 0
+[caps.workgroup]
+cost_usd = 0.02
+[[task]]
+id = "big"
+role = "backend-builder"
+objective = "Write too much."
+owns = ["src/big.rs"]
+caps = { output_tokens = 150 }
+[[task]]
+id = "first"
+role = "backend-builder"
+objective = "Write the first module."
+owns = ["src/first.rs"]
+[[task]]
+id = "second"
+role = "backend-builder"
+objective = "Write the second module."
+owns = ["src/second.rs"]
+after = ["first"]
+[[task]]
+id = "third"
+role = "backend-builder"
+objective = "Write the third module."
+owns = ["src/third.rs"]
+after = ["second"]
+"#;
+
+#[test]
+fn strata_run_and_the_simulation_agree_on_caps_and_a_pause() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, repo, plan) = strata_tests::run_setting(strata_bin!(), tmp.path(), &[("src/lib.rs", "//\n")], CAPS_PLAN);
+    let (plan, repo) = (plan.display().to_string(), repo.display().to_string());
+    let args = ["run", &plan, "--repo", &repo, "--provider", "sim", "--seed", "5", "--time-scale", "0"];
+    let out = strata(strata_bin!(), &ws, &args);
+    assert_eq!(out.status.code(), Some(4), "paused: {}", String::from_utf8_lossy(&out.stderr));
+    let run = simulated_alike(&ws, "capped-alike");
+    let capped: Vec<_> = run.iter().filter(|(_, t, v)| t == "worker.capped" && v["task"] == "big").collect();
+    assert_eq!(capped.len(), 2, "the attempt and its fallback");
+    assert!(run.iter().any(|(_, t, v)| t == "workgroup.paused" && v["reason"] == "workgroup-cap"));
+    assert!(!run.iter().any(|(_, t, v)| t == "task.dispatched" && v["task"] == "third"), "nothing after the pause");
+}

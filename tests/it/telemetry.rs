@@ -378,3 +378,37 @@ fn counters_are_bounded_and_an_unknown_source_fixes_no_accounting_class() {
     let estimated = counters(json!(9), n.clone(), n.clone(), n.clone(), n.clone(), json!(30));
     record_refused(ws, &usage("w-9", "estimated", estimated), "STRATA-E1506");
 }
+
+#[test]
+fn the_example_records_an_efficiency_event_for_every_attempt_with_its_namespaces_apart() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let at = tmp.path().join("example");
+    let at_arg = at.display().to_string();
+    let out = strata(strata_bin!(), tmp.path(), &["run", "--example", "--at", &at_arg, "--time-scale", "0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let audit: Value =
+        serde_json::from_slice(&strata(strata_bin!(), &at, &["audit", "run", "cr-1-rollout", "--json"]).stdout)
+            .expect("audit JSON");
+    let attempts: u64 =
+        audit["tasks"].as_array().expect("tasks").iter().map(|t| t["attempts"].as_u64().unwrap_or(0)).sum();
+    let out = strata(strata_bin!(), &at, &["telemetry", "report", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let rollups = r["rollups"].as_array().expect("rollups");
+    let efficiency: u64 = rollups.iter().map(|g| g["efficiency_events"].as_u64().unwrap_or(0)).sum();
+    let invocations: u64 = rollups.iter().map(|g| g["invocations"].as_u64().unwrap_or(0)).sum();
+    assert!(attempts > 0);
+    assert_eq!(
+        (efficiency, invocations),
+        (attempts, attempts),
+        "one efficiency event and one usage report per attempt"
+    );
+    for g in rollups.iter().filter(|g| g["efficiency_events"].as_u64() > Some(0)) {
+        // Simulated figures are estimates: never billed, in either the usage or the efficiency rows.
+        assert_eq!(g["billed"]["cost_micros"], serde_json::json!({}), "{g}");
+        assert!(g["logical"]["prompt_bytes"]["known"].as_u64() > Some(0), "{g}");
+        assert!(g["outcome"]["accepted"].as_u64().is_some(), "{g}");
+    }
+    // Simulated sessions report no totals of their own: nothing to reconcile, never "within".
+    assert_eq!(r["reconciliation"]["overall"]["verdict"], "incomplete");
+}

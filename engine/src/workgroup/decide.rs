@@ -498,7 +498,8 @@ pub fn finish(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Opt
 
 /// The pause a workgroup's own state calls for: its spend reached a workgroup cap.
 pub fn pause_needed(g: &Workgroup) -> Option<super::caps::Paused> {
-    if g.paused.is_some() || g.finished {
+    // Nothing left to dispatch: nothing to pause.
+    if g.paused.is_some() || g.finished || g.all_ended() {
         return None;
     }
     let r = super::caps::workgroup_reached(g)?;

@@ -1,0 +1,196 @@
+//! Caps with the real Claude Code and Codex CLIs against the fake model server: a worker past its
+//! turn cap, its input-token cap or its wall-time cap is interrupted there (SIGINT, then SIGTERM
+//! and SIGKILL to its group), `worker.capped` records the figures, its partial work is kept as an
+//! artifact and nothing is integrated; a provider that refuses the credentials pauses the
+//! workgroup (exit 4) instead of burning the retries.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use strata_adapters::coordinator::git::worktree_path;
+use strata_tests::fake_model::{FakeModel, Turn, Usage};
+use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
+use strata_tests::{git, run_setting, strata_bin};
+
+fn plan(provider: &str, caps: &str) -> String {
+    format!(
+        r#"
+workgroup = "capreal"
+parallel = 1
+pipeline = "light"
+retries = 0
+provider = "{provider}"
+
+[[task]]
+id = "w"
+role = "backend-builder"
+objective = "Write the parser."
+owns = ["src/parse.rs"]
+caps = {{ {caps} }}
+"#
+    )
+}
+
+struct Ran {
+    _fake: FakeModel,
+    ws: PathBuf,
+    repo: PathBuf,
+    code: Option<i32>,
+    described: String,
+    _scratch: Scratch,
+}
+
+/// Runs the one-task plan on `provider` with `caps`, the model answering `turns` (`top`: the
+/// repository, where the worktrees are).
+fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) -> Ran {
+    let scratch = Scratch::new().expect("scratch");
+    let files = [("src/lib.rs", "// the crate\n")];
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &files, &plan(provider, caps));
+    let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    let fake = FakeModel::start(turns(&top)).expect("fake model");
+    let mut cmd = Command::new(strata_bin!());
+    cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo);
+    cmd.env_clear();
+    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
+        cmd.env(k, v);
+    }
+    if provider == "claude" {
+        let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+        cmd.env("STRATA_CLAUDE", claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+    } else {
+        let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
+        cmd.env("STRATA_CODEX", codex)
+            .env("STRATA_CODEX_MODEL", real_cli::CODEX_MODEL)
+            .env("STRATA_CODEX_BASE_URL", format!("{}/v1", fake.base_url()));
+    }
+    let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
+    let code = out.status.and_then(|s| s.code());
+    Ran { _fake: fake, ws, repo, code, described: out.describe(), _scratch: scratch }
+}
+
+fn events(ws: &Path, ty: &str) -> Vec<Value> {
+    let j = strata_journal::Journal::open(
+        &ws.join(".strata/journal"),
+        &strata_tests::options(strata_journal::Durability::Process),
+    )
+    .expect("journal");
+    let found = j
+        .read_range(1, j.head().seq as usize + 1)
+        .expect("read")
+        .into_iter()
+        .filter(|e| e.event_type == ty)
+        .map(|e| serde_json::from_slice::<Value>(&e.payload).expect("payload"))
+        .collect();
+    j.close_blocking().expect("close");
+    found
+}
+
+/// The first attempt was capped on `measure` at `limit`, nothing reached the integration branch.
+fn assert_capped(r: &Ran, measure: &str, limit: u64) -> Value {
+    assert_eq!(r.code, Some(3), "the task fails: {}\n{:?}", r.described, events(&r.ws, "worker.completed"));
+    let capped = events(&r.ws, "worker.capped");
+    let first = capped.first().unwrap_or_else(|| panic!("no worker.capped: {}", r.described)).clone();
+    assert_eq!(
+        (first["reached"]["measure"].as_str(), first["reached"]["limit"].as_u64()),
+        (Some(measure), Some(limit)),
+        "{first}"
+    );
+    let failed = events(&r.ws, "task.failed");
+    assert!(failed[0]["capped"]["measure"] == measure, "{failed:?}");
+    assert!(events(&r.ws, "task.completed").is_empty());
+    let branch = git(&r.repo, &["ls-tree", "-r", "--name-only", "strata/capreal"]);
+    assert!(!branch.contains("src/parse.rs"), "nothing capped is integrated: {branch}");
+    failed[0].clone()
+}
+
+fn parse_rs(top: &Path, attempt: u32) -> String {
+    worktree_path(top, "capreal", "w", attempt).join("src/parse.rs").display().to_string()
+}
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn claude_past_its_turn_cap_is_interrupted_and_its_partial_work_kept_apart() {
+    let r = real_run("claude", "turns = 1", |top| {
+        // Every answer is another tool call: a worker that is not stopped never ends.
+        vec![
+            Turn::claude_write(&parse_rs(top, 1), "pub fn parse() {}\n").times(2),
+            Turn::claude_write(&parse_rs(top, 2), "pub fn parse() {}\n").sticky(),
+        ]
+    });
+    let failed = assert_capped(&r, "turns", 1);
+    // Its first write landed before the cap (the second request carries its result): kept as an
+    // artifact, with its hash.
+    let p = failed["partial"]["path"].as_str().unwrap_or_else(|| panic!("no partial: {failed}"));
+    let bytes = std::fs::read(r.ws.join(p)).expect("the partial diff");
+    assert_eq!(failed["partial"]["blake3"].as_str(), Some(blake3::hash(&bytes).to_hex().as_str()));
+    assert!(String::from_utf8_lossy(&bytes).contains("src/parse.rs"));
+    assert_eq!(events(&r.ws, "worker.capped").len(), 2, "the fallback was capped too");
+}
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn claude_past_its_input_token_cap_is_interrupted() {
+    let r = real_run("claude", "input_tokens = 1000", |top| {
+        vec![Turn::claude_write(&parse_rs(top, 1), "pub fn parse() {}\n").with_usage(Usage::io(5_000, 10)).sticky()]
+    });
+    assert_capped(&r, "input-tokens", 1000);
+}
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn claude_past_its_wall_time_cap_is_interrupted() {
+    let r = real_run("claude", "wall_seconds = 2", |_| vec![Turn::stall().sticky()]);
+    let c = &events(&r.ws, "worker.capped")[0];
+    assert_capped(&r, "wall-time", 2000);
+    assert!(c["spend"]["wall_ms"].as_u64() >= Some(2000), "{c}");
+}
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_refused_credential_pauses_the_workgroup_without_spending_its_retries() {
+    let r = real_run("claude", "turns = 50", |_| {
+        vec![Turn::error(401, "authentication_error", "invalid x-api-key").sticky()]
+    });
+    assert_eq!(r.code, Some(4), "paused: {}", r.described);
+    let paused = events(&r.ws, "workgroup.paused");
+    assert_eq!(paused[0]["reason"], "authentication", "{paused:?}");
+    let failed = events(&r.ws, "task.failed");
+    assert_eq!((failed[0]["retry"].as_bool(), failed[0]["not_counted"].as_bool()), (Some(true), Some(true)));
+    assert_eq!(events(&r.ws, "task.dispatched").len(), 1, "no retry burns on a refused credential");
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn codex_past_its_turn_cap_is_interrupted() {
+    let r = real_run("codex", "turns = 1", |_| {
+        vec![
+            Turn::codex_exec_command("echo one"),
+            Turn::codex_exec_command("echo two"),
+            Turn::codex_exec_command("echo three"),
+            Turn::text("Done."),
+        ]
+        .into_iter()
+        .cycle()
+        .take(8)
+        .collect()
+    });
+    assert_capped(&r, "turns", 1);
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn codex_past_its_wall_time_cap_is_interrupted() {
+    let r = real_run("codex", "wall_seconds = 2", |_| vec![Turn::stall().sticky()]);
+    assert_capped(&r, "wall-time", 2000);
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn codex_past_its_token_cap_is_refused_at_its_usage_report() {
+    // Codex reports usage only when its turn completes: the cap is applied there.
+    let r = real_run("codex", "output_tokens = 50", |_| {
+        vec![Turn::text("A long answer.").with_usage(Usage::io(100, 500)).sticky()]
+    });
+    assert_capped(&r, "output-tokens", 50);
+}
