@@ -409,6 +409,7 @@ impl Run {
             // Its tasks implement no change request: the build gate does not apply.
             build_facts: None,
             skip_reconcile: self.cfg.defects.stale_resume,
+            rollout: None,
         };
         let ledger = &self.ledger;
         let routing =

@@ -160,6 +160,7 @@ impl PlanRun<'_> {
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
             build_facts: build_facts.as_ref(),
             skip_reconcile: false,
+            rollout: None,
         };
         let routing = dispatch::route(
             req,

@@ -26,12 +26,13 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
-        Bench {
-            journal: Journal::in_memory("strata.test/rollout").unwrap(),
-            state: Rollouts::default(),
-            ids: CountingIds::new(1),
-            units: 0,
-        }
+        Bench::on(Journal::in_memory("strata.test/rollout").unwrap())
+    }
+
+    fn on(journal: Journal) -> Bench {
+        let mut state = Rollouts::default();
+        catch_up_one(&mut state, &journal).unwrap();
+        Bench { journal, state, ids: CountingIds::new(1), units: 0 }
     }
 
     /// Appends `events` on rollout `name`'s stream expecting the folded version, then folds.
@@ -491,4 +492,119 @@ fn eval_promote_with_a_rollout_records_the_run_and_the_stage_change_together() {
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert!(doc["gates"][0]["reason"].as_str().unwrap().contains("already consumed"));
     assert_eq!(status()[0]["stage"], "canary-10");
+}
+
+/// A run plan of `n` independent read-only tasks.
+fn units_plan(n: usize) -> String {
+    let mut plan = "workgroup = \"under\"\npipeline = \"light\"\nparallel = 4\n".to_owned();
+    for i in 0..n {
+        plan.push_str(&format!("[[task]]\nid = \"t{i}\"\nrole = \"analyst\"\nobjective = \"Look at part {i}.\"\n"));
+    }
+    plan
+}
+
+/// A workspace whose journal holds rollout `r` brought to `stage` (by hand, then by passing
+/// evaluations with the exposure each canary stage needs), configured to honour canary stages
+/// exposing up to 25 %.
+fn rollout_setting(stage: Stage, n: usize) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, _repo, plan) = strata_tests::run_setting(strata_bin!(), tmp.path(), &[("README", "x\n")], &units_plan(n));
+    let journal =
+        Journal::open(&ws.join(".strata/journal"), &strata_tests::options(strata_journal::Durability::Process))
+            .unwrap();
+    let mut b = Bench::on(journal);
+    start(&mut b, "r");
+    operate(&mut b, "r", Action::Advance).unwrap();
+    operate(&mut b, "r", Action::Advance).unwrap();
+    while b.stage("r") < stage {
+        pass(&mut b, "r");
+    }
+    assert_eq!(b.stage("r"), stage);
+    b.journal.close_blocking().unwrap();
+    let config = ws.join(".strata/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[context_efficiency]\nrollout = \"canary\"\ncanary_percent = 25\n");
+    std::fs::write(&config, text).unwrap();
+    (tmp, ws, plan)
+}
+
+/// The `rollout.unit-routed` events of units of workgroup `under` (`under.<task>`).
+fn routed_units(ws: &std::path::Path) -> Vec<Value> {
+    let j = Journal::open(&ws.join(".strata/journal"), &strata_tests::options(strata_journal::Durability::Process))
+        .unwrap();
+    let out = j
+        .read_range(1, j.head().seq as usize + 1)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type == UNIT_ROUTED)
+        .map(|e| serde_json::from_slice::<Value>(&e.payload).unwrap())
+        .filter(|v| v["unit"].as_str().is_some_and(|u| u.starts_with("under.")))
+        .collect();
+    j.close_blocking().unwrap();
+    out
+}
+
+fn run_under(ws: &std::path::Path, plan: &std::path::Path) {
+    let out = strata(strata_bin!(), ws, &["run", plan.to_str().unwrap(), "--rollout", "r", "--time-scale", "0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_run_under_a_shadow_rollout_records_both_decisions_per_task_and_runs_the_baseline() {
+    let (_tmp, ws, plan) = rollout_setting(Stage::Shadow, 6);
+    run_under(&ws, &plan);
+    let routed = routed_units(&ws);
+    assert_eq!(routed.len(), 6, "one per dispatch: {routed:?}");
+    for u in &routed {
+        assert_eq!((u["stage"].as_str(), u["executed"].as_str()), (Some("shadow"), Some("baseline")), "{u}");
+        assert!(u["baseline"]["mode"].is_string() && u["candidate"]["mode"].is_string(), "{u}");
+    }
+}
+
+#[test]
+fn a_run_under_a_canary_rollout_runs_the_candidate_where_strata_rollout_route_would() {
+    let (_tmp, ws, plan) = rollout_setting(Stage::Canary25, 24);
+    run_under(&ws, &plan);
+    let routed = routed_units(&ws);
+    assert_eq!(routed.len(), 24);
+    for u in &routed {
+        assert_eq!(u["stage"], "canary-25");
+        let unit = u["unit"].as_str().unwrap();
+        let mut child = std::process::Command::new(strata_bin!())
+            .arg("--dir")
+            .arg(&ws)
+            .args(["--json", "rollout", "route", "r", "--unit", unit])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child.stdin.take().unwrap().write_all(b"{}").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["routed"]["bucket_bps"], u["bucket_bps"], "{unit}");
+        assert_eq!(v["routed"]["executed"], u["executed"], "{unit}: the run and `strata rollout route` choose alike");
+    }
+    assert!(routed.iter().any(|u| u["executed"] == "candidate") && routed.iter().any(|u| u["executed"] == "baseline"));
+}
+
+#[test]
+fn a_run_under_a_rollout_the_configuration_does_not_honour_is_refused() {
+    let (_tmp, ws, plan) = rollout_setting(Stage::Shadow, 1);
+    let config = ws.join(".strata/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap().replace("rollout = \"canary\"", "rollout = \"off\"");
+    std::fs::write(&config, text).unwrap();
+    let head = || {
+        let j = Journal::open(&ws.join(".strata/journal"), &strata_tests::options(strata_journal::Durability::Process))
+            .unwrap();
+        let seq = j.head().seq;
+        j.close_blocking().unwrap();
+        seq
+    };
+    let before = head();
+    let out = strata(strata_bin!(), &ws, &["run", plan.to_str().unwrap(), "--rollout", "r", "--time-scale", "0"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("STRATA-E2318"));
+    let out = strata(strata_bin!(), &ws, &["run", plan.to_str().unwrap(), "--rollout", "nope", "--time-scale", "0"]);
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("STRATA-E2317"));
+    assert_eq!(head(), before, "a refused run appends nothing");
 }

@@ -67,6 +67,11 @@ pub(crate) struct RunArgs {
     /// nothing; exit 1 if there is any.
     #[arg(long)]
     check: bool,
+    /// Decide every dispatch under rollout NAME (`strata rollout start`): both of its policies as
+    /// its stage asks, each decision recorded; bounded by `[context_efficiency] rollout` and
+    /// `canary_percent`. A resumed run keeps its rollout.
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    rollout: Option<String>,
 }
 
 pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitCode> {
@@ -148,6 +153,11 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
             .with_context(|| format!("cannot resolve {}", ws.root().display()))?,
         nesting_depth: crate::coordinator::from_env::nesting_depth()?,
         detected,
+        rollout: args.rollout.clone(),
+    };
+    let under = match &args.rollout {
+        Some(name) => Some(crate::coordinator::check_rollout(&journal, &config, name)?),
+        None => None,
     };
     let mut c = Coordinator::open(&journal, config, options)?;
     let wg = match (checked, &args.resume) {
@@ -159,6 +169,9 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
                     checked.tasks.len(),
                     checked.parallel
                 );
+            }
+            if let Some(line) = under.as_deref().filter(|_| !json) {
+                errln!("  {line}");
             }
             c.plan(checked)?
         }

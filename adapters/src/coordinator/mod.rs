@@ -55,6 +55,7 @@ use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Effect, Plan
 use strata_engine::workgroup::events::RunStart;
 use strata_engine::workgroup::events::{self, PromptRef};
 use strata_engine::workgroup::plan::Checked;
+use strata_engine::workgroup::policy::RolloutCap;
 use strata_engine::workgroup::provider::Provider;
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
 use strata_engine::workgroup::{self, decide, judge, step};
@@ -95,6 +96,34 @@ pub struct Options {
     /// What each real provider's installed CLI showed it can do (`fork-session`, `fork`,
     /// `resume`, …), by provider; a provider missing here keeps its declared capabilities.
     pub detected: BTreeMap<String, Vec<String>>,
+    /// The rollout a new workgroup's dispatches are decided under (`--rollout NAME`); a resumed
+    /// one keeps its recorded rollout.
+    pub rollout: Option<String>,
+}
+
+/// Refuses `--rollout NAME` for a rollout `journal` does not have, or under a configuration that
+/// honours no rollout stage (a guard that cannot decide denies); checked before anything is
+/// recorded. Says at which stage the run honours it.
+pub fn check_rollout(journal: &Journal, config: &Config, name: &str) -> anyhow::Result<String> {
+    let mut rollouts = strata_engine::promotion::rollout::Rollouts::default();
+    catch_up_one(&mut rollouts, journal)?;
+    let Some(ro) = rollouts.get(name) else {
+        anyhow::bail!(
+            "[STRATA-E2317] --rollout {name}: no rollout of that name in this journal; start it with `strata rollout start {name} …` or check `strata rollout status`"
+        );
+    };
+    let cap = config.efficiency.rollout;
+    if cap == RolloutCap::Off {
+        anyhow::bail!(
+            "[STRATA-E2318] --rollout {name}: the configuration honours no rollout stage ([context_efficiency] rollout = \"off\"); set rollout to the highest stage runs may honour (observe, shadow, canary or on)"
+        );
+    }
+    Ok(format!(
+        "rollout {name} at {} (honoured as {}, a canary exposes at most {}%)",
+        ro.stage.as_str(),
+        workgroup::rollouts::honoured(ro.stage, cap).as_str(),
+        config.efficiency.canary_percent
+    ))
 }
 
 /// What a run measured about itself.
@@ -147,6 +176,7 @@ pub struct Coordinator<'j> {
     ledger: Ledger,
     groups: Workgroups,
     telemetry: Telemetry,
+    rollouts: strata_engine::promotion::rollout::Rollouts,
     baseline: Option<u64>,
     /// Token counters by model-family factor, kept across tasks: their cache (by text hash)
     /// makes the specifications many prompts share cost one count.
@@ -185,6 +215,7 @@ impl<'j> Coordinator<'j> {
             ledger: Ledger::default(),
             groups: Workgroups::default(),
             telemetry: Telemetry::default(),
+            rollouts: Default::default(),
             baseline: None,
             counters: BTreeMap::new(),
             sim: None,
@@ -208,6 +239,7 @@ impl<'j> Coordinator<'j> {
         catch_up_one(&mut c.ledger, journal)?;
         catch_up_one(&mut c.groups, journal)?;
         catch_up_one(&mut c.telemetry, journal)?;
+        catch_up_one(&mut c.rollouts, journal)?;
         c.cursor = head;
         Ok(c)
     }
@@ -217,8 +249,8 @@ impl<'j> Coordinator<'j> {
         let journal = self.journal;
         let head = journal.head().seq;
         let mut cursor = self.cursor;
-        let mut states: [&mut dyn Projection; 4] =
-            [&mut self.context, &mut self.ledger, &mut self.groups, &mut self.telemetry];
+        let mut states: [&mut dyn Projection; 5] =
+            [&mut self.context, &mut self.ledger, &mut self.groups, &mut self.telemetry, &mut self.rollouts];
         journal.scan(cursor + 1, head, |r, _| {
             for s in states.iter_mut() {
                 s.apply(r).map_err(|e| anyhow::anyhow!("{}: {e}", s.name()))?;
@@ -251,7 +283,8 @@ impl<'j> Coordinator<'j> {
             }
             None => (None, None),
         };
-        let started = RunStart { provider: provider.map(str::to_owned), repo, base };
+        let started =
+            RunStart { provider: provider.map(str::to_owned), repo, base, rollout: self.options.rollout.clone() };
         self.options.provider = started.provider.clone();
         let policy = &self.config.efficiency;
         let append =
@@ -600,6 +633,13 @@ impl<'j> Coordinator<'j> {
             hold_fix: "release it (`strata ce --journal DIR release`) and run --resume",
             build_facts: build_facts.as_ref(),
             skip_reconcile: false,
+            rollout: self
+                .group(wg)?
+                .started
+                .rollout
+                .as_deref()
+                .filter(|_| self.group(wg).is_ok_and(|g| g.policy.rollout != RolloutCap::Off))
+                .and_then(|name| self.rollouts.get(name)),
         };
         let routing = dispatch::route(
             req,

@@ -194,6 +194,8 @@ pub struct Request<'a> {
     /// Resume a stale session without reconciling it: a defect the `coordinator-faults`
     /// simulation injects to show its checker catches it; never set by `strata run`.
     pub skip_reconcile: bool,
+    /// The rollout the run decides its dispatches under, as folded.
+    pub rollout: Option<&'a crate::promotion::rollout::Rollout>,
 }
 
 /// What the edge assembled for a routed attempt that was not held: its prompt and the facts of
@@ -279,6 +281,8 @@ pub struct Cleared {
     notes: Vec<String>,
     /// The cap the previous attempt reached, when this one is its fallback.
     pub fallback_after: Option<super::caps::Reached>,
+    /// Under a rollout: its stream's version and the unit's `rollout.unit-routed`.
+    unit_routed: Option<(u64, crate::promotion::rollout::UnitRouted)>,
 }
 
 /// What routing an attempt came to.
@@ -385,9 +389,18 @@ pub fn route(
         ok.is_ok()
     });
     let fork = parent.as_ref().map(|(l, _, sensitivity)| step::Fork { lineage: l, sensitivity, forkable });
-    let limits = step::Limits { policy: &g.policy, nesting_depth: req.nesting_depth };
+    // Under a rollout the arm its stage and the unit's bucket choose decides the dispatch.
+    let arms = req.rollout.map(|ro| super::rollouts::arms(ro, &lineage, &g.policy));
+    let runs_under = arms.as_ref().map_or(&g.policy, |a| &a.runs_under);
+    let limits = step::Limits { policy: runs_under, nesting_depth: req.nesting_depth };
     let candidates = step::Candidates { resume: candidate, fork };
     let routed: Routed = step::route(t, &lineage, candidates, req.ledger, req.caps, limits, ids, clock)?;
+    let unit_routed = match (req.rollout, &arms) {
+        (Some(ro), Some(a)) => super::rollouts::unit_routed(ro, &lineage, a, &g.policy, &routed.facts)
+            .map_err(|e| WorkgroupError::Route { task: id.to_owned(), detail: e.to_string() })?
+            .map(|u| (ro.version, u)),
+        _ => None,
+    };
     let mut ledger_events = routed.ledger_events.clone();
     if routed.conflicted() {
         let held = routed.conflict_hold(id, req.hold_fix);
@@ -446,6 +459,7 @@ pub fn route(
         gate,
         notes,
         fallback_after,
+        unit_routed,
     })))
 }
 
@@ -479,6 +493,7 @@ impl Cleared {
             mut evidence,
             notes,
             fallback_after,
+            unit_routed,
         } = self;
         let id = t.id();
         let mut input = brief.prompt_text;
@@ -542,15 +557,29 @@ impl Cleared {
             fallback_after,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
+        let mut appends = vec![
+            StreamAppend {
+                stream: ownership::STREAM.to_owned(),
+                expected: ExpectedVersion::Exact(ledger_version),
+                events: ledger_events,
+            },
+            append,
+        ];
+        if let Some((version, u)) = unit_routed {
+            let events = crate::promotion::rollout::stamp(
+                vec![(crate::promotion::rollout::UNIT_ROUTED, serde_json::json!(u))],
+                ids,
+                clock,
+            )
+            .map_err(|e| WorkgroupError::Encode(e.to_string()))?;
+            appends.push(StreamAppend {
+                stream: crate::promotion::rollout::stream(&u.rollout),
+                expected: ExpectedVersion::Exact(version),
+                events,
+            });
+        }
         Ok(Planned::Dispatch(Box::new(Dispatch {
-            appends: vec![
-                StreamAppend {
-                    stream: ownership::STREAM.to_owned(),
-                    expected: ExpectedVersion::Exact(ledger_version),
-                    events: ledger_events,
-                },
-                append,
-            ],
+            appends,
             dispatched,
             runs_as,
             effects,

@@ -111,6 +111,9 @@ pub struct RunStart {
     /// The commit the integration branch starts from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The rollout every dispatch is decided under (`strata run --rollout NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
 }
 
 /// `workgroup.tasks-added` v1.

@@ -30,6 +30,7 @@
 //! * [`caps`]: hard caps per attempt and per workgroup, the fallback after a cap and the
 //!   safety boundaries that pause a workgroup (`worker.capped`, `workgroup.paused`).
 //! * [`verify`]: the results of the `verify` commands a run carries out (`worker.checked`).
+//! * [`rollouts`]: a rollout's two policies deciding each dispatch of a run, as its stage asks.
 //! * [`lease`]: which coordinator process runs a workgroup (a lease with an epoch on its own
 //!   stream, ended by a time recorded in the journal) and the fence that refuses every append
 //!   of a coordinator whose lease was taken over.
@@ -47,6 +48,7 @@ pub mod policy;
 pub mod preflight;
 pub mod provider;
 pub mod roles;
+pub mod rollouts;
 pub mod sim;
 pub mod state;
 pub mod step;
