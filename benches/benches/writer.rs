@@ -76,6 +76,7 @@ fn writers_run(at: &Path, plan_text: &str) -> Vec<u64> {
         workspace: ws.root().to_path_buf(),
         nesting_depth: 0,
         detected: Default::default(),
+        rollout: None,
     };
     let plan: Plan = toml::from_str(plan_text).expect("plan TOML");
     let checked = plan::check(&plan).expect("plan checks");

@@ -384,6 +384,8 @@ async fn run_worker(
     ended.input_bytes = Some(brief.prompt.len() as u64);
     let capped =
         capped.map(|(reached, spend)| Capped { task: task.clone(), attempt, reached, caps: brief.caps, spend });
+    // The checks are strata's own work: counted in the adapter's time.
+    let checking = Instant::now();
     let checked = match checks {
         Some(c) if succeeded && capped.is_none() => Some(
             super::verify::run(super::verify::Run {
@@ -408,7 +410,8 @@ async fn run_worker(
         checked: checked.as_ref(),
     };
     let append = decide::worker_end(wg, &record_end, &mut V7Ids, &SystemClock).map_err(|e| e.to_string())?;
-    Ok(own + record(journal, append).await?)
+    let checking = if checked.is_some() { checking.elapsed() } else { Duration::ZERO };
+    Ok(own + checking + record(journal, append).await?)
 }
 
 type Ends = (WorkerEnded, bool, String, Option<(Reached, Spend)>);
