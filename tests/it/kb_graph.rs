@@ -59,8 +59,17 @@ fn the_clean_fixture_validates_and_impact_crosses_entities() {
 
 #[test]
 fn every_planted_defect_is_found_and_nothing_else() {
-    for (i, defect) in
-        [Defect::MissingInverse, Defect::Dangling, Defect::Cycle, Defect::CrossEntity].into_iter().enumerate()
+    for (i, defect) in [
+        Defect::MissingInverse,
+        Defect::Dangling,
+        Defect::Cycle,
+        Defect::CrossEntity,
+        Defect::ModuleCycle,
+        Defect::ModuleCrossEntity,
+        Defect::UnresolvedCall,
+    ]
+    .into_iter()
+    .enumerate()
     {
         for choice in 0..5u64 {
             let mut fx = generate(&FixtureSpec::seed_scale(11));

@@ -34,6 +34,7 @@ mod journal_pg_faults;
 mod kb_fixture;
 mod kb_graph;
 mod kb_intake;
+mod kb_modules;
 mod kb_props;
 mod knowledge;
 mod mcp;

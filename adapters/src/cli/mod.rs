@@ -114,7 +114,8 @@ enum Command {
         /// Directory to write (must not exist or be empty).
         #[arg(value_parser = crate::cli::path_arg, long)]
         out: PathBuf,
-        /// Defects to plant: missing-inverse, dangling, cycle, cross-entity (repeatable).
+        /// Defects to plant: missing-inverse, dangling, cycle, cross-entity, module-cycle,
+        /// module-cross-entity, unresolved-call (repeatable).
         #[arg(long)]
         plant: Vec<String>,
     },

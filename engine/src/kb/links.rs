@@ -7,7 +7,7 @@
 //! * **suspect**: whose correctness derives from an artifact. When its content changes, those
 //!   artifacts become suspect until reviewed: implementations derive from requirements, a change
 //!   request's plan derives from the requirements it references, a dependent derives from what it
-//!   depends on. References that only mention (research notes, devlogs) carry no suspicion.
+//!   depends on (a module from the modules it calls). References that only mention (research notes, devlogs) carry no suspicion.
 
 use super::kind::ArtifactKind;
 
@@ -105,6 +105,11 @@ pub const LINKS: &[LinkSpec] = &[
     // Dependencies: a dependent derives from what it depends on (cycles are forbidden).
     link(K::ChangeRequest, "dependsOn", K::ChangeRequest, true, None, Backward, Backward),
     link(K::BrdRequirement, "dependsOn", K::BrdRequirement, true, None, Backward, Backward),
+    // Module dependencies: a module calls the modules it depends on, so a change to it needs
+    // them (impact forward) and a change to one of them may break it (suspicion backward).
+    // Across entities only towards foundation or cross-cutting modules (`graph::validate`).
+    link(K::BackendModule, "dependsOn", K::BackendModule, true, Some("dependedOnBy"), Forward, Backward),
+    link(K::BackendModule, "dependedOnBy", K::BackendModule, true, Some("dependsOn"), Backward, Forward),
     // Mentions: no inverse, no flow.
     link(K::Issue, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),
     link(K::ResearchNote, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),
