@@ -22,6 +22,7 @@ mod context;
 mod context_cli;
 mod context_props;
 mod crash;
+mod discover;
 mod efficiency;
 mod git_inproc;
 mod graph_snapshot;
