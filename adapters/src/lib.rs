@@ -21,6 +21,7 @@ pub mod cli;
 pub mod config;
 pub mod coordinator;
 pub mod daemon;
+pub mod discover;
 pub mod files;
 pub mod harness;
 pub mod inflight;

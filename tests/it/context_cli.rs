@@ -11,24 +11,16 @@ use strata_tests::{strata, strata_bin, strata_ok};
 const BIN: &str = strata_bin!();
 
 fn json(ws: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&strata_ok(BIN, ws, &all)).unwrap()
+    strata_tests::strata_json(BIN, ws, args)
 }
 
 fn head(ws: &Path) -> u64 {
-    json(ws, &["journal", "log", "--limit", "1"])[0]["seq"].as_u64().unwrap()
+    strata_tests::head_seq(BIN, ws)
 }
 
 /// A workspace under `dir` with the seed-scale knowledge base taken in: (workspace, its files).
 fn seed_workspace(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let ws = dir.join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    strata_ok(BIN, &ws, &["init", "--durability", "process"]);
-    let kb = ws.join("kb");
-    strata_ok(BIN, &ws, &["fixture", "--out", kb.to_str().unwrap()]);
-    strata_ok(BIN, &ws, &["intake", kb.to_str().unwrap()]);
-    (ws, kb)
+    strata_tests::seed_workspace(BIN, dir)
 }
 
 #[test]

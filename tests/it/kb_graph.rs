@@ -59,8 +59,17 @@ fn the_clean_fixture_validates_and_impact_crosses_entities() {
 
 #[test]
 fn every_planted_defect_is_found_and_nothing_else() {
-    for (i, defect) in
-        [Defect::MissingInverse, Defect::Dangling, Defect::Cycle, Defect::CrossEntity].into_iter().enumerate()
+    for (i, defect) in [
+        Defect::MissingInverse,
+        Defect::Dangling,
+        Defect::Cycle,
+        Defect::CrossEntity,
+        Defect::ModuleCycle,
+        Defect::ModuleCrossEntity,
+        Defect::UnresolvedCall,
+    ]
+    .into_iter()
+    .enumerate()
     {
         for choice in 0..5u64 {
             let mut fx = generate(&FixtureSpec::seed_scale(11));
@@ -160,4 +169,53 @@ fn a_cross_entity_finding_names_the_link_holder_whatever_the_intake_order() {
         checked += 1;
     }
     assert!(checked >= 3, "only {checked} placements checked");
+}
+
+#[test]
+fn an_initiative_becomes_suspect_when_a_change_request_or_requirement_it_links_changes() {
+    use strata_engine::kb::commands::{Ctx, review};
+    let fx = generate(&FixtureSpec::seed_scale(7));
+    let j = Journal::in_memory("strata.test/kb").unwrap();
+    let mut g = Graph::new();
+    let mut ids = CountingIds::new(1);
+    intake(&j, &mut g, &fx.files(), &mut ids);
+    let bi = fx.of(ArtifactKind::BacklogItem).find(|d| d.entity() == Some("billing")).unwrap().clone();
+    let bi_node = g.node_id(&bi.key).unwrap();
+    let list = |field: &str| -> Vec<String> {
+        bi.fields[field].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    };
+    let (crs, brds) = (list("linkedCrIds"), list("linkedBrdRefs"));
+    assert!(!crs.is_empty() && !brds.is_empty());
+    assert!(!g.is_suspect(bi_node));
+    let render_path = |g: &Graph| {
+        let m = &g.suspects()[&bi_node][0];
+        (g.key(m.cause).clone(), g.render_path(m.cause, &m.path))
+    };
+    // A changed requirement: the initiative is suspect, directly (one link), as its change
+    // requests are.
+    let brd_key = ArtifactKey::new(ArtifactKind::BrdRequirement, &brds[0]);
+    let mut d = fx.drafts.iter().find(|d| d.key == brd_key).unwrap().clone();
+    d.body.push_str("\nThe rounding rule changed.\n");
+    intake(&j, &mut g, &[strata_engine::kb::fixture::render(&d)], &mut ids);
+    assert!(g.is_suspect(bi_node), "a changed requirement leaves its initiative looking sound");
+    let (cause, path) = render_path(&g);
+    assert_eq!(cause, brd_key);
+    assert_eq!(g.suspects()[&bi_node][0].path.len(), 1, "{path}");
+    // Reviewed, it is sound again; then a changed change request makes it suspect once more.
+    let appends = review(&g, &bi.key, &mut Ctx { ids: &mut ids, clock: &FixedClock(2) }).unwrap();
+    j.append_multi_blocking(appends).unwrap().unwrap();
+    j.scan(g.seq() + 1, u64::MAX, |rec, _| g.apply_record(rec).map(|()| true)).unwrap().unwrap();
+    assert!(!g.is_suspect(bi_node));
+    let cr_key = ArtifactKey::new(ArtifactKind::ChangeRequest, &crs[0]);
+    let mut d = g.get(&cr_key).map(|n| {
+        let mut d = fx.drafts.iter().find(|d| d.key == cr_key).unwrap().clone();
+        d.state = n.state.clone();
+        d
+    });
+    let d = d.as_mut().unwrap();
+    d.body.push_str("\nScope widened to credit notes.\n");
+    intake(&j, &mut g, &[strata_engine::kb::fixture::render(d)], &mut ids);
+    let (cause, path) = render_path(&g);
+    assert_eq!(cause, cr_key, "{path}");
+    assert!(path.contains("linkedBacklogItem") || path.contains("linkedCrIds"), "{path}");
 }

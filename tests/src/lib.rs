@@ -41,6 +41,30 @@ pub fn strata_ok(bin: &str, dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8 stdout")
 }
 
+/// Runs `<bin> --dir <ws> --json <args>`, asserts success and parses its output.
+pub fn strata_json(bin: &str, ws: &Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&strata_ok(bin, ws, &all)).expect("JSON output")
+}
+
+/// The journal head's sequence of the workspace at `ws`.
+pub fn head_seq(bin: &str, ws: &Path) -> u64 {
+    strata_json(bin, ws, &["journal", "log", "--limit", "1"])[0]["seq"].as_u64().expect("a sequence")
+}
+
+/// A workspace `dir/ws` with the seed-scale knowledge base written to `ws/kb` and taken in:
+/// (workspace, its files).
+pub fn seed_workspace(bin: &str, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).expect("workspace directory");
+    strata_ok(bin, &ws, &["init", "--durability", "process"]);
+    let kb = ws.join("kb");
+    strata_ok(bin, &ws, &["fixture", "--out", kb.to_str().expect("utf-8")]);
+    strata_ok(bin, &ws, &["intake", kb.to_str().expect("utf-8")]);
+    (ws, kb)
+}
+
 /// Options for opening a test journal.
 pub fn options(durability: Durability) -> OpenOptions {
     OpenOptions {

@@ -569,8 +569,11 @@ pub(crate) fn fixture(seed: u64, out: &Path, plant: &[String], json: bool) -> an
             "dangling" => Defect::Dangling,
             "cycle" => Defect::Cycle,
             "cross-entity" => Defect::CrossEntity,
+            "module-cycle" => Defect::ModuleCycle,
+            "module-cross-entity" => Defect::ModuleCrossEntity,
+            "unresolved-call" => Defect::UnresolvedCall,
             other => anyhow::bail!(
-                "[STRATA-E0804] unknown defect {other:?}; choose missing-inverse, dangling, cycle or cross-entity"
+                "[STRATA-E0804] unknown defect {other:?}; choose missing-inverse, dangling, cycle, cross-entity, module-cycle, module-cross-entity or unresolved-call"
             ),
         };
         let p = plant_defect(&mut fx, defect, seed.wrapping_add(i as u64))

@@ -8,6 +8,7 @@ mod audit;
 mod ce;
 pub(crate) mod context;
 mod demo;
+mod discover;
 mod eval;
 mod hook;
 pub use hook::{HOOK_DEADLINE_MS_DEFAULT, HOOK_DEADLINE_MS_MAX, HOOK_DEADLINE_MS_MIN};
@@ -114,9 +115,26 @@ enum Command {
         /// Directory to write (must not exist or be empty).
         #[arg(value_parser = crate::cli::path_arg, long)]
         out: PathBuf,
-        /// Defects to plant: missing-inverse, dangling, cycle, cross-entity (repeatable).
+        /// Defects to plant: missing-inverse, dangling, cycle, cross-entity, module-cycle,
+        /// module-cross-entity, unresolved-call (repeatable).
         #[arg(long)]
         plant: Vec<String>,
+    },
+    /// Rank the entities, specifications and knowledge chunks a request concerns (BM25 over
+    /// the journal at a position; ties by kind and id), with the words each matched.
+    Discover {
+        /// The request, in words ("multi-currency rounding is wrong on invoices").
+        text: String,
+        /// Journal sequence to discover as of (default: the head).
+        #[arg(long)]
+        at: Option<u64>,
+        /// How many results (1–100).
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Only these kinds (entity, brd-requirement, functional-domain, backend-module,
+        /// ui-screen, chunk; repeatable).
+        #[arg(long)]
+        kind: Vec<String>,
     },
     /// Show, transition, promote and review artifacts.
     #[command(subcommand)]
@@ -389,6 +407,7 @@ fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),
         Command::Intake { paths, dry_run } => kb::intake(&ws, &paths, dry_run, cli.json),
         Command::Fixture { seed, out, plant } => kb::fixture(seed, &out, &plant, cli.json),
+        Command::Discover { text, at, limit, kind } => discover::run(&ws, &text, at, limit, &kind, cli.json),
         Command::Artifact(cmd) => kb::artifact(&ws, cmd, cli.json),
         Command::Graph(cmd) => kb::graph(&ws, cmd, cli.json),
         Command::Summary(cmd) => context::summary_cmd(&ws, cmd, cli.json),

@@ -1,7 +1,9 @@
 //! A deterministic, seed-scale knowledge base: 15 entities across the four tiers, 164
 //! specification files (requirements, domains, modules, screens) totalling about 615,000 o200k
 //! tokens, plus change requests, initiatives, issues, research notes and devlogs, all with
-//! consistent two-way cross-references, and a way to inject known defects.
+//! consistent two-way cross-references (module dependencies within an entity and from products to
+//! foundation and cross-cutting modules, screens calling `module#method`), and a way to inject
+//! known defects.
 //!
 //! The same seed gives the same files, byte for byte. The generator is a pure function of the
 //! seed (a local SplitMix64 sequence, not an RNG service), so tests, benchmarks and the bundled
@@ -315,6 +317,8 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
     let mut rn_no = 0usize;
     let mut dl_no = 0usize;
     let mut shared_modules: Vec<String> = Vec::new();
+    // (entity, tier, modules) per entity, for the module dependencies across entities.
+    let mut entity_modules: Vec<(String, &str, Vec<String>)> = Vec::new();
     // Cross-cutting first, so product requirements can use its modules.
     let mut ordered: Vec<&(String, String, &str, usize, usize, usize, usize)> =
         spec.entities.iter().filter(|e| e.2 == "cross-cutting").collect();
@@ -362,7 +366,8 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
             let components: Vec<String> = (0..3).map(|k| format!("{}Panel{k}", b.rng.pick(WORDS))).collect();
             let state = if b.rng.chance(80) { "active" } else { "draft" };
             let field = b.rng.pick(WORDS);
-            let source = format!("{}.get", modules.first().map(String::as_str).unwrap_or("api"));
+            // Named as `module#method` once the entity's methods exist (below).
+            let source = modules.first().cloned().unwrap_or_else(|| "api".into());
             let fields = json!({"entity": eid, "title": title, "components": components, "dataBindings": [{"field": field, "source": source}], "actions": [], "brdRequirements": [], "functionalDomains": []});
             b.add(K::UiScreen, s, state, fields, body, format!("{dir}/screens/{s}.md"));
         }
@@ -435,10 +440,44 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
                 .collect();
             b.set(K::BackendModule, m, "apiMethods", Value::Array(methods));
         }
+        // Module dependencies inside the entity: every module calls its entity's first one.
+        for m in modules.iter().skip(1) {
+            b.push_link(K::BackendModule, m, "dependsOn", &modules[0]);
+            b.push_link(K::BackendModule, &modules[0], "dependedOnBy", m);
+        }
+        entity_modules.push((eid.clone(), *tier, modules.clone()));
+        // `module#method` of the entity's method tracing each requirement (the first one).
+        let mut method_for: BTreeMap<String, String> = BTreeMap::new();
+        for m in &modules {
+            let fields = &b.drafts[&ArtifactKey::new(K::BackendModule, m)].fields;
+            for method in fields.get("apiMethods").and_then(Value::as_array).into_iter().flatten() {
+                if let (Some(name), Some(r)) = (method["name"].as_str(), method["brdRef"].as_str()) {
+                    method_for.entry(r.to_owned()).or_insert_with(|| format!("{m}#{name}"));
+                }
+            }
+        }
         for s in &screens {
             let reqs: Vec<String> = link_list(&b.drafts[&ArtifactKey::new(K::UiScreen, s)].fields, "brdRequirements");
-            let actions: Vec<Value> = reqs.iter().map(|r| json!({"name": b.rng.pick(VERBS), "brdRef": r})).collect();
+            let actions: Vec<Value> = reqs
+                .iter()
+                .map(|r| {
+                    let mut a = json!({"name": b.rng.pick(VERBS), "brdRef": r});
+                    if let Some(call) = method_for.get(r) {
+                        a["call"] = Value::String(call.clone());
+                    }
+                    a
+                })
+                .collect();
             b.set(K::UiScreen, s, "actions", Value::Array(actions));
+            let draft = &b.drafts[&ArtifactKey::new(K::UiScreen, s)];
+            let mut bindings = draft.fields.get("dataBindings").cloned().unwrap_or(Value::Null);
+            if let Some(first) = bindings.get_mut(0)
+                && let Some(module) = first["source"].as_str().map(str::to_owned)
+            {
+                let method = method_for.values().find(|c| c.starts_with(&format!("{module}#")));
+                first["source"] = Value::String(method.cloned().unwrap_or_else(|| format!("{module}.get")));
+            }
+            b.set(K::UiScreen, s, "dataBindings", bindings);
         }
         // Change requests, an initiative grouping them, issues, notes and devlogs.
         let ncr = if *tier == "product" { spec.change_requests } else { spec.change_requests.div_ceil(2) };
@@ -550,8 +589,31 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
             );
         }
     }
+    // Across entities, a product's first module calls a foundation module and a cross-cutting
+    // one (the shared authentication module of the seed's example), spread so no module is
+    // depended on by more than a few hundred.
+    let providers = |tier: &str| -> Vec<String> {
+        entity_modules.iter().filter(|e| e.1 == tier).filter_map(|e| e.2.first().cloned()).collect()
+    };
+    let (foundation, shared) = (providers("foundation"), cross_modules(&entity_modules));
+    for (pi, (_, _, modules)) in entity_modules.iter().filter(|e| e.1 == "product").enumerate() {
+        let Some(m) = modules.first() else { continue };
+        for list in [&foundation, &shared] {
+            if list.is_empty() {
+                continue;
+            }
+            let p = &list[pi % list.len()];
+            b.push_link(K::BackendModule, m, "dependsOn", p);
+            b.push_link(K::BackendModule, p, "dependedOnBy", m);
+        }
+    }
     let drafts = b.order.iter().filter_map(|k| b.drafts.remove(k)).collect();
     Fixture { drafts }
+}
+
+/// The cross-cutting entity's modules (every one of them may be called from a product).
+fn cross_modules(entity_modules: &[(String, &str, Vec<String>)]) -> Vec<String> {
+    entity_modules.iter().filter(|e| e.1 == "cross-cutting").flat_map(|e| e.2.iter().cloned()).collect()
 }
 
 fn link_list(fields: &Map<String, Value>, field: &str) -> Vec<String> {
@@ -647,6 +709,12 @@ pub enum Defect {
     Cycle,
     /// Link a change request to a requirement of another (non cross-cutting) entity.
     CrossEntity,
+    /// Make an entity's first module depend on a module that depends on it.
+    ModuleCycle,
+    /// Make a product's module depend on another product's module (both sides declared).
+    ModuleCrossEntity,
+    /// Make a screen action call a method its module does not have.
+    UnresolvedCall,
 }
 
 /// Where a planted defect is, as the validator should report it.
@@ -720,6 +788,64 @@ pub fn plant(fx: &mut Fixture, defect: Defect, choice: u64) -> Option<Planted> {
             super::intake::with(&mut fx.get_mut(&target)?.fields, "linkedCrs", &cr.key.id);
             let (a, b) = (cr.key.clone(), target);
             Some(Planted { defect, rule: "cross-entity", artifact: if a < b { a } else { b }, field: "brdRefs".into() })
+        }
+        Defect::ModuleCycle => {
+            // A module that depends on another of its entity: the other now depends on it too.
+            let deps: Vec<(ArtifactKey, String)> = fx
+                .of(K::BackendModule)
+                .flat_map(|d| link_list(&d.fields, "dependsOn").into_iter().map(|t| (d.key.clone(), t)))
+                .filter(|(k, t)| {
+                    let e = fx.drafts.iter().find(|d| d.key == *k).and_then(ArtifactDraft::entity);
+                    fx.drafts.iter().any(|d| d.key.kind == K::BackendModule && d.key.id == *t && d.entity() == e)
+                })
+                .collect();
+            let (a, b) = deps.get(rng.below(deps.len()))?.clone();
+            let b = ArtifactKey::new(K::BackendModule, &b);
+            super::intake::with(&mut fx.get_mut(&b)?.fields, "dependsOn", &a.id);
+            super::intake::with(&mut fx.get_mut(&a)?.fields, "dependedOnBy", &b.id);
+            Some(Planted { defect, rule: "cycle", artifact: if a < b { a } else { b }, field: "dependsOn".into() })
+        }
+        Defect::ModuleCrossEntity => {
+            let products: Vec<String> = fx
+                .of(K::Entity)
+                .filter(|d| d.fields.get("tier").and_then(Value::as_str) == Some("product"))
+                .map(|d| d.key.id.clone())
+                .collect();
+            if products.len() < 2 {
+                return None;
+            }
+            let i = rng.below(products.len());
+            let j = (i + 1 + rng.below(products.len() - 1)) % products.len();
+            let first_module = |e: &str| {
+                fx.of(K::BackendModule)
+                    .find(|d| {
+                        d.entity() == Some(e)
+                            && link_list(&d.fields, "dependsOn").iter().all(|t| {
+                                !fx.drafts
+                                    .iter()
+                                    .any(|x| x.key.kind == K::BackendModule && x.key.id == *t && x.entity() == Some(e))
+                            })
+                    })
+                    .map(|d| d.key.clone())
+            };
+            let (a, b) = (first_module(&products[i])?, first_module(&products[j])?);
+            super::intake::with(&mut fx.get_mut(&a)?.fields, "dependsOn", &b.id);
+            super::intake::with(&mut fx.get_mut(&b)?.fields, "dependedOnBy", &a.id);
+            let (artifact, field) = if a < b { (a, "dependsOn") } else { (b, "dependedOnBy") };
+            Some(Planted { defect, rule: "cross-entity", artifact, field: field.into() })
+        }
+        Defect::UnresolvedCall => {
+            let screens: Vec<ArtifactKey> = fx
+                .of(K::UiScreen)
+                .filter(|d| d.fields.get("actions").and_then(|a| a.get(0)).and_then(|a| a.get("call")).is_some())
+                .map(|d| d.key.clone())
+                .collect();
+            let s = screens.get(rng.below(screens.len()))?.clone();
+            let d = fx.get_mut(&s)?;
+            let call = d.fields["actions"][0]["call"].as_str()?.to_owned();
+            let module = call.split_once('#')?.0;
+            d.fields["actions"][0]["call"] = Value::String(format!("{module}#noSuchMethod"));
+            Some(Planted { defect, rule: "unresolved", artifact: s, field: "actions/0/call".into() })
         }
     }
 }

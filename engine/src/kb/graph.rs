@@ -126,7 +126,8 @@ pub struct Group {
 /// A finding of `strata graph validate`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Finding {
-    /// Stable rule name: `dangling`, `missing-inverse`, `cycle`, `cross-entity`, `untraced`.
+    /// Stable rule name: `dangling`, `missing-inverse`, `cycle`, `cross-entity`, `untraced`,
+    /// `unresolved` (a screen's `module#method` that names no such method).
     pub rule: &'static str,
     /// The artifact the finding is about.
     pub artifact: ArtifactKey,
@@ -230,6 +231,14 @@ impl<'a> About<'a> {
     fn of(r: &'a Record<'_>) -> Option<About<'a>> {
         serde_json::from_slice(r.payload).ok()
     }
+}
+
+/// Whether `spec` is one side of a module dependency (`dependsOn` / `dependedOnBy` between
+/// backend modules).
+pub fn is_module_dependency(spec: &super::links::LinkSpec) -> bool {
+    spec.from == ArtifactKind::BackendModule
+        && spec.to == ArtifactKind::BackendModule
+        && matches!(spec.field, "dependsOn" | "dependedOnBy")
 }
 
 fn link_targets(value: &Value) -> Vec<&str> {
@@ -928,14 +937,12 @@ impl Graph {
     /// Every validation finding, sorted.
     pub fn validate(&self) -> Vec<Finding> {
         let mut out = Vec::new();
-        let cross_cutting = |n: NodeId| {
-            self.nodes[n as usize]
-                .entity
-                .is_some_and(|e| self.node(e).fields.get("tier").and_then(Value::as_str) == Some("cross-cutting"))
-        };
-        // (smaller key, larger key) -> (holder key, holder's field, holder, target).
-        let mut crossed: BTreeMap<(&ArtifactKey, &ArtifactKey), (&ArtifactKey, &'static str, NodeId, NodeId)> =
-            BTreeMap::new();
+        let tier = |n: NodeId| self.nodes[n as usize].entity.and_then(|e| self.entity_tier(e));
+        let cross_cutting = |n: NodeId| tier(n) == Some("cross-cutting");
+        // (smaller key, larger key) -> (holder key, holder's field, holder, target, whether the
+        // link is a module dependency).
+        type Crossing<'k> = (&'k ArtifactKey, &'static str, NodeId, NodeId, bool);
+        let mut crossed: BTreeMap<(&ArtifactKey, &ArtifactKey), Crossing<'_>> = BTreeMap::new();
         for (ni, node) in self.nodes.iter().enumerate() {
             let n = ni as NodeId;
             if !node.exists {
@@ -962,18 +969,35 @@ impl Graph {
                         ),
                     });
                 }
+                let module_dep = is_module_dependency(spec);
+                // A module may depend across entities only on a module of a foundation or
+                // cross-cutting entity: the provider is the target of `dependsOn` and the holder
+                // of `dependedOnBy`.
+                let provider = if spec.field == "dependsOn" { t } else { n };
+                let allowed = if module_dep {
+                    matches!(tier(provider), Some("foundation" | "cross-cutting"))
+                } else {
+                    cross_cutting(n) || cross_cutting(t)
+                };
                 if spec.field != "entity"
                     && node.entity.is_some()
                     && target.entity.is_some()
                     && node.entity != target.entity
-                    && !cross_cutting(n)
-                    && !cross_cutting(t)
+                    && !allowed
                 {
                     // Once per pair of artifacts, about the artifact holding the link, with its
                     // own field; when both sides hold one (a link and its inverse), about the
                     // smaller key and field. Keys, not node ids, so intake order cannot matter.
-                    let pair = if node.key <= target.key { (&node.key, &target.key) } else { (&target.key, &node.key) };
-                    let candidate = (&node.key, spec.field, n, t);
+                    // A module dependency is keyed (dependant, provider): its two sides are
+                    // one finding, and `a → b` and `b → a` are two.
+                    let pair = if module_dep {
+                        if spec.field == "dependsOn" { (&node.key, &target.key) } else { (&target.key, &node.key) }
+                    } else if node.key <= target.key {
+                        (&node.key, &target.key)
+                    } else {
+                        (&target.key, &node.key)
+                    };
+                    let candidate = (&node.key, spec.field, n, t, module_dep);
                     crossed
                         .entry(pair)
                         .and_modify(|c| {
@@ -1010,20 +1034,34 @@ impl Graph {
                 }
             }
         }
-        for (holder, field, n, t) in crossed.into_values() {
+        for (holder, field, n, t, module_dep) in crossed.into_values() {
             let (a, b) = (self.entity_id(n).unwrap_or_default(), self.entity_id(t).unwrap_or_default());
             let target = &self.nodes[t as usize].key;
+            let detail = if module_dep {
+                let p = if field == "dependsOn" { t } else { n };
+                format!(
+                    "{}.{field} links module {} ({a}) to module {} ({b}), but {} is a {} entity; a module may depend on another entity's module only when that entity is foundation or cross-cutting: move the shared method there or remove the dependency",
+                    holder.id,
+                    holder.id,
+                    target.id,
+                    self.entity_id(p).unwrap_or_default(),
+                    tier(p).unwrap_or("tierless"),
+                )
+            } else {
+                format!(
+                    "{}.{field} links {} ({a}) to {} ({b}) directly; links between entities go through the cross-cutting entity",
+                    holder.id, holder.id, target.id
+                )
+            };
             out.push(Finding {
                 rule: "cross-entity",
                 artifact: holder.clone(),
                 field: field.into(),
                 target: Some(target.clone()),
-                detail: format!(
-                    "{}.{field} links {} ({a}) to {} ({b}) directly; links between entities go through the cross-cutting entity",
-                    holder.id, holder.id, target.id
-                ),
+                detail,
             });
         }
+        out.extend(self.unresolved_calls());
         out.extend(self.cycles());
         out.sort();
         out
@@ -1087,14 +1125,18 @@ impl Graph {
                         let mut keys: Vec<&ArtifactKey> = scc.iter().map(|&w| &self.nodes[w as usize].key).collect();
                         keys.sort();
                         let names: Vec<&str> = keys.iter().map(|k| k.id.as_str()).collect();
+                        let first = scc.iter().copied().min_by(|a, b| self.key(*a).cmp(self.key(*b))).unwrap_or(v);
+                        let around: Vec<&str> =
+                            self.cycle_through(first, &scc, succ).iter().map(|&w| self.key(w).id.as_str()).collect();
                         findings.push(Finding {
                             rule: "cycle",
                             artifact: keys[0].clone(),
                             field: "dependsOn".into(),
                             target: None,
                             detail: format!(
-                                "{} depend on each other in a cycle; break it by removing one dependsOn",
-                                names.join(", ")
+                                "{} depend on each other in a cycle ({}); break it by removing one dependsOn",
+                                names.join(", "),
+                                around.join(" -> ")
                             ),
                         });
                     }
@@ -1102,6 +1144,108 @@ impl Graph {
             }
         }
         findings
+    }
+
+    /// A shortest cycle from `first` back to itself inside strongly connected component `scc`
+    /// (which holds one), as the nodes on it with `first` at both ends; successors are taken in
+    /// key order, so the same graph gives the same cycle.
+    fn cycle_through(&self, first: NodeId, scc: &[NodeId], succ: impl Fn(NodeId) -> Vec<NodeId>) -> Vec<NodeId> {
+        let members: BTreeSet<NodeId> = scc.iter().copied().collect();
+        let mut parent: HashMap<NodeId, NodeId> = HashMap::new();
+        let mut queue = VecDeque::from([first]);
+        while let Some(u) = queue.pop_front() {
+            let mut next: Vec<NodeId> = succ(u).into_iter().filter(|w| members.contains(w)).collect();
+            next.sort_by(|a, b| self.key(*a).cmp(self.key(*b)));
+            for w in next {
+                if w == first {
+                    let mut path = vec![first, u];
+                    let mut cur = u;
+                    while cur != first {
+                        cur = parent[&cur];
+                        path.push(cur);
+                    }
+                    path.reverse();
+                    return path;
+                }
+                if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(w) {
+                    e.insert(u);
+                    queue.push_back(w);
+                }
+            }
+        }
+        vec![first, first]
+    }
+
+    /// The tier of entity node `e`, if it exists and has one.
+    fn entity_tier(&self, e: NodeId) -> Option<&str> {
+        if !self.exists(e) {
+            return None;
+        }
+        match self.fields_of(e, &["tier"]) {
+            Cow::Borrowed(f) => f.get("tier").and_then(Value::as_str),
+            // A cold entity not yet viewed: decode the whole node once (entities are few).
+            Cow::Owned(_) => self.node(e).fields.get("tier").and_then(Value::as_str),
+        }
+    }
+
+    /// Screen data bindings and actions that name a backend method as `module#method` and do
+    /// not resolve to one of that module's `apiMethods`: one `unresolved` finding each.
+    fn unresolved_calls(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        let Some(screens) = self.groups_of_kind(ArtifactKind::UiScreen) else { return out };
+        for n in screens {
+            let fields = self.fields_of(n, &["dataBindings", "actions"]);
+            let mut calls: Vec<(String, &str)> = Vec::new();
+            for (list, field) in [("dataBindings", "source"), ("actions", "call")] {
+                let items = fields.get(list).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(c) = item.get(field).and_then(Value::as_str)
+                        && c.contains('#')
+                    {
+                        calls.push((format!("{list}/{i}/{field}"), c));
+                    }
+                }
+            }
+            for (pointer, call) in calls {
+                let (module, method) = call.split_once('#').unwrap_or((call, ""));
+                let mkey = ArtifactKey::new(ArtifactKind::BackendModule, module);
+                let found = self.index.get(&mkey).copied().filter(|&m| self.exists(m));
+                let resolves = found.is_some_and(|m| {
+                    self.fields_of(m, &["apiMethods"])
+                        .get("apiMethods")
+                        .and_then(Value::as_array)
+                        .is_some_and(|ms| ms.iter().any(|x| x.get("name").and_then(Value::as_str) == Some(method)))
+                });
+                if resolves {
+                    continue;
+                }
+                let id = &self.key(n).id;
+                out.push(Finding {
+                    rule: "unresolved",
+                    artifact: self.key(n).clone(),
+                    field: pointer.clone(),
+                    target: Some(mkey),
+                    detail: if found.is_some() {
+                        format!("{id}.{pointer} calls {call}, but module {module} has no apiMethod {method:?}; add the method to {module} or correct the call")
+                    } else {
+                        format!("{id}.{pointer} calls {call}, but there is no backend module {module}; create it or correct the call")
+                    },
+                });
+            }
+        }
+        out
+    }
+
+    /// Existing artifacts of `kind`, in node order, from the path groups (no pass over every
+    /// node); `None` when there are none.
+    fn groups_of_kind(&self, kind: ArtifactKind) -> Option<Vec<NodeId>> {
+        let v: Vec<NodeId> = self
+            .groups
+            .range(Group { kind, entity: String::new() }..)
+            .take_while(|(g, _)| g.kind == kind)
+            .flat_map(|(_, m)| m.iter().copied())
+            .collect();
+        (!v.is_empty()).then_some(v)
     }
 
     /// Entities by tier (in [`super::lifecycle::TIERS`] order, then id), with artifact counts.
@@ -1188,16 +1332,25 @@ fn kind_code(k: ArtifactKind) -> u8 {
     ArtifactKind::ALL.iter().position(|x| *x == k).unwrap_or(0) as u8
 }
 
-/// blake3 over every link's (from, field, to), in table order, and the kind order.
+/// blake3 over every link's (from, field, to, impact flow, suspect flow), in table order, and the
+/// kind order.
 fn links_fingerprint() -> [u8; 32] {
     let mut h = StateHasher::new("graph-links/1");
     for k in ArtifactKind::ALL {
         h.str(k.name());
     }
+    let flow = |f: Flow| match f {
+        Flow::None => "none",
+        Flow::Forward => "forward",
+        Flow::Backward => "backward",
+    };
     for l in LINKS {
         h.str(l.from.name());
         h.str(l.field);
         h.str(l.to.name());
+        // Suspicion marks in a snapshot follow the flows: another flow, another table.
+        h.str(flow(l.impact));
+        h.str(flow(l.suspect));
     }
     h.finish().0
 }

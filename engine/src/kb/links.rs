@@ -6,8 +6,9 @@
 //!   screens that implement it, and so on downstream.
 //! * **suspect**: whose correctness derives from an artifact. When its content changes, those
 //!   artifacts become suspect until reviewed: implementations derive from requirements, a change
-//!   request's plan derives from the requirements it references, a dependent derives from what it
-//!   depends on. References that only mention (research notes, devlogs) carry no suspicion.
+//!   request's plan derives from the requirements it references, an initiative's (backlog item)
+//!   from the change requests and requirements it links, a dependent derives from what it
+//!   depends on (a module from the modules it calls). References that only mention (research notes, devlogs) carry no suspicion.
 
 use super::kind::ArtifactKind;
 
@@ -69,11 +70,12 @@ pub const LINKS: &[LinkSpec] = &[
     link(K::UiScreen, "entity", K::Entity, false, None, NoFlow, NoFlow),
     link(K::ResearchNote, "entity", K::Entity, false, None, NoFlow, NoFlow),
     link(K::Devlog, "entity", K::Entity, false, None, NoFlow, NoFlow),
-    // Backlog items group change requests and requirements.
-    link(K::BacklogItem, "linkedCrIds", K::ChangeRequest, true, Some("linkedBacklogItem"), Forward, NoFlow),
-    link(K::ChangeRequest, "linkedBacklogItem", K::BacklogItem, false, Some("linkedCrIds"), Backward, NoFlow),
-    link(K::BacklogItem, "linkedBrdRefs", K::BrdRequirement, true, Some("linkedBacklogItems"), Forward, NoFlow),
-    link(K::BrdRequirement, "linkedBacklogItems", K::BacklogItem, true, Some("linkedBrdRefs"), Backward, NoFlow),
+    // Backlog items group change requests and requirements; an initiative's plan derives from
+    // them, as a change request's does from its requirements.
+    link(K::BacklogItem, "linkedCrIds", K::ChangeRequest, true, Some("linkedBacklogItem"), Forward, Backward),
+    link(K::ChangeRequest, "linkedBacklogItem", K::BacklogItem, false, Some("linkedCrIds"), Backward, Forward),
+    link(K::BacklogItem, "linkedBrdRefs", K::BrdRequirement, true, Some("linkedBacklogItems"), Forward, Backward),
+    link(K::BrdRequirement, "linkedBacklogItems", K::BacklogItem, true, Some("linkedBrdRefs"), Backward, Forward),
     // Change requests and the requirements they change.
     link(K::ChangeRequest, "brdRefs", K::BrdRequirement, true, Some("linkedCrs"), Forward, Backward),
     link(K::BrdRequirement, "linkedCrs", K::ChangeRequest, true, Some("brdRefs"), Backward, Forward),
@@ -105,6 +107,11 @@ pub const LINKS: &[LinkSpec] = &[
     // Dependencies: a dependent derives from what it depends on (cycles are forbidden).
     link(K::ChangeRequest, "dependsOn", K::ChangeRequest, true, None, Backward, Backward),
     link(K::BrdRequirement, "dependsOn", K::BrdRequirement, true, None, Backward, Backward),
+    // Module dependencies: a module calls the modules it depends on, so a change to it needs
+    // them (impact forward) and a change to one of them may break it (suspicion backward).
+    // Across entities only towards foundation or cross-cutting modules (`graph::validate`).
+    link(K::BackendModule, "dependsOn", K::BackendModule, true, Some("dependedOnBy"), Forward, Backward),
+    link(K::BackendModule, "dependedOnBy", K::BackendModule, true, Some("dependsOn"), Backward, Forward),
     // Mentions: no inverse, no flow.
     link(K::Issue, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),
     link(K::ResearchNote, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),

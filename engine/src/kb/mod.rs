@@ -9,9 +9,11 @@
 //! * [`graph`]: the projection and its queries.
 //! * [`commands`]: pure deciders for transitions, promotions and reviews.
 //! * [`fixture`]: a deterministic seed-scale knowledge base, with defect injection.
+//! * [`discover`]: the documents discovery (`strata discover`) indexes.
 
 pub mod artifact;
 pub mod commands;
+pub mod discover;
 pub mod fixture;
 pub mod frontmatter;
 #[cfg(test)]
