@@ -196,18 +196,18 @@ fn the_same_seed_gives_the_same_run() {
 
 #[test]
 fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
-    // At the default time scale (1000) the simulated shared-ledger's first attempt fails and its
-    // 10 s backoff passes like simulated latency: 10 ms of wall time.
+    // Under seed 6, at the default time scale (1000), the simulated billing-api's first attempt
+    // fails and its 10 s backoff passes like simulated latency: 10 ms of wall time.
     let tmp = tempfile::tempdir().expect("tempdir");
     let at = tmp.path().join("example");
     let out = strata(
         strata_bin!(),
         tmp.path(),
-        &["run", "--example", "--at", at.to_str().expect("utf-8 path"), "--time-scale", "1000"],
+        &["run", "--example", "--at", at.to_str().expect("utf-8 path"), "--seed", "6", "--time-scale", "1000"],
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("shared-ledger: failed:") && err.contains("retrying in 10.0 s (simulated time)"), "{err}");
+    assert!(err.contains("billing-api: failed:") && err.contains("retrying in 10.0 s (simulated time)"), "{err}");
     let journal = strata_journal::Journal::open(
         &at.join(".strata/journal"),
         &strata_tests::options(strata_journal::Durability::Process),
@@ -218,7 +218,7 @@ fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
         .scan(1, u64::MAX, |r, _| {
             if r.stream == "workgroup/cr-1-rollout" && ["task.failed", "task.dispatched"].contains(&r.event_type) {
                 let payload: Value = serde_json::from_slice(r.payload).unwrap_or_default();
-                if payload["task"] == "shared-ledger" {
+                if payload["task"] == "billing-api" {
                     seen.push((r.event_type.to_owned(), r.recorded_at_ns, payload));
                 }
             }
@@ -238,10 +238,10 @@ fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
 
 #[test]
 fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_flag_discards_it() {
-    // Seed 20 makes one simulated writer of the example also write a file it does not own.
+    // Seed 19 makes one simulated writer of the example also write a file it does not own.
     let tmp = tempfile::tempdir().expect("tempdir");
     let at = tmp.path().join("stop");
-    let (s, out) = run_example(&at, &["--seed", "20"]);
+    let (s, out) = run_example(&at, &["--seed", "19"]);
     assert_eq!(out.status.code(), Some(3), "a failed task is exit 3");
     assert_eq!(s["violations"], 1);
     let bad = s["tasks"]
@@ -260,7 +260,7 @@ fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_fl
     assert!(!listed.contains(&stray), "the stray write never reaches the integration branch");
 
     let at = tmp.path().join("flag");
-    let (s, out) = run_example(&at, &["--seed", "20", "--on-violation", "flag"]);
+    let (s, out) = run_example(&at, &["--seed", "19", "--on-violation", "flag"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!((s["completed"].as_u64(), s["violations"].as_u64()), (Some(7), Some(1)));
     let listed = git(&at.join("repo"), &["ls-tree", "-r", "--name-only", "strata/cr-1-rollout"]);
