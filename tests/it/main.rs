@@ -22,6 +22,7 @@ mod codex_stream;
 mod context;
 mod context_cli;
 mod context_props;
+mod conventions;
 mod crash;
 mod efficiency;
 mod git_inproc;
