@@ -170,7 +170,7 @@ fn a_failing_run_is_coloured_only_on_request_and_workgroups_lists_it() {
     let out = run_in(
         tmp.path(),
         &["run", "--example", "--at", at.to_str().expect("utf-8"), "--time-scale", "0", "--seed", "20"],
-        &[],
+        &[("STRATA_GIT_AUTHOR", "Ada Example <ada@example.org>")],
     );
     assert_eq!(out.status.code(), Some(3), "a failed task is exit 3: {}", text(&out.stderr));
     let esc = |o: &Output| o.stdout.contains(&0x1b) || o.stderr.contains(&0x1b);
@@ -194,6 +194,20 @@ fn a_failing_run_is_coloured_only_on_request_and_workgroups_lists_it() {
     );
     let name = g["workgroup"].as_str().expect("name").to_owned();
     assert_eq!(g["branch"].as_str(), Some(format!("strata/{name}").as_str()), "{g}");
+    // Each integrated commit is by the configured author and leads back to the journal.
+    let branch = format!("strata/{name}");
+    let log =
+        strata_tests::git(&repo, &["log", "--format=%an <%ae>|%(trailers:only,unfold)%x00", "--no-merges", &branch]);
+    let ours: Vec<&str> = log.split('\0').filter(|c| c.contains("Strata-Task:")).collect();
+    assert!(!ours.is_empty(), "the branch holds strata's commits: {log}");
+    for c in &ours {
+        let c = c.trim();
+        assert!(c.starts_with("Ada Example <ada@example.org>|"), "{c}");
+        for key in ["Strata-Workgroup: ", "Strata-Task: ", "Strata-Attempt: ", "Strata-Prompt: ", "Strata-Journal: "] {
+            assert!(c.contains(key), "{key} missing from {c}");
+        }
+        assert!(c.contains(&format!("Strata-Workgroup: {name}")), "{c}");
+    }
     assert!(g["last_seq"].as_u64().is_some_and(|s| s > 1) && g["last_at"].is_string(), "{g}");
 
     // Text, from every command over this workspace: no escape codes into a pipe.
