@@ -415,7 +415,7 @@ mod author_tests {
     fn an_author_is_name_and_email_and_nothing_looser() {
         let a = Author::parse(" Ada Example <ada@example.org> ").expect("parses");
         assert_eq!((a.name.as_str(), a.email.as_str()), ("Ada Example", "ada@example.org"));
-        for bad in ["ada@example.org", "Ada <>", "<ada@example.org>", "Ada <a<b>", "Ada\n <a@b>", "Ada <a@b"] {
+        for bad in ["ada@example.org", "Ada <>", "<ada@example.org>", "Ada <a<b>", "A\u{7}da <a@b>", "Ada <a@b"] {
             assert!(Author::parse(bad).is_err(), "{bad:?}");
         }
         assert!(Author::parse(&format!("{} <a@b>", "n".repeat(AUTHOR_BYTES_MAX + 1))).is_err());
