@@ -130,11 +130,29 @@ fn split_code(message: &str) -> (Option<&str>, &str) {
 /// `error: …` on stderr.
 pub fn report(e: &anyhow::Error, json: bool) {
     tracing::debug!(error = ?e, "command failed");
-    if json {
-        outln!("{}", Failure::of(e).to_json());
-    } else {
-        errln!("error: {e:#}");
+    let plan = e.chain().find_map(|c| match c.downcast_ref::<strata_engine::workgroup::WorkgroupError>() {
+        Some(strata_engine::workgroup::WorkgroupError::Plan(problems)) => Some(problems),
+        _ => None,
+    });
+    match (plan, json) {
+        (Some(problems), true) => {
+            let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            outln!("{}", Failure::of(e).merged(json!({ "problems": listed })));
+        }
+        (None, true) => outln!("{}", Failure::of(e).to_json()),
+        (Some(problems), false) => errln!("error: {}", plan_problems(problems)),
+        (None, false) => errln!("error: {e:#}"),
     }
+}
+
+/// A plan's problems as a list, one per line (the engine's message joins them on one line).
+fn plan_problems(problems: &[strata_engine::workgroup::plan::Problem]) -> String {
+    let mut text =
+        format!("[STRATA-E1701] the plan has {}:", crate::plural::count(problems.len() as u64, "problem", "problems"));
+    for p in problems {
+        text.push_str(&format!("\n  - {p}"));
+    }
+    text
 }
 
 /// Whether the raw arguments ask for `--json` (read before they are parsed, so that a usage
@@ -174,6 +192,17 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&f.to_json()).expect("json");
         let keys: Vec<&str> = v.as_object().expect("object").keys().map(String::as_str).collect();
         assert_eq!(keys, ["code", "hint", "input", "message", "rule"]);
+    }
+
+    #[test]
+    fn plan_problems_are_a_list_one_per_line() {
+        use strata_engine::workgroup::plan::Problem;
+        let p = |task: &str, field: &str| Problem { task: Some(task.into()), field: field.into(), rule: "r".into() };
+        assert_eq!(
+            plan_problems(&[p("a", "role"), p("b", "after")]),
+            "[STRATA-E1701] the plan has 2 problems:\n  - task a: role: r\n  - task b: after: r"
+        );
+        assert!(plan_problems(&[p("a", "id")]).starts_with("[STRATA-E1701] the plan has 1 problem:"));
     }
 
     #[test]
