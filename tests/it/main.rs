@@ -23,6 +23,7 @@ mod codex_stream;
 mod context;
 mod context_cli;
 mod context_props;
+mod conventions;
 mod crash;
 mod discover;
 mod efficiency;

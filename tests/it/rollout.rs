@@ -471,9 +471,11 @@ fn eval_promote_with_a_rollout_records_the_run_and_the_stage_change_together() {
     };
     let promote = || promote_on("p1");
     // A rollout of another candidate does not take this candidate's measurements.
-    let (code, _, err) = promote_on("p2");
+    // Under --json the refusal is one JSON object on stdout.
+    let (code, out, _) = promote_on("p2");
     assert_eq!(code, Some(1));
-    assert!(err.contains("rollout p2 is for candidate c9"), "{err}");
+    let refusal: Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(refusal["message"].as_str().unwrap().contains("rollout p2 is for candidate c9"), "{out}");
     let (code, out, err) = promote();
     assert_eq!(code, Some(0), "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();

@@ -406,7 +406,7 @@ fn stopped_coordinator_lets_no_write_escape(runtime: &str) {
         serde_json::from_str(&strata_ok(strata_bin!(), &ws, &["audit", "session", &session, "--json"])).expect("json");
     assert_eq!(by_session["tasks"][0]["denied"].as_array().map(Vec::len), Some(1), "{by_session}");
     let text = strata_ok(strata_bin!(), &ws, &["audit", "run", "stopped"]);
-    assert!(text.contains("1 write(s) refused by the write guard"), "{text}");
+    assert!(text.contains("1 write refused by the write guard"), "{text}");
     assert!(!outside.exists());
 }
 

@@ -44,10 +44,53 @@ fn every_scenario_s_result_matches_its_schema_and_its_report_carries_the_charts(
             for id in CHARTS {
                 assert!(page.contains(&format!("id=\"{id}\"")), "{scenario}: no {id}");
             }
+            charts_are_read_as_text(scenario, &page, &o.result);
         }
     }
     // A wrong document does not validate.
     assert!(!v.is_valid(&serde_json::json!({"schema": "strata.simulation-result/v1"})));
+}
+
+/// Each chart of a canary report has its axes with labelled scales; each forest plot states its
+/// sign convention, labels its threshold and prints the measured value beside every row; the
+/// scorecard is a text table with a row per gate whose verdict is a word.
+fn charts_are_read_as_text(scenario: &str, page: &str, result: &serde_json::Value) {
+    let chart = |id: &str| -> &str {
+        let from = page.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("{scenario}: no {id}"));
+        let len = page[from..].find("</svg>").expect("closed");
+        &page[from..from + len]
+    };
+    for id in ["chart-scatter", "chart-ecdf"] {
+        let c = chart(id);
+        assert!(c.contains("axis axis-x") && c.contains("axis axis-y"), "{scenario} {id}: both axes");
+        assert!(
+            c.matches("class=\"tick\"").count() >= 10 && c.contains("(micro-units)"),
+            "{scenario} {id}: scales, units"
+        );
+    }
+    let windows = result["rollout"]["windows"].as_array().expect("windows");
+    let last = windows.last().expect("a window");
+    let gates = last["gates"].as_array().expect("gates");
+    for g in gates {
+        let name = g["gate"].as_str().expect("gate");
+        let id = format!("chart-forest-{}", name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+        if !page.contains(&format!("<svg id=\"{id}\"")) {
+            continue; // not computable in any window
+        }
+        let c = chart(&id);
+        assert!(c.contains("right is better") && c.contains("→ better"), "{scenario} {id}: the sign convention");
+        assert!(c.contains("class=\"threshold-label\""), "{scenario} {id}: the threshold's value");
+        assert_eq!(c.matches("class=\"measured\"").count(), c.matches("class=\"estimate\"").count(), "{scenario} {id}");
+        assert!(c.contains("axis axis-x"), "{scenario} {id}: a scale");
+    }
+    let from = page.find("<table id=\"scorecard-text\"").expect("the text scorecard");
+    let table = &page[from..from + page[from..].find("</table>").expect("closed")];
+    assert!(table.contains("<th>metric</th><th>condition</th><th>measured</th><th>verdict</th>"), "{table}");
+    assert_eq!(table.matches("<tr><td>").count(), gates.len(), "a row per gate: {table}");
+    for g in gates {
+        let verdict = g["verdict"].as_str().expect("verdict");
+        assert!(table.contains(&format!(">{verdict}</td></tr>")), "{scenario}: {verdict} as a word");
+    }
 }
 
 #[test]
@@ -123,6 +166,10 @@ fn the_report_renders_in_headless_chromium_with_every_chart() {
     assert!(dom.matches("class=\"window\"").count() >= 4, "the timeline has its windows");
     assert!(dom.matches("class=\"pair\"").count() >= 100, "the scatter has its pairs");
     assert!(dom.matches("class=\"marker\"").count() == 6, "the ECDFs have p50/p75/p95 for both arms");
+    // As the browser parsed it: axes with their labels, thresholds with their values, the text
+    // scorecard.
+    assert!(dom.matches("class=\"axis-label\"").count() >= 5, "the charts have axis labels");
+    assert!(dom.contains("class=\"threshold-label\"") && dom.contains("id=\"scorecard-text\""));
     // And it paints: a screenshot of the page is a PNG of some substance.
     let shot = tmp.path().join("report.png");
     let painted = headless(&[&format!("--screenshot={}", shot.display())]);

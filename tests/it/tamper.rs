@@ -191,11 +191,11 @@ fn a_truncated_tail_behind_a_signed_checkpoint_is_found() {
     std::fs::remove_dir_all(journal_dir(&f.ws).join("checkpoints")).unwrap();
     let (code, out) = verify(&f, &[]);
     assert_eq!(code, 3, "under --pubkey a history no trusted key signed does not verify:\n{out}");
-    assert!(out.contains("[unsigned-by-key]") && out.contains("all 30 event(s) unattested"), "{out}");
+    assert!(out.contains("[unsigned-by-key]") && out.contains("all 30 events unattested"), "{out}");
     let plain = strata(BIN, &f.ws, &["journal", "verify"]);
     let text = String::from_utf8_lossy(&plain.stdout);
     assert_eq!(plain.status.code(), Some(0), "without keys a consistent prefix verifies, unattested:\n{text}");
-    assert!(text.contains("no checkpoint: all 30 event(s) unattested"), "{text}");
+    assert!(text.contains("no checkpoint: all 30 events unattested"), "{text}");
     assert_detected(&f, 31, "truncated", &["--checkpoint", f.external_note.to_str().unwrap()]);
 }
 
@@ -254,7 +254,7 @@ fn a_rechained_rewrite_with_its_checkpoints_stripped_never_verifies_under_pubkey
     std::fs::remove_dir_all(journal_dir(&f.ws).join("checkpoints")).unwrap();
     let (code, out) = verify(&f, &[]);
     assert_eq!(code, 3, "{out}");
-    assert!(out.contains("[unsigned-by-key]") && out.contains("all 60 event(s) unattested"), "{out}");
+    assert!(out.contains("[unsigned-by-key]") && out.contains("all 60 events unattested"), "{out}");
     let bundle = f.ws.join("rewritten.jsonl");
     strata_ok(BIN, &f.ws, &["journal", "export", "--bundle", bundle.to_str().unwrap()]);
     let (code, out) = verify(&f, &["--bundle", bundle.to_str().unwrap()]);

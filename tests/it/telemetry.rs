@@ -33,15 +33,18 @@ fn record_ok(ws: &Path, request: &Value) -> Value {
     v["payload"].clone()
 }
 
-/// Records, expects a refusal mentioning `needle`, and checks the head did not move.
+/// Records, expects a refusal mentioning `needle`, and checks the head did not move. Under
+/// `--json` the refusal is one JSON error object on stdout; returns that line.
 fn record_refused(ws: &Path, request: &Value, needle: &str) -> String {
     let before = head(ws);
     let out = record(ws, request);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{request}: {stderr}");
-    assert!(stderr.contains(needle), "{needle} not in {stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{request}: {stdout}");
+    let refusal: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(refusal["code"].as_str().is_some_and(|c| c.starts_with("STRATA-E")), "{refusal}");
+    assert!(refusal["message"].as_str().unwrap().contains(needle), "{needle} not in {stdout}");
     assert_eq!(head(ws), before, "a refusal appended something");
-    stderr
+    stdout
 }
 
 fn head(ws: &Path) -> u64 {

@@ -733,7 +733,8 @@ fn a_failed_preflight_lists_every_problem_records_nothing_and_leaves_the_name_fr
         let out = run(extra, dir);
         assert_eq!(out.status.code(), Some(1), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert_eq!(codes(&out), expected(repo_problem), "{extra:?} {}", dir.display());
-        assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA-E2101"));
+        // Under --json the refusal is one object: the report with the error's code.
+        assert_eq!(json(&String::from_utf8_lossy(&out.stdout))["code"], "STRATA-E2101");
         assert_eq!(head_of(&ws), before, "{extra:?}: the journal head did not move");
         assert_eq!(git(&repo, &["branch", "--list", "strata/*"]).trim(), "", "no branch");
         assert_eq!(git(&repo, &["worktree", "list"]).lines().count(), 1, "no worktree");

@@ -175,10 +175,9 @@ impl Workspace {
                     path.display()
                 )
             }
-            Err(OpenError::Journal(JournalError::NotAJournal { .. })) => anyhow::bail!(
-                "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
-                self.root.display()
-            ),
+            Err(OpenError::Journal(JournalError::NotAJournal { .. })) => {
+                Err(crate::diagnostic::no_workspace(&self.root).into())
+            }
             Err(OpenError::Config(e)) => Err(e),
             Err(e) => Err(e.into()),
         }

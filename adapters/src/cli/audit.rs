@@ -73,7 +73,12 @@ fn relative(path: &str) -> String {
     p.trim_end_matches('/').to_owned()
 }
 
-pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(
+    ws: &Workspace,
+    cmd: AuditCommand,
+    json: bool,
+    paint: crate::style::Paint,
+) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("audit")?;
     let mut groups = Workgroups::default();
     let mut context = ContextState::default();
@@ -182,18 +187,22 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                     "denied",
                 ]);
                 for r in &rows {
-                    t.row(vec![
-                        r["workgroup"].as_str().unwrap_or_default().to_owned(),
-                        r["task"].as_str().unwrap_or_default().to_owned(),
-                        r["status"].as_str().unwrap_or_default().to_owned(),
-                        r["mode"].as_str().unwrap_or("-").to_owned(),
-                        r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
-                        r["files"].as_array().map_or(0, Vec::len).to_string(),
-                        r["violations"].as_array().map_or(0, Vec::len).to_string(),
-                        r["denied"].as_array().map_or(0, Vec::len).to_string(),
-                    ]);
+                    let status = r["status"].as_str().unwrap_or_default();
+                    t.toned_row(
+                        vec![
+                            r["workgroup"].as_str().unwrap_or_default().to_owned(),
+                            r["task"].as_str().unwrap_or_default().to_owned(),
+                            status.to_owned(),
+                            r["mode"].as_str().unwrap_or("-").to_owned(),
+                            r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
+                            r["files"].as_array().map_or(0, Vec::len).to_string(),
+                            r["violations"].as_array().map_or(0, Vec::len).to_string(),
+                            r["denied"].as_array().map_or(0, Vec::len).to_string(),
+                        ],
+                        crate::style::tone_of(status),
+                    );
                 }
-                outln!("session {id}\n{}", t.render());
+                outln!("session {id}\n{}", t.render_painted(paint));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -253,7 +262,7 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 outln!("{v}");
             } else {
                 outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
-                super::run::print_summary(&s, None, false)?;
+                super::run::print_summary(&s, None, false, paint)?;
                 for (task, e) in &routing {
                     outln!("{task}: routed on {}", evidence_line(e));
                 }
@@ -267,8 +276,8 @@ pub(crate) fn run(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Resu
                 }
                 if !denied.is_empty() {
                     outln!(
-                        "{} write(s) refused by the write guard (nothing was written)\n{}",
-                        denied.len(),
+                        "{} refused by the write guard (nothing was written)\n{}",
+                        crate::plural::count(denied.len() as u64, "write", "writes"),
                         denial_table(&denied)
                     );
                 }

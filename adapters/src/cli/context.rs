@@ -266,8 +266,8 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
                 }
                 out!("{}", t.render());
                 errln!(
-                    "{} summary problem(s); `strata summary publish` publishes the current summaries",
-                    findings.len()
+                    "{}; `strata summary publish` publishes the current summaries",
+                    crate::plural::count(findings.len() as u64, "summary problem", "summary problems")
                 );
             }
             Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
@@ -489,14 +489,14 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 );
             } else {
                 outln!(
-                    "assembled {} for task {} with {} v{}: {} of {} tokens, {} items in, {} left out",
+                    "assembled {} for task {} with {} v{}: {} of {} tokens, {} in, {} left out",
                     out.display(),
                     m.task.id,
                     m.profile,
                     m.profile_version,
                     m.total_tokens,
                     m.token_budget,
-                    m.included.len(),
+                    crate::plural::count(m.included.len() as u64, "item", "items"),
                     m.excluded.len()
                 );
                 outln!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
@@ -520,7 +520,10 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 for p in &paths {
                     outln!("{p}");
                 }
-                errln!("{} path(s) match {glob} at journal sequence {position}", paths.len());
+                errln!(
+                    "{} {glob} at journal sequence {position}",
+                    crate::plural::count(paths.len() as u64, "path matches", "paths match")
+                );
                 if paths.is_empty() {
                     errln!("{}", strata_engine::context::paths::LAYOUT);
                 }
@@ -579,10 +582,15 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
     }
 }
 
-pub(crate) fn audit_cmd(ws: &Workspace, cmd: AuditCommand, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn audit_cmd(
+    ws: &Workspace,
+    cmd: AuditCommand,
+    json: bool,
+    paint: crate::style::Paint,
+) -> anyhow::Result<ExitCode> {
     let task = match cmd {
         AuditCommand::Context { task } => task,
-        other => return super::audit::run(ws, other, json),
+        other => return super::audit::run(ws, other, json, paint),
     };
     let journal = ws.open_journal("audit")?;
     let mut state = ContextState::default();

@@ -125,10 +125,7 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
                     }
                     .map_err(|e| match e {
                         strata_journal::JournalError::NotAJournal { .. } => {
-                            anyhow::anyhow!(
-                                "[STRATA-E0204] no strata workspace at {}: run `strata init` there, or pass --dir",
-                                ws.root().display()
-                            )
+                            anyhow::Error::from(crate::diagnostic::no_workspace(ws.root()))
                         }
                         e => e.into(),
                     })?;
@@ -210,7 +207,12 @@ fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, js
     }
     out!("{}", t.render());
     let head = journal.head();
-    outln!("head {} ({}), {} streams", head.seq, &head.hash.to_hex()[..16], journal.stream_count());
+    outln!(
+        "head {} ({}), {}",
+        head.seq,
+        &head.hash.to_hex()[..16],
+        crate::plural::count(journal.stream_count() as u64, "stream", "streams")
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -250,8 +252,10 @@ fn coverage_json(c: &Coverage) -> serde_json::Value {
 fn reach_line(size: Option<u64>, unattested: u64, none: &str) -> String {
     match size {
         None if unattested == 0 => "nothing to attest (no events)".to_owned(),
-        None => format!("{none}: all {unattested} event(s) unattested"),
-        Some(n) => format!("events 1..={n}; {unattested} event(s) after it unattested"),
+        None => format!("{none}: all {} unattested", crate::plural::count(unattested, "event", "events")),
+        Some(n) => {
+            format!("events 1..={n}; {} after it unattested", crate::plural::count(unattested, "event", "events"))
+        }
     }
 }
 
@@ -273,7 +277,7 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
         outln!("{}", report_json(r, attestations));
     } else {
         outln!("origin      {}", if r.origin.is_empty() { "(unreadable)" } else { r.origin.as_str() });
-        outln!("events      {} in {} streams", r.events, r.streams);
+        outln!("events      {} in {}", r.events, crate::plural::count(r.streams as u64, "stream", "streams"));
         outln!("head        {}", r.head_hash);
         outln!("merkle root {}", r.root);
         if r.checkpoints.is_empty() {
@@ -380,7 +384,7 @@ fn export_cmd(
         let s = export::export_bundle(&journal, &mut w, &keys, &attestations)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            errln!("wrote bundle {} ({} events)", path.display(), s.events);
+            errln!("wrote bundle {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
         }
         s
     } else if let Some(path) = out {
@@ -389,7 +393,7 @@ fn export_cmd(
         let s = export::export_jsonl(&journal, &mut w)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            errln!("wrote {} ({} events)", path.display(), s.events);
+            errln!("wrote {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
         }
         s
     } else {

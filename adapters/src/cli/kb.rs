@@ -193,9 +193,13 @@ pub(crate) fn problems_json(problems: &[IntakeProblem]) -> Value {
 }
 
 /// Prints refused input as a table (file, pointer, rule, problem, hint), or as JSON.
-pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool) {
+/// Prints a refusal's problems: a table, then `summary` (`[CODE] …; hint`) on stderr; with
+/// `json` one object, `{"ok": false, "appended": 0, "problems"}` with the five error keys of
+/// [`super::failure`] (`summary` read into them).
+pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool, summary: &str) {
     if json {
-        outln!("{}", json!({"ok": false, "appended": 0, "problems": problems_json(problems)}));
+        let f = super::failure::Failure::from_text(summary);
+        outln!("{}", f.merged(json!({"ok": false, "appended": 0, "problems": problems_json(problems)})));
         return;
     }
     let mut t = Table::new(&["FILE", "POINTER", "RULE", "PROBLEM", "HINT"]);
@@ -209,6 +213,7 @@ pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool) {
         ]);
     }
     out!("{}", t.render());
+    errln!("{summary}");
 }
 
 pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -221,14 +226,12 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
     });
     let done = match decided {
         Err(AppendError::Refused(problems)) => {
-            print_problems(&problems, json);
-            if !json {
-                errln!(
-                    "[STRATA-E0802] intake refused: {} problem(s) in {} file(s); nothing was appended",
-                    problems.len(),
-                    sources.len()
-                );
-            }
+            let summary = format!(
+                "[STRATA-E0802] intake refused: {} in {}; nothing was appended: fix the files listed",
+                crate::plural::count(problems.len() as u64, "problem", "problems"),
+                crate::plural::count(sources.len() as u64, "file", "files")
+            );
+            print_problems(&problems, json, &summary);
             return Ok(ExitCode::from(1));
         }
         r => super::appended(r, |_: Vec<IntakeProblem>| anyhow::anyhow!("refusals are answered above"))?,
@@ -248,9 +251,9 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         );
     } else {
         outln!(
-            "{} {} files: {} created, {} updated, {} transitioned, {} unchanged; {} events{}",
+            "{} {}: {} created, {} updated, {} transitioned, {} unchanged; {}{}",
             if dry_run { "would take in" } else { "took in" },
-            sources.len(),
+            crate::plural::count(sources.len() as u64, "file", "files"),
             plan.created.len(),
             plan.updated.len(),
             plan.transitioned.len(),
@@ -436,7 +439,11 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     t.row(vec![f.rule.into(), f.artifact.to_string(), f.field.clone(), f.detail.clone()]);
                 }
                 out!("{}", t.render());
-                outln!("{} error(s) in {} artifacts", findings.len(), g.len());
+                outln!(
+                    "{} in {}",
+                    crate::plural::count(findings.len() as u64, "error", "errors"),
+                    crate::plural::count(g.len() as u64, "artifact", "artifacts")
+                );
             }
             Ok(if findings.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
         }),

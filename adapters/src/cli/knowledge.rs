@@ -215,10 +215,11 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             });
             let done = match decided {
                 Err(AppendError::Refused(problems)) => {
-                    print_problems(&problems, json);
-                    if !json {
-                        errln!("[STRATA-E1013] put refused: {} problem(s); nothing was appended", problems.len());
-                    }
+                    let summary = format!(
+                        "[STRATA-E1013] put refused: {}; nothing was appended: fix the files listed",
+                        crate::plural::count(problems.len() as u64, "problem", "problems")
+                    );
+                    print_problems(&problems, json, &summary);
                     return Ok(ExitCode::from(1));
                 }
                 r => super::appended(r, |_| anyhow::anyhow!("refusals are answered above"))?,
@@ -394,11 +395,20 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
     Ok(code)
 }
 
+/// A change in tokens served as words, never a negative saving: `88 fewer`, `88 more`, `same`.
+fn token_change(saved: i64) -> String {
+    match saved {
+        0 => "same".to_owned(),
+        n if n > 0 => format!("{n} fewer"),
+        n => format!("{} more", n.unsigned_abs()),
+    }
+}
+
 fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::Replay)>) {
     outln!("{} serves in {} sessions ({} with an outcome)", r.serves, r.sessions, r.sessions_with_outcome);
     outln!("\nmerge candidates (served together):");
     let mut t =
-        Table::new(&["A", "B", "TOGETHER", "SUPPORT", "CONF A→B", "CONF B→A", "LIFT", "CANDIDATE", "TOKENS SAVED"]);
+        Table::new(&["A", "B", "TOGETHER", "SUPPORT", "CONF A→B", "CONF B→A", "LIFT", "CANDIDATE", "TOKENS IF MERGED"]);
     for m in &r.merge {
         t.row(vec![
             m.a.clone(),
@@ -409,7 +419,7 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
             format!("{:.2}", m.confidence_b_to_a),
             format!("{:.2}", m.lift),
             if m.candidate { "yes".into() } else { "no".into() },
-            m.replay.tokens_saved.to_string(),
+            token_change(m.replay.tokens_saved),
         ]);
     }
     out!("{}", t.render());
@@ -445,13 +455,13 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
     out!("{}", t.render());
     let show = |label: &str, p: &Proposal, x: &insights::Replay| {
         outln!(
-            "\n{label}: remove {:?}, merge {:?}\n  {} serves would change; tokens {} → {} (saved {}); sessions that would have lost a chunk they used: {}",
+            "\n{label}: remove {:?}, merge {:?}\n  {} serves would change; tokens {} → {} ({}); sessions that would have lost a chunk they used: {}",
             p.remove,
             p.merge,
             x.serves_changed,
             x.tokens_before,
             x.tokens_after,
-            x.tokens_saved,
+            token_change(x.tokens_saved),
             if x.sessions_losing_a_used_chunk.is_empty() {
                 "none".to_owned()
             } else {
@@ -490,4 +500,14 @@ fn example(out: &Path, json: bool) -> anyhow::Result<ExitCode> {
         outln!("declare their vocabulary first:\n  {declare}\nthen: strata knowledge put {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_token_change_is_fewer_or_more_never_a_negative_saving() {
+        assert_eq!(super::token_change(88), "88 fewer");
+        assert_eq!(super::token_change(-88), "88 more");
+        assert_eq!(super::token_change(0), "same");
+    }
 }

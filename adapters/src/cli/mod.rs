@@ -3,6 +3,11 @@
 //! Exit codes: 0 success; 1 error (bad input, I/O, a refused operation; the message names the
 //! input, the rule and the fix); 2 usage error; 3 an integrity check found problems (`journal
 //! verify`, `replay --check`).
+//!
+//! Conventions every command follows: the workspace is found upward from the current directory
+//! ([`locate`]) unless `--dir`/`STRATA_DIR` names it; with `--json` a failure is one JSON
+//! object on stdout ([`failure`]); logs go to stderr through `tracing` (`-v`, `-q`, `RUST_LOG`);
+//! failed and held rows are coloured on a terminal ([`crate::style`]).
 
 mod audit;
 mod ce;
@@ -10,7 +15,9 @@ pub(crate) mod context;
 mod demo;
 mod discover;
 mod eval;
+pub(crate) mod failure;
 mod hook;
+pub(crate) mod locate;
 pub use hook::{HOOK_DEADLINE_MS_DEFAULT, HOOK_DEADLINE_MS_MAX, HOOK_DEADLINE_MS_MIN};
 mod journal;
 pub(crate) mod kb;
@@ -18,8 +25,10 @@ mod knowledge;
 mod replay;
 mod rollout;
 mod run;
+mod shell;
 mod simulate;
 mod telemetry;
+mod workgroups;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,16 +39,58 @@ use strata_journal::note::SignerKey;
 use crate::app::workspace::{Workspace, record_initialized};
 use crate::config::Config;
 
-/// strata: event-sourced orchestration for governed, context-efficient multi-agent work.
+/// `strata --version`: the package version and the commit it was built from.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("STRATA_COMMIT"), ")");
+
+/// The top-level help's opening: what strata is for.
+const ABOUT: &str = "strata runs AI coding agents (Claude Code, Codex) on your repository under rules you can audit.";
+
+/// The top-level `--help`'s long description.
+const LONG_ABOUT: &str = "strata runs AI coding agents (Claude Code, Codex) on your repository under rules you can audit. \
+A plan's tasks each own the files they may change, get a prompt assembled from your specifications within a token \
+budget, and integrate on a branch of their own; every decision is an event in one journal in `.strata/`, so \
+`strata audit` can say which task, session and prompt preceded each write.";
+
+/// The top-level `--help`'s closing: one example per common task (checked to parse by a test).
+pub const EXAMPLES: &str = "\
+Examples:
+  strata init                           create .strata/ here: a config and a new journal
+  strata run --example                  run the bundled example with the simulated provider
+  strata intake specs/                  take specifications (Markdown or JSON) in, all or nothing
+  strata knowledge put notes/           add knowledge chunks agents can be given
+  strata run plan.toml --check          check a plan and everything it needs; record nothing
+  strata run plan.toml                  run a workgroup's plan on its own branch
+  strata workgroups                     list workgroups: state, task counts, branch, last activity
+  strata audit file src/lib.rs          which task, session and prompt preceded each write
+  strata journal verify                 check the journal's integrity (exit 3 on a problem)
+  strata serve                          own the journal; serve the CLI, hooks and MCP
+  strata completions bash               a completion script (also zsh, fish, elvish, powershell)
+
+Commands find .strata/ in the current directory or the nearest one above it, as git finds .git/;
+--dir or STRATA_DIR names the workspace instead. Errors start with a code: see docs/errors.md.";
+
+/// strata: governed, context-efficient multi-agent work on a repository.
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about, long_about = None)]
+#[command(name = "strata", version = VERSION, about = ABOUT, long_about = LONG_ABOUT, after_help = EXAMPLES)]
 pub struct Cli {
-    /// Workspace directory (holds `.strata/`).
-    #[arg(value_parser = crate::cli::path_arg, long, global = true, env = "STRATA_DIR", default_value = ".")]
-    pub dir: PathBuf,
-    /// Machine-readable JSON output instead of tables.
+    /// Workspace directory (holds `.strata/`); default: the nearest directory at or above the
+    /// current one that holds `.strata/`.
+    #[arg(value_parser = crate::cli::path_arg, long, global = true, env = "STRATA_DIR")]
+    pub dir: Option<PathBuf>,
+    /// Machine-readable JSON output instead of tables; a failure is one JSON object on stdout
+    /// (code, message, input, rule, hint).
     #[arg(long, global = true)]
     pub json: bool,
+    /// Log more to stderr (-v info, -vv debug, -vvv trace); RUST_LOG, when set, decides instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Log errors only.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Colour failed (red) and held (yellow) rows: auto (on a terminal, unless NO_COLOR is
+    /// set), always or never.
+    #[arg(long, global = true, value_enum, default_value_t = crate::style::ColorChoice::Auto)]
+    pub color: crate::style::ColorChoice,
     #[command(subcommand)]
     command: Command,
 }
@@ -167,10 +218,10 @@ enum Command {
     /// The daemon: own the journal and serve the CLI, hooks and `strata mcp` over
     /// `.strata/daemon.sock` (and MCP over HTTP with --http) until SIGTERM.
     Serve {
-        /// Also serve MCP over streamable HTTP at this loopback address (e.g. 127.0.0.1:7411;
-        /// port 0 picks one, written to `.strata/serve.json`). The bearer token is in
-        /// `.strata/http-token` (created, mode 0600).
-        #[arg(long)]
+        /// Also serve MCP over streamable HTTP at this loopback address (e.g. 127.0.0.1:7411 or
+        /// localhost:7411; port 0 picks one, written to `.strata/serve.json`). The bearer token
+        /// is in `.strata/http-token` (created, mode 0600).
+        #[arg(long, value_parser = http_addr)]
         http: Option<std::net::SocketAddr>,
     },
     /// MCP over stdio: the Knowledge API tools. Relays to `strata serve` when it runs, else
@@ -207,6 +258,22 @@ enum Command {
     /// canary rollouts of a routing policy) with a seed, its invariants checked after every
     /// step; `--report out.html` for the HTML report.
     Simulate(strata_simulations::cli::RunArgs),
+    /// Every workgroup in the journal: its state, tasks by status, integration branch and last
+    /// activity.
+    Workgroups,
+    /// Print a shell completion script: `strata completions bash > /etc/bash_completion.d/strata`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page strata(1) in roff (`strata man | man -l -`), or with --out write it
+    /// and one page per subcommand into a directory.
+    Man {
+        /// Directory to write `strata.1`, `strata-run.1`, … into.
+        #[arg(value_parser = crate::cli::path_arg, long)]
+        out: Option<PathBuf>,
+    },
     /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
     Rollout {
         /// The journal holding the rollouts (a journal directory or a workspace root; default
@@ -235,6 +302,8 @@ impl Command {
                 | Command::Ce { .. }
                 | Command::Eval(_)
                 | Command::Rollout { .. }
+                | Command::Completions { .. }
+                | Command::Man { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
         )
     }
@@ -242,10 +311,15 @@ impl Command {
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         // A hook answers bad arguments (and `--help`) with a denial, never clap's exit codes.
-        Err(e) if hook::named(&std::env::args_os().collect::<Vec<_>>()) => return hook::refuse_arguments(&e),
+        Err(e) if hook::named(&args) => return hook::refuse_arguments(&e),
+        Err(e) if e.use_stderr() && failure::wants_json(&args) => {
+            outln!("{}", failure::Failure::usage(&e).to_json());
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
         Err(e) => e.exit(),
     };
     // A hook runs as its own process within its deadline: it goes to the owner of the journal
@@ -253,9 +327,15 @@ pub fn main() -> ExitCode {
     if let Command::Hook(h) = cli.command {
         return hook::main(h);
     }
+    init_logging(cli.verbose, cli.quiet);
+    let cwd = std::env::current_dir().ok();
+    let dir = locate::workspace_root(cli.dir.as_deref(), cwd.as_deref(), matches!(cli.command, Command::Init { .. }));
+    tracing::info!(workspace = %dir.display(), "workspace");
+    cli.dir = Some(dir.clone());
     if cli.command.forwardable()
-        && let Some(stream) = crate::daemon::connect(&Workspace::at(&cli.dir))
+        && let Some(stream) = crate::daemon::connect(&Workspace::at(&dir))
     {
+        tracing::info!("forwarding to the daemon serving this workspace");
         // The one journal command that reads stdin sends it along.
         let stdin = match &cli.command {
             Command::Telemetry(telemetry::TelemetryCommand::Record) => {
@@ -263,29 +343,68 @@ pub fn main() -> ExitCode {
                     // Over the limit or not UTF-8: sent as such, refused there.
                     Ok(b) => Some(String::from_utf8(b).unwrap_or_default()),
                     Err(e) => {
-                        errln!("error: [STRATA-E1508] stdin cannot be read: {e}");
+                        let e = anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}");
+                        failure::report(&e, cli.json);
                         return ExitCode::from(1);
                     }
                 }
             }
             _ => None,
         };
-        return match forward(stream, &cli.dir, stdin) {
+        return match forward(stream, &dir, stdin) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
-                errln!("error: {e:#}");
+                failure::report(&e, cli.json);
                 ExitCode::from(1)
             }
         };
     }
-    let ws = Workspace::at(&cli.dir);
-    match run(cli, ws) {
+    let ws = Workspace::at(&dir);
+    let json = cli.json;
+    let paint = crate::style::Paint::for_process(cli.color);
+    match run(cli, ws, paint) {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {e:#}");
+            failure::report(&e, json);
             ExitCode::from(1)
         }
     }
+}
+
+/// Logs to stderr through `tracing`: warnings by default, `-v` info, `-vv` debug, `-vvv`
+/// trace, `-q` errors only; `RUST_LOG`, when set, is the filter instead. Nothing is coloured.
+fn init_logging(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).unwrap_or_else(|e| {
+            errln!("warning: RUST_LOG={v:?} is not a filter ({e}); logging at {level}");
+            EnvFilter::new(level)
+        }),
+        _ => EnvFilter::new(level),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(true)
+        .try_init();
+}
+
+/// Parses `--http`: `HOST:PORT` where HOST is an IP address or `localhost` (which means
+/// 127.0.0.1); whether it is a loopback address is checked when the daemon starts.
+fn http_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| format!("{port:?} is not a port (0 to 65535)"))?;
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| format!("{s:?} is not HOST:PORT with HOST an IP address or localhost (e.g. localhost:7411)"))
 }
 
 fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path, stdin: Option<String>) -> anyhow::Result<u8> {
@@ -306,10 +425,15 @@ fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path, stdin:
 pub(crate) fn run_served(argv: Vec<String>, ws: crate::app::workspace::Workspace) -> u8 {
     use clap::{CommandFactory as _, FromArgMatches as _};
     let base = ws.cwd().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let argv_copy = argv.clone();
     let parsed =
         resolving_paths(Cli::command(), &base).try_get_matches_from(argv).and_then(|m| Cli::from_arg_matches(&m));
     let mut cli = match parsed {
         Ok(c) => c,
+        Err(e) if e.use_stderr() && failure::wants_json(&argv_copy) => {
+            outln!("{}", failure::Failure::usage(&e).to_json());
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
         Err(e) => {
             let text = e.render().to_string();
             if e.use_stderr() {
@@ -321,14 +445,18 @@ pub(crate) fn run_served(argv: Vec<String>, ws: crate::app::workspace::Workspace
         }
     };
     if !cli.command.forwardable() {
-        errln!("error: [STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
+        let e = anyhow::anyhow!("[STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
+        failure::report(&e, cli.json);
         return 1;
     }
-    cli.dir = ws.root().to_path_buf();
-    match run(cli, ws) {
+    cli.dir = Some(ws.root().to_path_buf());
+    let json = cli.json;
+    // The output goes back over a socket: colour only when asked for outright.
+    let paint = crate::style::Paint::decide(cli.color, true, false);
+    match run(cli, ws, paint) {
         Ok(code) => (0..=EXIT_PROBLEMS).find(|n| ExitCode::from(*n) == code).unwrap_or(1),
         Err(e) => {
-            errln!("error: {e:#}");
+            failure::report(&e, json);
             1
         }
     }
@@ -351,7 +479,9 @@ fn resolving_paths(cmd: clap::Command, base: &std::path::Path) -> clap::Command 
 /// Exit code for "an integrity check found problems".
 pub const EXIT_PROBLEMS: u8 = 3;
 
-fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
+fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<ExitCode> {
+    let dir = ws.root().to_path_buf();
+    tracing::debug!(command = ?cli.command, "running");
     match cli.command {
         Command::Init { durability, origin, backend, url, schema } => {
             let durability =
@@ -400,7 +530,7 @@ fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo { at } => demo::run(&at, cli.json),
-        Command::Run(args) => run::run(&cli.dir, args, cli.json),
+        Command::Run(args) => run::run(&dir, args, cli.json, paint),
         Command::Simulate(args) => simulate::run(args, cli.json),
         Command::Keygen { name, out } => keygen(&name, &out, cli.json),
         Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
@@ -413,7 +543,7 @@ fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
         Command::Summary(cmd) => context::summary_cmd(&ws, cmd, cli.json),
         Command::Profile(cmd) => context::profile_cmd(&ws, cmd, cli.json),
         Command::Prompt(cmd) => context::prompt_cmd(&ws, cmd, cli.json),
-        Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json),
+        Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json, paint),
         Command::Context(cmd) => context::context_cmd(cmd, cli.json),
         Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
         Command::Telemetry(cmd) => telemetry::run(&ws, cmd, cli.json),
@@ -425,9 +555,10 @@ fn run(cli: Cli, ws: Workspace) -> anyhow::Result<ExitCode> {
             Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd),
         }),
-        Command::Rollout { journal, command } => {
-            rollout::run(&rollout::journal_dir(journal, &cli.dir), command, cli.json)
-        }
+        Command::Rollout { journal, command } => rollout::run(&rollout::journal_dir(journal, &dir), command, cli.json),
+        Command::Workgroups => workgroups::run(&ws, cli.json, paint),
+        Command::Completions { shell } => shell::completions(shell),
+        Command::Man { out } => shell::man(out.as_deref(), cli.json),
     }
 }
 

@@ -74,7 +74,7 @@ pub(crate) struct RunArgs {
     rollout: Option<String>,
 }
 
-pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Paint) -> anyhow::Result<ExitCode> {
     let (ws, plan_text, repo) = if args.example {
         let (ws, repo) = example::build(&args.at)?;
         (ws, Some(example::PLAN.to_owned()), Some(repo))
@@ -164,9 +164,9 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
         (Some(checked), _) => {
             if !json {
                 errln!(
-                    "running workgroup {} ({} tasks, {} at once)",
+                    "running workgroup {} ({}, {} at once)",
                     checked.workgroup,
-                    checked.tasks.len(),
+                    crate::plural::count(checked.tasks.len() as u64, "task", "tasks"),
                     checked.parallel
                 );
             }
@@ -180,9 +180,9 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
             let g = c.groups().get(wg).ok_or_else(|| strata_engine::workgroup::WorkgroupError::Unknown(wg.clone()))?;
             if !json {
                 errln!(
-                    "resuming workgroup {wg}: {} of {} tasks already completed",
+                    "resuming workgroup {wg}: {} of {} already completed",
                     g.count(strata_engine::workgroup::state::Status::Completed),
-                    g.tasks.len()
+                    crate::plural::count(g.tasks.len() as u64, "task", "tasks")
                 );
             }
             wg.clone()
@@ -194,7 +194,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool) -> anyhow::Result<ExitC
     drop(c);
     ws.finish(&journal)?;
     let s = summary(&g);
-    print_summary(&s, Some(&measured), json)?;
+    print_summary(&s, Some(&measured), json, paint)?;
     if let Some(p) = &s.paused {
         errln!("workgroup {wg} is paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix());
         return Ok(ExitCode::from(EXIT_PAUSED));
@@ -211,17 +211,20 @@ fn refuse(
 ) -> anyhow::Result<ExitCode> {
     let nothing = Facts { repo: RepoFact::NotGiven, clis: BTreeMap::new(), outside: BTreeMap::new() };
     let report = check_report(workgroup.unwrap_or("-"), problems, facts.unwrap_or(&nothing), json)?;
-    // The report is the refusal: on stderr as text, on stdout as the JSON document.
+    let refusal = format!(
+        "[STRATA-E2101] the preflight found {}{}; nothing was recorded: fix them, then `strata run PLAN --check`",
+        crate::plural::count(problems.len() as u64, "problem", "problems"),
+        if json { " (listed in `problems`)" } else { " (listed above)" }
+    );
+    // The report is the refusal: on stderr as text; with --json one object on stdout, the
+    // report with the error's five keys.
     if json {
-        outln!("{report}");
-    } else {
-        errln!("{report}");
+        let doc: serde_json::Value = serde_json::from_str(&report)?;
+        outln!("{}", super::failure::Failure::from_text(&refusal).merged(doc));
+        return Ok(ExitCode::from(1));
     }
-    anyhow::bail!(
-        "[STRATA-E2101] the preflight found {} problem(s){}; nothing was recorded: fix them, then `strata run PLAN --check`",
-        problems.len(),
-        if json { " (listed on stdout)" } else { " (listed above)" }
-    )
+    errln!("{report}");
+    anyhow::bail!("{refusal}")
 }
 
 /// The preflight's report: every problem (code, input, rule, fix), what was probed, and what is
@@ -262,7 +265,11 @@ fn check_report(workgroup: &str, problems: &[Problem], facts: &Facts, json: bool
             t.row(vec![p.code.to_owned(), p.input.clone(), p.rule.clone(), p.fix.clone()]);
         }
         writeln!(out, "{}", t.render())?;
-        writeln!(out, "preflight of workgroup {workgroup}: {} problem(s)", problems.len())?;
+        writeln!(
+            out,
+            "preflight of workgroup {workgroup}: {}",
+            crate::plural::count(problems.len() as u64, "problem", "problems")
+        )?;
     }
     match &facts.repo {
         RepoFact::Ready { top, base, .. } => writeln!(out, "repository {top} at base {base}")?,
@@ -303,12 +310,30 @@ fn cost_text(s: &Summary) -> String {
     }
 }
 
-/// Prints a workgroup's summary (with what the run measured, when it just ran).
+/// The prompts' tokens against the load-everything baseline, saying what the ratio compares;
+/// no ratio when there is no baseline (no task named a specification).
+fn tokens_text(prompt: u64, baseline: u64) -> String {
+    let prompts = crate::plural::count(prompt, "prompt token", "prompt tokens");
+    if baseline == 0 {
+        return format!("{prompts} (no baseline to compare with: no task named a specification)");
+    }
+    let pct = prompt as f64 / baseline as f64 * 100.0;
+    format!(
+        "{prompts} against {baseline} to load every named specification in full: the prompts are {pct:.1}% of that load"
+    )
+}
+
 /// `strata run`'s exit code when a safety boundary paused the workgroup: a person acts, then
 /// `strata run --resume WG` continues it.
 pub const EXIT_PAUSED: u8 = 4;
 
-pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool) -> anyhow::Result<()> {
+/// Prints a workgroup's summary (with what the run measured, when it just ran).
+pub(crate) fn print_summary(
+    s: &Summary,
+    measured: Option<&Measured>,
+    json: bool,
+    paint: crate::style::Paint,
+) -> anyhow::Result<()> {
     if json {
         let mut v = serde_json::to_value(s)?;
         if let (Some(m), Some(o)) = (measured, v.as_object_mut()) {
@@ -323,38 +348,39 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         Table::new(&["task", "phase", "status", "mode", "reasons", "prompt", "baseline", "cost $", "time s", "files"]);
     let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     for l in &s.tasks {
-        t.row(vec![
-            l.task.clone(),
-            l.phase.clone(),
-            l.status.as_str().to_owned(),
-            l.mode.clone().unwrap_or_else(|| "-".into()),
-            if l.reasons.is_empty() { "-".into() } else { l.reasons.join(",") },
-            opt(l.prompt_tokens),
-            opt(l.baseline_tokens),
-            l.cost_micros.map_or("-".into(), |c| format!("{:.4}", c as f64 / 1e6)),
-            l.wall_ms.map_or("-".into(), |w| format!("{:.1}", w as f64 / 1e3)),
-            l.files.len().to_string(),
-        ]);
+        t.toned_row(
+            vec![
+                l.task.clone(),
+                l.phase.clone(),
+                l.status.as_str().to_owned(),
+                l.mode.clone().unwrap_or_else(|| "-".into()),
+                if l.reasons.is_empty() { "-".into() } else { l.reasons.join(",") },
+                opt(l.prompt_tokens),
+                opt(l.baseline_tokens),
+                l.cost_micros.map_or("-".into(), |c| format!("{:.4}", c as f64 / 1e6)),
+                l.wall_ms.map_or("-".into(), |w| format!("{:.1}", w as f64 / 1e3)),
+                l.files.len().to_string(),
+            ],
+            crate::style::tone_of(l.status.as_str()),
+        );
     }
-    outln!("{}", t.render());
+    outln!("{}", t.render_painted(paint));
     for l in s.tasks.iter().filter(|l| l.problem.is_some()) {
         outln!("{}: {}", l.task, l.problem.clone().unwrap_or_default());
     }
-    let ratio = if s.baseline_tokens > 0 { s.prompt_tokens as f64 / s.baseline_tokens as f64 * 100.0 } else { 0.0 };
     outln!(
-        "workgroup {}: {} completed, {} failed, {} held; {} violation(s)",
+        "workgroup {}: {} completed, {} failed, {} held; {}",
         s.workgroup,
         s.completed,
         s.failed,
         s.held,
-        s.violations
+        crate::plural::count(s.violations as u64, "violation", "violations")
     );
     outln!("{}", s.policy.describe());
     let cost = cost_text(s);
     outln!(
-        "prompt tokens {} vs {} to load every specification in full ({ratio:.1}%); {cost}{}",
-        s.prompt_tokens,
-        s.baseline_tokens,
+        "{}; {cost}{}",
+        tokens_text(s.prompt_tokens, s.baseline_tokens),
         if s.synthetic { " (simulated: estimated, never billed)" } else { "" }
     );
     if let Some(m) = measured {
@@ -363,7 +389,10 @@ pub(crate) fn print_summary(s: &Summary, measured: Option<&Measured>, json: bool
         if let Some(b) = &m.branch {
             let integrated = s.tasks.iter().filter(|t| t.status == Status::Completed && !t.files.is_empty()).count();
             if integrated > 0 {
-                outln!("changes of {integrated} task(s) integrated on branch {b}");
+                outln!(
+                    "changes of {} integrated on branch {b}",
+                    crate::plural::count(integrated as u64, "task", "tasks")
+                );
             } else {
                 outln!("no changes integrated: branch {b} holds no task's change");
             }
@@ -416,6 +445,19 @@ mod tests {
             caps: Default::default(),
             spend: Default::default(),
         }
+    }
+
+    #[test]
+    fn the_token_ratio_says_what_it_compares_and_is_absent_without_a_baseline() {
+        assert_eq!(
+            tokens_text(114, 0),
+            "114 prompt tokens (no baseline to compare with: no task named a specification)"
+        );
+        assert_eq!(
+            tokens_text(1741, 996),
+            "1741 prompt tokens against 996 to load every named specification in full: the prompts are 174.8% of that load"
+        );
+        assert!(tokens_text(1, 10).starts_with("1 prompt token against"));
     }
 
     #[test]

@@ -27,12 +27,92 @@ pub mod inproc;
 const IDENTITY: [&str; 6] =
     ["-c", "user.name=strata", "-c", "user.email=strata@localhost", "-c", "maintenance.auto=false"];
 
+/// The environment variable naming the author (and committer) of strata's commits, as
+/// `Name <email>`; without it, `strata <strata@localhost>`.
+pub const AUTHOR_ENV: &str = "STRATA_GIT_AUTHOR";
+
+/// Largest author name or email, bytes.
+pub const AUTHOR_BYTES_MAX: usize = 200;
+
+/// Who strata's commits are by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Author {
+    /// `user.name`.
+    pub name: String,
+    /// `user.email`.
+    pub email: String,
+}
+
+impl Default for Author {
+    fn default() -> Author {
+        Author { name: "strata".into(), email: "strata@localhost".into() }
+    }
+}
+
+impl Author {
+    /// Parses `Name <email>`: a non-empty name and email of at most [`AUTHOR_BYTES_MAX`] bytes
+    /// each, no control characters, no `<` or `>` inside either.
+    pub fn parse(text: &str) -> Result<Author, String> {
+        let t = text.trim();
+        let (name, rest) = t.split_once('<').ok_or("not of the form `Name <email>`")?;
+        let email = rest.strip_suffix('>').ok_or("not of the form `Name <email>` (no closing `>`)")?;
+        let (name, email) = (name.trim(), email.trim());
+        for (what, v) in [("name", name), ("email", email)] {
+            if v.is_empty() || v.len() > AUTHOR_BYTES_MAX {
+                return Err(format!("the {what} must be 1 to {AUTHOR_BYTES_MAX} bytes"));
+            }
+            if v.chars().any(|c| c.is_control() || c == '<' || c == '>') {
+                return Err(format!("the {what} has a control character, `<` or `>`"));
+            }
+        }
+        Ok(Author { name: name.to_owned(), email: email.to_owned() })
+    }
+
+    /// The author [`AUTHOR_ENV`] names, or the default when it is unset or empty.
+    pub fn from_env() -> anyhow::Result<Author> {
+        match std::env::var(AUTHOR_ENV) {
+            Ok(v) if !v.trim().is_empty() => Author::parse(&v).map_err(|why| {
+                anyhow::anyhow!(
+                    "[STRATA-E2453] {AUTHOR_ENV}={v:?}: {why}; set it to `Name <email>`, or unset it for `strata <strata@localhost>`"
+                )
+            }),
+            _ => Ok(Author::default()),
+        }
+    }
+}
+
+/// The message of a task's commit: a subject, then trailers that lead back to the journal
+/// (`git log --format=%(trailers)`, `git interpret-trailers --parse`): the workgroup, task and
+/// attempt, the hash of the prompt the worker was given, and the journal sequence of the
+/// dispatch that gave it.
+pub fn commit_message(workgroup: &str, task: &str, attempt: u32, dispatch: Option<(u64, &str)>) -> String {
+    let mut m = format!(
+        "strata: {workgroup}/{task} (attempt {attempt})\n\nStrata-Workgroup: {workgroup}\nStrata-Task: {task}\nStrata-Attempt: {attempt}"
+    );
+    if let Some((seq, prompt_hash)) = dispatch {
+        m.push_str(&format!("\nStrata-Prompt: {prompt_hash}\nStrata-Journal: {seq}"));
+    }
+    m
+}
+
 /// Runs `git -C dir args…`; its stdout, or an error with its stderr.
 fn git(dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    git_as(dir, &[], args)
+}
+
+/// [`git`] with commits made as `author` (the `-c user.…` options go after the defaults).
+fn git_by(dir: &Path, author: &Author, args: &[&str]) -> anyhow::Result<String> {
+    let name = format!("user.name={}", author.name);
+    let email = format!("user.email={}", author.email);
+    git_as(dir, &["-c", &name, "-c", &email], args)
+}
+
+fn git_as(dir: &Path, identity: &[&str], args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(IDENTITY)
+        .args(identity)
         .args(args)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
@@ -152,6 +232,8 @@ pub struct Repo {
     root: PathBuf,
     branch: String,
     base: PathBuf,
+    /// Who its commits and picks are by ([`AUTHOR_ENV`]).
+    author: Author,
 }
 
 /// What a worker changed.
@@ -175,7 +257,8 @@ impl Repo {
             .context("[STRATA-E1722] the repository has no commit yet; commit once, then rerun")?;
         exclude_strata(&root)?;
         let base = worktrees_of(&root, workgroup);
-        let repo = Repo { root, branch: format!("strata/{workgroup}"), base };
+        let author = Author::from_env()?;
+        let repo = Repo { root, branch: format!("strata/{workgroup}"), base, author };
         let integration = repo.integration();
         if !integration.join(".git").exists() {
             std::fs::create_dir_all(&repo.base).with_context(|| format!("cannot create {}", repo.base.display()))?;
@@ -262,7 +345,7 @@ impl Repo {
     /// process ([`inproc::collect`]) it starts no process; where that path declines, nothing
     /// changed costs one `git` process and changes cost three (status, add, commit).
     pub fn collect(&self, worktree: &Path, message: &str) -> anyhow::Result<Changes> {
-        if let Some(changes) = inproc::collect(worktree, message) {
+        if let Some(changes) = inproc::collect_as(worktree, message, &self.author) {
             return Ok(changes);
         }
         let status = git(worktree, &["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"])?;
@@ -274,7 +357,7 @@ impl Repo {
             return Ok(Changes::default());
         }
         git(worktree, &["add", "-A"])?;
-        git(worktree, &["commit", "-q", "--no-verify", "-m", message])?;
+        git_by(worktree, &self.author, &["commit", "-q", "--no-verify", "-m", message])?;
         let commit = match read_head(worktree) {
             Some(id) => id,
             None => git(worktree, &["rev-parse", "HEAD"])?.trim().to_owned(),
@@ -291,7 +374,7 @@ impl Repo {
     /// conflicting files returned.
     pub fn apply(&self, commit: &str) -> anyhow::Result<Result<(), Vec<String>>> {
         let integration = self.integration();
-        if git(&integration, &["cherry-pick", "--allow-empty", "-x", commit]).is_ok() {
+        if git_by(&integration, &self.author, &["cherry-pick", "--allow-empty", "-x", commit]).is_ok() {
             return Ok(Ok(()));
         }
         let conflicted = git(&integration, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
@@ -321,5 +404,29 @@ impl Repo {
         self.remove(&self.integration())?;
         let _ = std::fs::remove_dir(&self.base);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod author_tests {
+    use super::*;
+
+    #[test]
+    fn an_author_is_name_and_email_and_nothing_looser() {
+        let a = Author::parse(" Ada Example <ada@example.org> ").expect("parses");
+        assert_eq!((a.name.as_str(), a.email.as_str()), ("Ada Example", "ada@example.org"));
+        for bad in ["ada@example.org", "Ada <>", "<ada@example.org>", "Ada <a<b>", "A\u{7}da <a@b>", "Ada <a@b"] {
+            assert!(Author::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(Author::parse(&format!("{} <a@b>", "n".repeat(AUTHOR_BYTES_MAX + 1))).is_err());
+    }
+
+    #[test]
+    fn a_commit_message_carries_trailers_back_to_the_journal() {
+        assert_eq!(
+            commit_message("wg", "t", 2, Some((41, "sha256:ab"))),
+            "strata: wg/t (attempt 2)\n\nStrata-Workgroup: wg\nStrata-Task: t\nStrata-Attempt: 2\nStrata-Prompt: sha256:ab\nStrata-Journal: 41"
+        );
+        assert!(!commit_message("wg", "t", 1, None).contains("Strata-Prompt"));
     }
 }

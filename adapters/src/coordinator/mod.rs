@@ -820,7 +820,10 @@ impl<'j> Coordinator<'j> {
         let escaped = self.escapes(wg, id, &flight, &end.ended.writes);
         let changes = match (&self.repo, flight.worktree.as_ref().filter(|t| t.is_dir())) {
             (Some(repo), Some(tree)) => {
-                let c = repo.collect(tree, &format!("strata: {wg}/{id} (attempt {attempt})"))?;
+                let dispatched = self.group(wg)?.tasks.get(id).and_then(|t| t.dispatch.as_ref());
+                let message =
+                    git::commit_message(wg, id, attempt, dispatched.map(|(s, d)| (*s, d.prompt.prompt_hash.as_str())));
+                let c = repo.collect(tree, &message)?;
                 Some(judge::Changes { files: c.files, commit: c.commit })
             }
             _ => None,

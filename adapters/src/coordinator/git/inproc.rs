@@ -187,6 +187,11 @@ fn changed_paths(repo: &gix::Repository) -> Option<BTreeSet<String>> {
 /// as `git add -A` and `git commit -m message` would; the files and the commit. `None`: `HEAD`
 /// has not moved, and the `git` commands should do it.
 pub fn collect(worktree: &Path, message: &str) -> Option<Changes> {
+    collect_as(worktree, message, &super::Author::default())
+}
+
+/// [`collect`], the commit authored and committed by `author`.
+pub fn collect_as(worktree: &Path, message: &str, author: &super::Author) -> Option<Changes> {
     if cli_only() {
         return None;
     }
@@ -259,8 +264,8 @@ pub fn collect(worktree: &Path, message: &str) -> Option<Changes> {
     // commands (or a later collect) commit it.
     repo.index_from_tree(&tree).ok()?.write(Default::default()).ok()?;
     let me = gix::actor::Signature {
-        name: "strata".into(),
-        email: "strata@localhost".into(),
+        name: author.name.as_str().into(),
+        email: author.email.as_str().into(),
         time: gix::date::Time::now_local_or_utc(),
     };
     let mut time = gix::date::parse::TimeBuf::default();
