@@ -727,7 +727,8 @@ fn a_stopped_coordinator_whose_lease_was_taken_over_is_fenced_and_nothing_acknow
             .env("STRATA_COORDINATOR_LEASE_MS", lease_ms)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        // With --json a refusal is one JSON object on stdout.
+        let stderr = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
         if !stderr.contains("[STRATA-E2312]") {
             break out;
         }
@@ -736,7 +737,12 @@ fn a_stopped_coordinator_whose_lease_was_taken_over_is_fenced_and_nothing_acknow
         assert!(refused < 2_000, "A's lease never ended: {stderr}");
     };
     let stderr_b = String::from_utf8_lossy(&out.stderr);
-    assert!(matches!(out.status.code(), Some(0) | Some(3)), "B carried the workgroup on: {stderr_b}");
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(3)),
+        "B carried the workgroup on: {:?} {stderr_b} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("B took over after {refused} refusals: {summary}");
     let after_b = j.refresh().unwrap();
