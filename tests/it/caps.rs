@@ -6,29 +6,10 @@
 //! the bounded summary and the log's path, never the log; a check writes nowhere but the
 //! worktree, and what it leaves there never reaches the diff.
 
-use std::path::Path;
-
 use serde_json::Value;
-use strata_tests::{git, run_setting, strata, strata_bin};
+use strata_tests::{git, journal_events as events, run_setting, strata, strata_bin};
 
 const FILES: [(&str, &str); 1] = [("src/lib.rs", "// the crate\n")];
-
-/// Every event of the workspace's journal as (stream, type, payload).
-fn events(ws: &Path) -> Vec<(String, String, Value)> {
-    let j = strata_journal::Journal::open(
-        &ws.join(".strata/journal"),
-        &strata_tests::options(strata_journal::Durability::Process),
-    )
-    .expect("journal");
-    let out = j
-        .read_range(1, j.head().seq as usize + 1)
-        .expect("read")
-        .into_iter()
-        .map(|e| (e.stream.clone(), e.event_type.clone(), serde_json::from_slice(&e.payload).expect("payload")))
-        .collect();
-    j.close_blocking().expect("close");
-    out
-}
 
 fn of<'a>(all: &'a [(String, String, Value)], ty: &str, task: &str) -> Vec<&'a Value> {
     all.iter().filter(|(_, t, v)| t == ty && v["task"] == task).map(|(_, _, v)| v).collect()

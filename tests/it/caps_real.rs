@@ -70,20 +70,7 @@ fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) 
 }
 
 fn events(ws: &Path, ty: &str) -> Vec<Value> {
-    let j = strata_journal::Journal::open(
-        &ws.join(".strata/journal"),
-        &strata_tests::options(strata_journal::Durability::Process),
-    )
-    .expect("journal");
-    let found = j
-        .read_range(1, j.head().seq as usize + 1)
-        .expect("read")
-        .into_iter()
-        .filter(|e| e.event_type == ty)
-        .map(|e| serde_json::from_slice::<Value>(&e.payload).expect("payload"))
-        .collect();
-    j.close_blocking().expect("close");
-    found
+    strata_tests::journal_events(ws).into_iter().filter(|(_, t, _)| t == ty).map(|(_, _, v)| v).collect()
 }
 
 /// The first attempt was capped on `measure` at `limit`, nothing reached the integration branch.

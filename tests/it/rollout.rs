@@ -532,18 +532,11 @@ fn rollout_setting(stage: Stage, n: usize) -> (tempfile::TempDir, std::path::Pat
 
 /// The `rollout.unit-routed` events of units of workgroup `under` (`under.<task>`).
 fn routed_units(ws: &std::path::Path) -> Vec<Value> {
-    let j = Journal::open(&ws.join(".strata/journal"), &strata_tests::options(strata_journal::Durability::Process))
-        .unwrap();
-    let out = j
-        .read_range(1, j.head().seq as usize + 1)
-        .unwrap()
+    strata_tests::journal_events(ws)
         .into_iter()
-        .filter(|e| e.event_type == UNIT_ROUTED)
-        .map(|e| serde_json::from_slice::<Value>(&e.payload).unwrap())
-        .filter(|v| v["unit"].as_str().is_some_and(|u| u.starts_with("under.")))
-        .collect();
-    j.close_blocking().unwrap();
-    out
+        .filter(|(_, t, v)| t == UNIT_ROUTED && v["unit"].as_str().is_some_and(|u| u.starts_with("under.")))
+        .map(|(_, _, v)| v)
+        .collect()
 }
 
 fn run_under(ws: &std::path::Path, plan: &std::path::Path) {
@@ -596,13 +589,7 @@ fn a_run_under_a_rollout_the_configuration_does_not_honour_is_refused() {
     let config = ws.join(".strata/config.toml");
     let text = std::fs::read_to_string(&config).unwrap().replace("rollout = \"canary\"", "rollout = \"off\"");
     std::fs::write(&config, text).unwrap();
-    let head = || {
-        let j = Journal::open(&ws.join(".strata/journal"), &strata_tests::options(strata_journal::Durability::Process))
-            .unwrap();
-        let seq = j.head().seq;
-        j.close_blocking().unwrap();
-        seq
-    };
+    let head = || strata_tests::head_seq(strata_bin!(), &ws);
     let before = head();
     let out = strata(strata_bin!(), &ws, &["run", plan.to_str().unwrap(), "--rollout", "r", "--time-scale", "0"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("STRATA-E2318"));

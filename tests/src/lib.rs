@@ -53,6 +53,21 @@ pub fn head_seq(bin: &str, ws: &Path) -> u64 {
     strata_json(bin, ws, &["journal", "log", "--limit", "1"])[0]["seq"].as_u64().expect("a sequence")
 }
 
+/// Every event of the workspace `ws`'s journal, as (stream, type, payload), read directly
+/// (no strata process may hold the journal).
+pub fn journal_events(ws: &Path) -> Vec<(String, String, serde_json::Value)> {
+    let j = strata_journal::Journal::open(&ws.join(".strata/journal"), &options(strata_journal::Durability::Process))
+        .expect("journal");
+    let out = j
+        .read_range(1, j.head().seq as usize + 1)
+        .expect("read")
+        .into_iter()
+        .map(|e| (e.stream.clone(), e.event_type.clone(), serde_json::from_slice(&e.payload).expect("payload")))
+        .collect();
+    j.close_blocking().expect("close");
+    out
+}
+
 /// A workspace `dir/ws` with the seed-scale knowledge base written to `ws/kb` and taken in:
 /// (workspace, its files).
 pub fn seed_workspace(bin: &str, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
