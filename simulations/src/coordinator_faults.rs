@@ -410,6 +410,8 @@ impl Run {
             build_facts: None,
             skip_reconcile: self.cfg.defects.stale_resume,
             rollout: None,
+            // The simulated provider starts no knowledge server.
+            attaches_knowledge: false,
         };
         let ledger = &self.ledger;
         let routing =
@@ -422,11 +424,7 @@ impl Run {
             Routing::Cleared(c) => c,
         };
         let brief = Brief {
-            prompt: PromptRef {
-                prompt_task: lineage_id(WG, task),
-                prompt_hash: format!("sha256:{}", "0".repeat(64)),
-                tokens: 20_000,
-            },
+            prompt: stand_in_prompt(task),
             prompt_text: String::new(),
             baseline_tokens: 600_000,
             facts: Self::capsule_facts(&self.ledger, task),
@@ -689,6 +687,12 @@ impl From<Failure> for Stop {
     }
 }
 
+/// The prompt the scenario briefs `task` with: it assembles none, so a stand-in of the seed's
+/// size.
+fn stand_in_prompt(task: &str) -> PromptRef {
+    PromptRef { prompt_task: lineage_id(WG, task), prompt_hash: format!("sha256:{}", "0".repeat(64)), tokens: 20_000 }
+}
+
 /// The simulated coordinator's edges under the engine's loop: appends to the crash disk, a
 /// runner fed by delayed or duplicated deliveries, workers ending in simulated time.
 impl driver::Coordinate for Run {
@@ -746,6 +750,28 @@ impl driver::Coordinate for Run {
         let append =
             decide::paused(g, paused, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
         Ok(self.commit(vec![append])?)
+    }
+
+    fn plan_phase(&mut self, phase: &'static str) -> Result<(), Stop> {
+        use strata_engine::workgroup::gates::{PhasePlanned, PlannedPrompt};
+        let Some(g) = self.groups.get(WG) else { return Ok(()) };
+        // The stand-in prompt each of the phase's dispatches is briefed with.
+        let prompts = g
+            .plan
+            .tasks
+            .iter()
+            .filter(|t| strata_engine::workgroup::plan::PHASES[t.phase] == phase)
+            .map(|t| PlannedPrompt { task: t.id().to_owned(), prompt: stand_in_prompt(t.id()) })
+            .collect();
+        let x = PhasePlanned { phase: phase.to_owned(), prompts, problems: Vec::new() };
+        let append =
+            decide::phase_planned(g, &x, &mut self.ids, &self.clock).map_err(|e| self.fail("decide", e.to_string()))?;
+        Ok(self.commit(vec![append])?)
+    }
+
+    fn suite(&mut self, due: &strata_engine::workgroup::verify::SuiteDue) -> Result<(), Stop> {
+        // The scenario's generated plans declare no consolidated suite, so it is never due.
+        Err(Stop::Broken(self.fail("decide", format!("a suite is due in a plan without one: {due:?}"))))
     }
 
     fn finished(&mut self) -> Result<(), Stop> {

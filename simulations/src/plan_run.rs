@@ -24,10 +24,12 @@ use strata_engine::workgroup::decide::EndRecord;
 use strata_engine::workgroup::dispatch::{self, Brief, CapsuleFacts, Planned, Routing};
 use strata_engine::workgroup::events::{Held, RunStart, WorkerEnded, WorkerStarted};
 use strata_engine::workgroup::gates::BuildFacts;
+use strata_engine::workgroup::gates::PhasePlanned;
 use strata_engine::workgroup::judge::{self, Changes, Observed};
 use strata_engine::workgroup::plan::{Checked, Task};
 use strata_engine::workgroup::sim::{self, Model};
 use strata_engine::workgroup::state::{Status, WorkerEnd, Workgroup, Workgroups};
+use strata_engine::workgroup::verify::{self, Check, SuiteChecked, SuiteDue};
 use strata_engine::workgroup::{decide, driver, lineage_id};
 use strata_journal::projection::Projection;
 use strata_journal::{Journal, StreamAppend};
@@ -47,6 +49,19 @@ pub trait Briefing {
     /// What the knowledge base says of the change request `task`'s attempt `attempt`
     /// implements, for the build gate (`None`: it implements none, or nothing is known).
     fn build_facts(&mut self, task: &Task, attempt: u32) -> Option<BuildFacts>;
+
+    /// What the plan's consolidated suite answers when `due` (the simulation runs no command:
+    /// the world says how each check ended).
+    fn suite(&mut self, due: &SuiteDue) -> Result<Vec<Check>, String>;
+
+    /// How `task`'s `verify` commands ended after its attempt `attempt` succeeded (asked only of
+    /// a task that declares some, for a turn that succeeded under its caps, as `strata run`
+    /// runs them).
+    fn checks(&mut self, task: &Task, attempt: u32) -> Result<Vec<Check>, String>;
+
+    /// What assembling and verifying the prompts of `phase`'s tasks gave, before its first
+    /// worker (the planning gate).
+    fn planned(&mut self, phase: &str) -> Result<PhasePlanned, String>;
 }
 
 /// A plan run to simulate.
@@ -161,6 +176,8 @@ impl PlanRun<'_> {
             build_facts: build_facts.as_ref(),
             skip_reconcile: false,
             rollout: None,
+            // The simulated provider starts no knowledge server.
+            attaches_knowledge: false,
         };
         let routing = dispatch::route(
             req,
@@ -240,13 +257,21 @@ impl PlanRun<'_> {
             .map(|(_, d)| d.caps)
             .unwrap_or_default();
         let event = capped.reached.map(|(reached, spend)| Capped { task: task.clone(), attempt, reached, caps, spend });
+        // The checks run after a turn that succeeded under its caps, as the runner runs them.
+        let spec = workgroup_of(&self.groups, &self.wg)?.plan.task(&task).cloned();
+        let checked = match spec {
+            Some(t) if !t.spec.verify.is_empty() && turn.succeeded && event.is_none() => {
+                Some(verify::Checked { task: task.clone(), attempt, checks: self.briefing.checks(&t, attempt)? })
+            }
+            _ => None,
+        };
         let record = EndRecord {
             ended: &e,
             succeeded: turn.succeeded,
             output: &turn.summary,
             started: true,
             capped: event.as_ref(),
-            checked: None,
+            checked: checked.as_ref(),
         };
         let append = decide::worker_end(&self.wg, &record, &mut self.ids, &self.clock).map_err(|e| e.to_string())?;
         self.commit(vec![append])
@@ -350,6 +375,21 @@ impl driver::Coordinate for PlanRun<'_> {
 
     fn pause(&mut self, paused: &Paused) -> Result<(), String> {
         let append = decide::paused(workgroup_of(&self.groups, &self.wg)?, paused, &mut self.ids, &self.clock)
+            .map_err(|e| e.to_string())?;
+        self.commit(vec![append])
+    }
+
+    fn plan_phase(&mut self, phase: &'static str) -> Result<(), String> {
+        let x = self.briefing.planned(phase)?;
+        let append = decide::phase_planned(workgroup_of(&self.groups, &self.wg)?, &x, &mut self.ids, &self.clock)
+            .map_err(|e| e.to_string())?;
+        self.commit(vec![append])
+    }
+
+    fn suite(&mut self, due: &SuiteDue) -> Result<(), String> {
+        let checks = self.briefing.suite(due)?;
+        let x = SuiteChecked { run: due.run, covers: due.covers.clone(), checks };
+        let append = decide::suite_checked(workgroup_of(&self.groups, &self.wg)?, &x, &mut self.ids, &self.clock)
             .map_err(|e| e.to_string())?;
         self.commit(vec![append])
     }

@@ -57,6 +57,7 @@ fn dispatched() -> Fixture {
         evidence: None,
         caps: Default::default(),
         fallback_after: None,
+        without_knowledge: false,
     };
     let e = decide::dispatched(g, &d, &mut ids, &FixedClock(0)).expect("dispatch event");
     journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

@@ -184,6 +184,12 @@ struct Recorded {
     dispatched: std::collections::BTreeMap<(String, u32), strata_engine::workgroup::events::Dispatched>,
     prompts: PathBuf,
     workgroup: String,
+    /// What each run of the consolidated suite answered in `strata run`, by run number.
+    suites: std::collections::BTreeMap<u32, Vec<strata_engine::workgroup::verify::Check>>,
+    /// What each attempt's `verify` commands answered in `strata run`.
+    checks: std::collections::BTreeMap<(String, u32), Vec<strata_engine::workgroup::verify::Check>>,
+    /// What planning each phase gave in `strata run`.
+    planned: std::collections::BTreeMap<String, strata_engine::workgroup::gates::PhasePlanned>,
 }
 
 impl Recorded {
@@ -249,6 +255,27 @@ impl strata_simulations::plan_run::Briefing for Recorded {
         let mut facts = Recorded::facts(&self.capsule(prior.id(), done)?);
         facts.checkpoint = Recorded::facts(&self.capsule(dispatching.0, dispatching.1)?).checkpoint;
         Ok(facts)
+    }
+
+    fn suite(
+        &mut self,
+        due: &strata_engine::workgroup::verify::SuiteDue,
+    ) -> Result<Vec<strata_engine::workgroup::verify::Check>, String> {
+        // How the commands ended when strata run ran them.
+        self.suites.get(&due.run).cloned().ok_or_else(|| format!("strata run never ran suite run {}", due.run))
+    }
+
+    fn checks(
+        &mut self,
+        task: &strata_engine::workgroup::plan::Task,
+        attempt: u32,
+    ) -> Result<Vec<strata_engine::workgroup::verify::Check>, String> {
+        let key = (task.id().to_owned(), attempt);
+        self.checks.get(&key).cloned().ok_or_else(|| format!("strata run never checked {key:?}"))
+    }
+
+    fn planned(&mut self, phase: &str) -> Result<strata_engine::workgroup::gates::PhasePlanned, String> {
+        self.planned.get(phase).cloned().ok_or_else(|| format!("strata run never planned the {phase} phase"))
     }
 }
 
@@ -330,14 +357,35 @@ fn simulated_alike(at: &Path, wg: &str) -> Vec<(String, String, serde_json::Valu
     strata_journal::projection::catch_up_one(&mut groups, &journal).unwrap();
     let g = groups.get(wg).unwrap().clone();
     let mut dispatched = std::collections::BTreeMap::new();
+    let mut suites = std::collections::BTreeMap::new();
+    let mut checks = std::collections::BTreeMap::new();
+    let mut planned = std::collections::BTreeMap::new();
     for r in journal.read_range(1, journal.head().seq as usize + 1).unwrap() {
         if r.event_type == strata_engine::workgroup::events::DISPATCHED {
             let d: strata_engine::workgroup::events::Dispatched = serde_json::from_slice(&r.payload).unwrap();
             dispatched.insert((d.task.clone(), d.attempt), d);
         }
+        if r.event_type == strata_engine::workgroup::events::SUITE_CHECKED {
+            let s: strata_engine::workgroup::verify::SuiteChecked = serde_json::from_slice(&r.payload).unwrap();
+            suites.insert(s.run, s.checks);
+        }
+        if r.event_type == strata_engine::workgroup::events::PHASE_PLANNED {
+            let p: strata_engine::workgroup::gates::PhasePlanned = serde_json::from_slice(&r.payload).unwrap();
+            planned.insert(p.phase.clone(), p);
+        }
+        if r.event_type == strata_engine::workgroup::events::WORKER_CHECKED {
+            let c: strata_engine::workgroup::verify::Checked = serde_json::from_slice(&r.payload).unwrap();
+            checks.insert((c.task, c.attempt), c.checks);
+        }
     }
-    let mut recorded =
-        Recorded { dispatched, prompts: at.join(".strata/prompts"), workgroup: g.plan.workgroup.clone() };
+    let mut recorded = Recorded {
+        dispatched,
+        prompts: at.join(".strata/prompts"),
+        workgroup: g.plan.workgroup.clone(),
+        suites,
+        checks,
+        planned,
+    };
     let setup = strata_simulations::plan_run::Setup {
         plan: g.plan.clone(),
         seed: g.seed,
@@ -527,4 +575,47 @@ fn strata_run_and_the_simulation_agree_on_caps_and_a_pause() {
     assert_eq!(capped.len(), 2, "the attempt and its fallback");
     assert!(run.iter().any(|(_, t, v)| t == "workgroup.paused" && v["reason"] == "workgroup-cap"));
     assert!(!run.iter().any(|(_, t, v)| t == "task.dispatched" && v["task"] == "third"), "nothing after the pause");
+}
+
+/// A light plan with a consolidated suite that runs twice: before the review and after the fix
+/// round that follows it.
+const SUITE_PLAN: &str = r#"
+workgroup = "suite-alike"
+pipeline = "light"
+retries = 0
+suite = ["test -f src/api.rs", "true"]
+[[task]]
+id = "api"
+role = "backend-builder"
+objective = "Write the API."
+owns = ["src/api.rs"]
+verify = ["test -f src/api.rs"]
+[[task]]
+id = "review"
+role = "reviewer"
+phase = "review"
+objective = "Review the API."
+after = ["api"]
+[[task]]
+id = "fix"
+role = "backend-builder"
+phase = "review"
+objective = "Fix what the review found."
+owns = ["src/fix.rs"]
+after = ["review"]
+"#;
+
+#[test]
+fn strata_run_and_the_simulation_agree_on_the_consolidated_suite_and_the_review_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ws, repo, plan) = strata_tests::run_setting(strata_bin!(), tmp.path(), &[("src/lib.rs", "//\n")], SUITE_PLAN);
+    let (plan, repo) = (plan.display().to_string(), repo.display().to_string());
+    let args = ["run", &plan, "--repo", &repo, "--provider", "sim", "--seed", "5", "--time-scale", "0"];
+    let out = strata(strata_bin!(), &ws, &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = simulated_alike(&ws, "suite-alike");
+    let suites: Vec<_> = run.iter().filter(|(_, t, _)| t == "workgroup.suite-checked").collect();
+    assert_eq!(suites.len(), 2, "before the review and after the fix: {suites:?}");
+    let review = run.iter().find(|(_, t, v)| t == "task.dispatched" && v["task"] == "review").expect("review ran");
+    assert_eq!(review.2["gate"]["suite"], "passed 2/2 on the changes of 1 task", "{}", review.2);
 }

@@ -8,7 +8,8 @@
 //! is refused before anything is recorded. `--check` runs only the preflight.
 //!
 //! Exit codes: 0 when every task completed (or `--check` found nothing), 3 when a task failed or
-//! was held, 1 on an error or a refused preflight.
+//! was held or the plan's consolidated suite failed, 4 when a safety boundary paused the
+//! workgroup, 1 on an error or a refused preflight.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -199,7 +200,8 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
         errln!("workgroup {wg} is paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix());
         return Ok(ExitCode::from(EXIT_PAUSED));
     }
-    Ok(if s.failed + s.held == 0 { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
+    let suite_failed = s.suite.as_ref().is_some_and(|l| !l.passed);
+    Ok(if s.failed + s.held == 0 && !suite_failed { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
 }
 
 /// Prints the preflight's problems and refuses the run (exit 1).
@@ -376,6 +378,9 @@ pub(crate) fn print_summary(
         s.held,
         crate::plural::count(s.violations as u64, "violation", "violations")
     );
+    if let Some(l) = &s.suite {
+        outln!("consolidated suite: {}", l.detail);
+    }
     outln!("{}", s.policy.describe());
     let cost = cost_text(s);
     outln!(
@@ -444,6 +449,7 @@ mod tests {
             paused: None,
             caps: Default::default(),
             spend: Default::default(),
+            suite: None,
         }
     }
 

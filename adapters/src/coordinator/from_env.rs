@@ -26,7 +26,7 @@ fn hook_deadline_ms() -> u64 {
 }
 
 /// The strata executable workers' hooks and `strata mcp` run, if `STRATA_PROGRAM` names one.
-fn strata_program() -> Option<PathBuf> {
+pub(crate) fn strata_program() -> Option<PathBuf> {
     std::env::var_os("STRATA_PROGRAM").filter(|p| !p.is_empty()).map(PathBuf::from)
 }
 

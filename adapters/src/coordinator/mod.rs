@@ -27,6 +27,7 @@
 pub mod example;
 pub mod from_env;
 pub mod git;
+pub mod health;
 pub mod preflight;
 pub mod runner;
 mod shared;
@@ -617,6 +618,12 @@ impl<'j> Coordinator<'j> {
         let mut prior_facts = prior.as_ref().map(|(prior_lineage, _, prior_id, _)| {
             self.capsule_facts(wg, prior_id, prior_lineage).map_err(|e| format!("{e:#}"))
         });
+        // A real worker starts its own knowledge server: probed first, unless a healthy probe is
+        // fresh (or a failed one is for this phase).
+        let attaches_knowledge = matches!(provider_name.as_str(), "claude" | "codex");
+        if attaches_knowledge {
+            self.probe_knowledge(wg, strata_engine::workgroup::plan::PHASES[t.phase])?;
+        }
         // What the knowledge base (as this run loaded it) says of the change request it implements.
         let build_facts = t.spec.change_request.as_deref().map(|cr| {
             let findings = self.findings.get_or_insert_with(|| self.graph.validate());
@@ -640,6 +647,7 @@ impl<'j> Coordinator<'j> {
                 .as_deref()
                 .filter(|_| self.group(wg).is_ok_and(|g| g.policy.rollout != RolloutCap::Off))
                 .and_then(|name| self.rollouts.get(name)),
+            attaches_knowledge,
         };
         let routing = dispatch::route(
             req,
@@ -651,8 +659,9 @@ impl<'j> Coordinator<'j> {
             Routing::Held { appends, held } => return self.hold(appends, &held),
             Routing::Cleared(c) => c,
         };
-        // Assembled only for an attempt no claim blocks.
-        let (assembly, factor) = self.assemble_prompt(&t, &lineage)?;
+        // The prompt its phase was planned with, read back from its file (the planning gate then
+        // checks it is that one); read only for an attempt no claim blocks.
+        let (assembly, factor) = self.planned_prompt(wg, &t, &lineage)?;
         let brief = Brief {
             prompt: PromptRef {
                 prompt_task: lineage.clone(),
@@ -773,6 +782,106 @@ impl<'j> Coordinator<'j> {
         let t = self.group(wg)?.plan.task(prior).cloned().ok_or_else(|| anyhow::anyhow!("no task {prior} in {wg}"))?;
         let (assembly, _) = self.assemble_prompt(&t, lineage)?;
         Ok(self.facts_of(&assembly))
+    }
+
+    /// Where the prompt (and beside it the manifest) of `task` is written when its phase is
+    /// planned.
+    fn planned_path(&self, wg: &str, task: &str) -> PathBuf {
+        self.options.prompts_dir.join(wg).join("planned").join(format!("{task}.prompt.md"))
+    }
+
+    /// The planning gate's work for `phase`: the prompt of each of its tasks assembled, written
+    /// under `.strata/prompts/<wg>/planned/` with its manifest, read back and put through `prompt
+    /// verify` (re-assembled from the journal at its position, byte for byte, one replay of the
+    /// graph for the phase), then recorded.
+    fn plan_phase(&mut self, wg: &str, phase: &'static str) -> anyhow::Result<()> {
+        use strata_engine::workgroup::gates::{PhasePlanned, PlannedPrompt};
+        use strata_engine::workgroup::plan::PHASES;
+        let tasks: Vec<_> = self.group(wg)?.plan.tasks.iter().filter(|t| PHASES[t.phase] == phase).cloned().collect();
+        let (mut prompts, mut problems, mut written) = (Vec::new(), Vec::new(), Vec::new());
+        for t in &tasks {
+            let lineage = workgroup::lineage_id(wg, t.id());
+            let assembly = match self.assemble_prompt(t, &lineage) {
+                Ok((a, _)) => a,
+                Err(e) => {
+                    problems.push(format!("{}: its prompt cannot be assembled: {e:#}", t.id()));
+                    continue;
+                }
+            };
+            let path = self.planned_path(wg, t.id());
+            let manifest = path.with_extension("manifest.json");
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            crate::files::write_replacing(&path, assembly.prompt.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            crate::files::write_replacing(&manifest, &serde_json::to_vec_pretty(&assembly.manifest)?)
+                .with_context(|| format!("cannot write {}", manifest.display()))?;
+            prompts.push(PlannedPrompt {
+                task: t.id().to_owned(),
+                prompt: PromptRef {
+                    prompt_task: lineage,
+                    prompt_hash: assembly.manifest.prompt_hash.clone(),
+                    tokens: assembly.manifest.total_tokens as u64,
+                },
+            });
+            written.push((t.id().to_owned(), path));
+        }
+        // `prompt verify` on what is on disk now, not on what was meant to be written.
+        let mut read = Vec::new();
+        for (task, path) in &written {
+            match self.read_planned(path) {
+                Ok(a) => read.push((task.clone(), a)),
+                Err(e) => problems.push(format!("{task}: {e:#}")),
+            }
+        }
+        let items: Vec<_> = read.iter().map(|(_, a)| (&a.manifest, a.prompt.as_bytes())).collect();
+        let verified = prompts::verify_all(self.journal, &items).map_err(anyhow::Error::msg)?;
+        for ((task, _), found) in read.iter().zip(verified) {
+            problems.extend(found.into_iter().map(|p| format!("{task}: its prompt does not verify: {p}")));
+        }
+        problems.truncate(strata_engine::workgroup::gates::REASONS_MAX);
+        let passed = problems.is_empty();
+        let x = PhasePlanned { phase: phase.to_owned(), prompts, problems };
+        let append = decide::phase_planned(self.group(wg)?, &x, &mut V7Ids, &SystemClock)?;
+        self.commit(vec![append])?;
+        if !passed {
+            self.progress(format_args!("the {phase} phase's prompts do not all verify; its tasks are held"));
+        }
+        Ok(())
+    }
+
+    /// A planned prompt and its manifest, read back from disk.
+    fn read_planned(&self, path: &Path) -> anyhow::Result<strata_engine::context::assemble::Assembly> {
+        let max = crate::cli::context::DOC_BYTES_MAX;
+        let prompt = crate::files::read_text_bounded(path, max, "planned prompt")?;
+        let manifest = path.with_extension("manifest.json");
+        let bytes = crate::files::read_bounded(&manifest, max, "planned manifest")?;
+        let manifest = serde_json::from_slice(&bytes)
+            .with_context(|| format!("[STRATA-E1725] {} is not a context manifest", manifest.display()))?;
+        Ok(strata_engine::context::assemble::Assembly { prompt, manifest })
+    }
+
+    /// The prompt `t`'s phase was planned with, read back from its file, with its token factor;
+    /// where the file cannot be read, assembled again (then the planning gate holds the task,
+    /// since a prompt assembled later differs from the one verified).
+    fn planned_prompt(
+        &mut self,
+        wg: &str,
+        t: &strata_engine::workgroup::plan::Task,
+        lineage: &str,
+    ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
+        let path = self.planned_path(wg, t.id());
+        match self.read_planned(&path) {
+            Ok(a) => {
+                let factor = a.manifest.factor_milli;
+                Ok((a, factor))
+            }
+            Err(e) => {
+                self.progress(format_args!("{}: its planned prompt cannot be read ({e:#}); assembled again", t.id()));
+                self.assemble_prompt(t, lineage)
+            }
+        }
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token
@@ -979,6 +1088,79 @@ impl<'j> Coordinator<'j> {
         Ok(())
     }
 
+    /// Probes the knowledge server a worker dispatched in `phase` would start, when the engine's
+    /// rule asks for a probe, and records the result.
+    fn probe_knowledge(&mut self, wg: &str, phase: &str) -> anyhow::Result<()> {
+        use strata_engine::workgroup::health::{self, Need, Probed};
+        let now = SystemClock.now_ns();
+        if health::need(self.group(wg)?, phase, now) != Need::Probe {
+            return Ok(());
+        }
+        let program = match from_env::strata_program() {
+            Some(p) => p,
+            None => std::env::current_exe().context("cannot find strata's own executable to probe `strata mcp`")?,
+        };
+        let answer = self::health::probe(&program, &self.options.workspace, self::health::DEADLINE);
+        let ttl_minutes = self.group(wg)?.policy.mcp_health_ttl_minutes;
+        let p = Probed {
+            healthy: answer.is_ok(),
+            detail: health::bounded(answer.as_ref().unwrap_or_else(|e| e)),
+            phase: phase.to_owned(),
+            at_ns: now,
+            ttl_minutes,
+        };
+        let append = decide::knowledge_probed(self.group(wg)?, &p, &mut V7Ids, &SystemClock)?;
+        self.commit(vec![append])?;
+        if !p.healthy {
+            self.progress(format_args!(
+                "the knowledge server does not answer ({}); workers in the {phase} phase run without the Knowledge API",
+                p.detail
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs the plan's consolidated suite in a fresh worktree at the integration branch's tip
+    /// (without a repository, in the workspace), with the checks' limits and confinement, then
+    /// records the result for the review gate.
+    fn run_suite(&mut self, wg: &str, due: &strata_engine::workgroup::verify::SuiteDue) -> anyhow::Result<()> {
+        let g = self.group(wg)?;
+        let (commands, timeout_ms) = (g.plan.suite.clone(), g.plan.verify_timeout_ms);
+        self.progress(format_args!(
+            "consolidated suite, run {}: {} on the changes of [{}]",
+            due.run,
+            crate::plural::count(commands.len() as u64, "command", "commands"),
+            due.covers.join(", ")
+        ));
+        // `_suite` is no task's id (ids start with a letter or digit), so its worktree is its own.
+        let tree = match &self.repo {
+            Some(repo) => Some(repo.worktree("_suite", due.run)?),
+            None => None,
+        };
+        let workdir = tree.clone().unwrap_or_else(|| self.options.workspace.clone());
+        let checked = self.runtime.block_on(verify::run(verify::Run {
+            workspace: &self.options.workspace,
+            workdir: &workdir,
+            workgroup: wg,
+            task: "_suite",
+            attempt: due.run,
+            commands: &commands,
+            timeout_ms,
+        }));
+        if let (Some(repo), Some(tree)) = (&self.repo, &tree) {
+            repo.remove(tree)?;
+        }
+        let x = strata_engine::workgroup::verify::SuiteChecked {
+            run: due.run,
+            covers: due.covers.clone(),
+            checks: checked.checks,
+        };
+        let append = decide::suite_checked(self.group(wg)?, &x, &mut V7Ids, &SystemClock)?;
+        self.commit(vec![append])?;
+        self.progress(format_args!("consolidated suite {}", x.describe(commands.len())));
+        Ok(())
+    }
+
     /// After a stop: applies completed tasks' commits the integration branch does not hold yet (in
     /// completion order). The worktrees of attempts in flight stay: a dispatched worker that never
     /// started runs in its own, and an abandoned one's goes when its task fails.
@@ -1059,6 +1241,14 @@ impl workgroup::driver::Coordinate for Looping<'_, '_> {
             paused.reason.fix()
         ));
         Ok(())
+    }
+
+    fn suite(&mut self, due: &strata_engine::workgroup::verify::SuiteDue) -> anyhow::Result<()> {
+        self.c.run_suite(self.wg, due)
+    }
+
+    fn plan_phase(&mut self, phase: &'static str) -> anyhow::Result<()> {
+        self.c.plan_phase(self.wg, phase)
     }
 
     fn finished(&mut self) -> anyhow::Result<()> {

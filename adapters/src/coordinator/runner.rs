@@ -292,6 +292,7 @@ impl Runner {
             workdir,
             journal: self.setup.workspace.clone(),
             caps: d.caps,
+            knowledge: !d.without_knowledge,
         };
         Ok((provider, brief))
     }

@@ -73,6 +73,20 @@ pub struct Summary {
     pub caps: strata_engine::workgroup::caps::Caps,
     /// What the workgroup's attempts spent.
     pub spend: strata_engine::workgroup::caps::Spend,
+    /// The plan's consolidated suite, when it has one: its last run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suite: Option<SuiteLine>,
+}
+
+/// The last run of a plan's consolidated suite, as the summary shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SuiteLine {
+    /// Whether it ran at all.
+    pub ran: bool,
+    /// Whether every command passed on what the integration branch held then.
+    pub passed: bool,
+    /// One line: what it ran on and how it ended.
+    pub detail: String,
 }
 
 /// The summary of `g`.
@@ -130,5 +144,11 @@ pub fn summary(g: &Workgroup) -> Summary {
         tasks,
         synthetic,
         finished: g.finished,
+        suite: (!g.plan.suite.is_empty()).then(|| match &g.suite {
+            None => SuiteLine { ran: false, passed: false, detail: "not run".to_owned() },
+            Some((_, s)) => {
+                SuiteLine { ran: true, passed: s.passed(g.plan.suite.len()), detail: s.describe(g.plan.suite.len()) }
+            }
+        }),
     }
 }

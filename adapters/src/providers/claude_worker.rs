@@ -383,10 +383,6 @@ impl Provider for ClaudeProvider {
         self.start(brief, Session::Resume(from)).await
     }
 
-    async fn send_followup(&self, _worker: &Worker, _text: &str) -> Result<(), ProviderError> {
-        Err(ProviderError::Unsupported { provider: NAME, operation: "send a follow-up to a running -p turn" })
-    }
-
     async fn wait(&self, worker: &Worker) -> Result<Outcome, ProviderError> {
         let (entry, ended) = self.workers.ended(worker).await?;
         Ok(self.outcome(worker, &entry, &ended))
@@ -398,9 +394,5 @@ impl Provider for ClaudeProvider {
 
     async fn release(&self, worker: &Worker) -> Result<(), ProviderError> {
         self.workers.release(worker).await
-    }
-
-    async fn form_team(&self, _lead: &Brief, _members: &[Brief]) -> Result<Vec<Worker>, ProviderError> {
-        Err(ProviderError::Unsupported { provider: NAME, operation: "coordinated-team" })
     }
 }

@@ -422,10 +422,6 @@ impl Provider for CodexProvider {
         self.start(brief, Thread::Resume(from)).await
     }
 
-    async fn send_followup(&self, _worker: &Worker, _text: &str) -> Result<(), ProviderError> {
-        Err(ProviderError::Unsupported { provider: NAME, operation: "send a follow-up to a running exec turn" })
-    }
-
     async fn wait(&self, worker: &Worker) -> Result<Outcome, ProviderError> {
         let (entry, ended) = self.workers.ended(worker).await?;
         Ok(self.outcome(worker, &entry, &ended))
@@ -437,9 +433,5 @@ impl Provider for CodexProvider {
 
     async fn release(&self, worker: &Worker) -> Result<(), ProviderError> {
         self.workers.release(worker).await
-    }
-
-    async fn form_team(&self, _lead: &Brief, _members: &[Brief]) -> Result<Vec<Worker>, ProviderError> {
-        Err(ProviderError::Unsupported { provider: NAME, operation: "coordinated-team" })
     }
 }

@@ -115,15 +115,6 @@ impl Provider for SimProvider {
         Ok(self.start(brief, session))
     }
 
-    async fn send_followup(&self, worker: &Worker, text: &str) -> Result<(), ProviderError> {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let r =
-            running.get_mut(&worker.handle).ok_or(ProviderError::NoWorker { provider: NAME, handle: worker.handle })?;
-        r.brief.prompt.push_str("\n\n");
-        r.brief.prompt.push_str(text);
-        Ok(())
-    }
-
     async fn wait(&self, worker: &Worker) -> Result<Outcome, ProviderError> {
         let brief = {
             let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
@@ -191,13 +182,5 @@ impl Provider for SimProvider {
     async fn release(&self, worker: &Worker) -> Result<(), ProviderError> {
         self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&worker.handle);
         Ok(())
-    }
-
-    async fn form_team(&self, lead: &Brief, members: &[Brief]) -> Result<Vec<Worker>, ProviderError> {
-        let mut out = vec![self.spawn(lead).await?];
-        for m in members {
-            out.push(self.spawn(m).await?);
-        }
-        Ok(out)
     }
 }

@@ -803,7 +803,7 @@ impl Wiring {
             .map_err(|e| unavailable(format!("the worker's directory {}: {e}", brief.workdir.display())))?;
         let journal = std::path::absolute(&brief.journal)
             .map_err(|e| unavailable(format!("the journal path {}: {e}", brief.journal.display())))?;
-        let knowledge = knowledge.workspace(provider, brief)?;
+        let knowledge = if brief.knowledge { knowledge.workspace(provider, brief)? } else { None };
         Ok(Wiring { strata, workdir, journal, knowledge })
     }
 

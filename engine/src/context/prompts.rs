@@ -184,6 +184,26 @@ pub fn prompt_problem(m: &Manifest, bytes: &[u8]) -> Option<String> {
 /// Re-runs an assembly from the journal at the manifest's position and compares. Returns every
 /// problem found (empty: the manifest is exactly what the journal gives, and it complies).
 pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<Vec<String>, String> {
+    verify_with(journal, m, prompt, &mut BTreeMap::new())
+}
+
+/// [`verify`] for many prompts (manifest and bytes each), replaying the graph once per journal
+/// position they were assembled at rather than once per prompt: what a run's planning gate
+/// checks a phase's prompts with.
+pub fn verify_all(journal: &Journal, items: &[(&Manifest, &[u8])]) -> Result<Vec<Vec<String>>, String> {
+    let mut graphs = BTreeMap::new();
+    items.iter().map(|(m, bytes)| verify_with(journal, m, Some(bytes), &mut graphs)).collect()
+}
+
+/// Graphs at a journal position, with their summaries, built once.
+type AtPosition = BTreeMap<u64, (Graph, Summaries)>;
+
+fn verify_with(
+    journal: &Journal,
+    m: &Manifest,
+    prompt: Option<&[u8]>,
+    graphs: &mut AtPosition,
+) -> Result<Vec<String>, String> {
     let mut problems = Vec::new();
     if let Some(p) = prompt.and_then(|bytes| prompt_problem(m, bytes)) {
         problems.push(p);
@@ -193,8 +213,15 @@ pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<
         problems.push(format!("the journal has no event {} with hash {}", m.position, m.position_hash));
         return Ok(problems);
     }
-    let mut g = Graph::at(journal, m.position)?;
-    let summaries = Summaries::build(&mut g);
+    let (g, summaries) = match graphs.entry(m.position) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(e) => {
+            let mut g = Graph::at(journal, m.position)?;
+            let summaries = Summaries::build(&mut g);
+            e.insert((g, summaries))
+        }
+    };
+    let (g, summaries) = (&*g, &*summaries);
     // The profile version is one event of the profile's stream, read directly.
     let mut profiles = ProfileIndex::default();
     let version =
@@ -214,8 +241,8 @@ pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<
     }
     let task = Task { id: m.task.id.clone(), objective: m.task.objective.clone(), plan: m.task.plan.clone() };
     let inputs = Inputs {
-        graph: &g,
-        summaries: &summaries,
+        graph: g,
+        summaries,
         profile,
         profile_version: m.profile_version,
         task: &task,

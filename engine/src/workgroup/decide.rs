@@ -521,6 +521,36 @@ pub fn paused(
     Ok(append(g, vec![event(ids, clock, events::PAUSED, p)?]))
 }
 
+/// `workgroup.suite-checked`: a run of the consolidated suite, as the edge ran it.
+pub fn suite_checked(
+    g: &Workgroup,
+    x: &super::verify::SuiteChecked,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    Ok(append(g, vec![event(ids, clock, events::SUITE_CHECKED, x)?]))
+}
+
+/// `workgroup.phase-planned`: a phase's prompts, as the edge assembled and verified them.
+pub fn phase_planned(
+    g: &Workgroup,
+    x: &super::gates::PhasePlanned,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    Ok(append(g, vec![event(ids, clock, events::PHASE_PLANNED, x)?]))
+}
+
+/// `workgroup.knowledge-probed`: a probe of the knowledge server, as the edge made it.
+pub fn knowledge_probed(
+    g: &Workgroup,
+    x: &super::health::Probed,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<StreamAppend, WorkgroupError> {
+    Ok(append(g, vec![event(ids, clock, events::KNOWLEDGE_PROBED, x)?]))
+}
+
 /// `workgroup.unpaused`, when a resumed run continues a paused workgroup (else nothing).
 pub fn unpaused(g: &Workgroup, ids: &mut dyn Ids, clock: &dyn Clock) -> Result<Option<StreamAppend>, WorkgroupError> {
     let Some(p) = &g.paused else { return Ok(None) };
@@ -638,6 +668,7 @@ mod tests {
                 evidence: None,
                 caps: Default::default(),
                 fallback_after: None,
+                without_knowledge: false,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);

@@ -196,6 +196,9 @@ pub struct Request<'a> {
     pub skip_reconcile: bool,
     /// The rollout the run decides its dispatches under, as folded.
     pub rollout: Option<&'a crate::promotion::rollout::Rollout>,
+    /// Its provider starts a knowledge server (`strata mcp`) for its worker: the dispatch then
+    /// gives the worker the Knowledge API only on a healthy, fresh probe ([`super::health`]).
+    pub attaches_knowledge: bool,
 }
 
 /// What the edge assembled for a routed attempt that was not held: its prompt and the facts of
@@ -283,6 +286,8 @@ pub struct Cleared {
     pub fallback_after: Option<super::caps::Reached>,
     /// Under a rollout: its stream's version and the unit's `rollout.unit-routed`.
     unit_routed: Option<(u64, crate::promotion::rollout::UnitRouted)>,
+    /// The worker runs without the Knowledge API its provider would attach.
+    without_knowledge: bool,
 }
 
 /// What routing an attempt came to.
@@ -460,6 +465,8 @@ pub fn route(
         notes,
         fallback_after,
         unit_routed,
+        without_knowledge: req.attaches_knowledge
+            && !super::health::attached(g, super::plan::PHASES[t.phase], req.now_ns),
     })))
 }
 
@@ -494,8 +501,21 @@ impl Cleared {
             notes,
             fallback_after,
             unit_routed,
+            without_knowledge,
         } = self;
         let id = t.id();
+        // The planning gate: the phase's prompts were all assembled and verified before its
+        // first worker, and this prompt is the one its phase was planned with.
+        if let Some(check) = super::gates::planning_gate(g, t, &brief.prompt.prompt_hash) {
+            let held = Held {
+                task: id.to_owned(),
+                blocked_by: Vec::new(),
+                reason: check.summary(),
+                gate: Some(Box::new(check)),
+            };
+            let append = decide::append(g, vec![decide::held(g, &held, ids, clock)?]);
+            return Ok(Planned::Held { appends: vec![append], held });
+        }
         let mut input = brief.prompt_text;
         input.push_str(reconciliation.as_deref().unwrap_or_default());
         let mut effects = Vec::new();
@@ -555,6 +575,7 @@ impl Cleared {
             evidence: Some(Box::new(evidence)),
             caps: super::caps::for_task(g, id),
             fallback_after,
+            without_knowledge,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         let mut appends = vec![

@@ -11,6 +11,7 @@ use super::caps::Paused;
 use super::decide;
 use super::events::Held;
 use super::state::{WorkerEnd, Workgroup};
+use super::verify::{SuiteDue, suite_due};
 
 /// What the loop needs from a coordinator.
 pub trait Coordinate {
@@ -47,6 +48,14 @@ pub trait Coordinate {
     /// Records that a safety boundary paused the workgroup ([`decide::paused`]).
     fn pause(&mut self, paused: &Paused) -> Result<(), Self::Error>;
 
+    /// Assembles and verifies the prompt of every task of `phase` and records the result
+    /// ([`decide::phase_planned`]), before the phase's first worker: the planning gate.
+    fn plan_phase(&mut self, phase: &'static str) -> Result<(), Self::Error>;
+
+    /// Runs the plan's consolidated suite on the integration branch and records its result
+    /// ([`decide::suite_checked`]), which the review gate then reads.
+    fn suite(&mut self, due: &SuiteDue) -> Result<(), Self::Error>;
+
     /// The error for a round that recorded nothing although it had tasks to dispatch or hold
     /// (an edge that neither dispatched nor held a task: a bug, which would loop for ever).
     fn stalled(&self, detail: String) -> Self::Error;
@@ -71,8 +80,22 @@ pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
             }
             continue;
         }
+        // The consolidated suite before a review phase starts: the review gate reads its result.
+        if let Some(due) = suite_due(c.group()?, false) {
+            c.suite(&due)?;
+            continue;
+        }
         let version = c.group()?.version;
         let next = decide::next(c.group()?, c.now_ns());
+        // The planning gate: a phase's prompts are all assembled and verified before its first
+        // worker is dispatched.
+        let unplanned = super::gates::unplanned_phases(c.group()?, &next.dispatch);
+        if !unplanned.is_empty() {
+            for phase in unplanned {
+                c.plan_phase(phase)?;
+            }
+            continue;
+        }
         if !next.hold.is_empty() {
             c.hold(&next.hold)?;
         }
@@ -93,6 +116,12 @@ pub fn run<C: Coordinate>(c: &mut C) -> Result<(), C::Error> {
                 continue;
             }
             if next.wake_at_ns.is_none() {
+                // Nothing left to run: changes that landed after the suite last ran (a fix
+                // round after the review) are checked before the end is recorded.
+                if let Some(due) = suite_due(c.group()?, true) {
+                    c.suite(&due)?;
+                    continue;
+                }
                 break;
             }
         }
@@ -191,6 +220,35 @@ mod tests {
             Err(format!("nothing should pause: {paused:?}"))
         }
 
+        fn plan_phase(&mut self, phase: &'static str) -> Result<(), String> {
+            // Every prompt of the phase, as its dispatch will state it.
+            let g = self.g();
+            let prompts = g
+                .plan
+                .tasks
+                .iter()
+                .filter(|t| crate::workgroup::plan::PHASES[t.phase] == phase)
+                .map(|t| crate::workgroup::gates::PlannedPrompt {
+                    task: t.id().to_owned(),
+                    prompt: PromptRef {
+                        prompt_task: format!("wg.{}", t.id()),
+                        prompt_hash: "sha256:00".into(),
+                        tokens: 1,
+                    },
+                })
+                .collect();
+            let x = crate::workgroup::gates::PhasePlanned { phase: phase.to_owned(), prompts, problems: Vec::new() };
+            let g = self.groups.get("wg").ok_or("not planned")?;
+            let append =
+                decide::phase_planned(g, &x, &mut self.ids, &FixedClock(self.now)).map_err(|e| e.to_string())?;
+            self.commit(append);
+            Ok(())
+        }
+
+        fn suite(&mut self, due: &SuiteDue) -> Result<(), String> {
+            Err(format!("these plans have no suite: {due:?}"))
+        }
+
         fn dispatch(&mut self, task: &str) -> Result<(), String> {
             if self.inert {
                 return Ok(());
@@ -213,6 +271,7 @@ mod tests {
                 evidence: None,
                 caps: Default::default(),
                 fallback_after: None,
+                without_knowledge: false,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;

@@ -55,8 +55,17 @@ pub const WORKER_CHECKED: &str = "worker.checked";
 pub const PAUSED: &str = "workgroup.paused";
 /// `workgroup.unpaused`: a resumed run continues a paused workgroup.
 pub const UNPAUSED: &str = "workgroup.unpaused";
+/// `workgroup.suite-checked`: the plan's consolidated suite ran on the integration branch
+/// ([`super::verify::SuiteChecked`]).
+pub const SUITE_CHECKED: &str = "workgroup.suite-checked";
+/// `workgroup.knowledge-probed`: the knowledge server workers start was probed
+/// ([`super::health::Probed`]).
+pub const KNOWLEDGE_PROBED: &str = "workgroup.knowledge-probed";
+/// `workgroup.phase-planned`: a phase's prompts were assembled and verified before its first
+/// worker ([`super::gates::PhasePlanned`]).
+pub const PHASE_PLANNED: &str = "workgroup.phase-planned";
 /// Every type the `workgroups` projection folds from workgroup and worker streams.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 21] = [
     PLANNED,
     TASKS_ADDED,
     DISPATCHED,
@@ -75,6 +84,9 @@ pub const ALL: [&str; 18] = [
     WORKER_CHECKED,
     PAUSED,
     UNPAUSED,
+    SUITE_CHECKED,
+    KNOWLEDGE_PROBED,
+    PHASE_PLANNED,
 ];
 
 /// Longest text of a `worker.output` or a summary, bytes.
@@ -185,6 +197,10 @@ pub struct Dispatched {
     /// nothing resumed or inherited).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_after: Option<super::caps::Reached>,
+    /// Its provider would start the Knowledge API for it, but the last probe of that server in
+    /// this phase failed: the worker runs without it ([`super::health`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_knowledge: bool,
 }
 
 /// The routing evidence of a dispatch: what the router was given, recorded before the worker

@@ -9,10 +9,17 @@
 //! the task and its dependants wait.
 //!
 //! The review gate: a review-phase task starts only when every build task of its change request
-//! (of the whole plan, for a reviewer that names none) completed. The phase order already
-//! guarantees it in `strata run`; the gate states it per reviewer and records the build tasks it
-//! checked, so `audit run` shows what a review stood on. Verification results join its facts
-//! when strata runs the checks itself (not yet).
+//! (of the whole plan, for a reviewer that names none) completed with its `verify` checks
+//! passed, and, when the plan has a consolidated `suite`, that suite passed on the integration
+//! branch holding every change that landed so far ([`super::verify::suite_due`] runs it first).
+//! The gate records the build tasks it checked with their checks, and the suite's result, so
+//! `audit run` shows what a review stood on; a failed suite holds the reviews.
+//!
+//! The planning gate: before a phase's first worker starts, the prompt of every task of that
+//! phase is assembled, written and passes `prompt verify` (re-assembled from the journal at its
+//! position, byte for byte), recorded as `workgroup.phase-planned` ([`PhasePlanned`]) with each
+//! prompt's hash or the problems found. A phase with a problem is held whole; a dispatch whose
+//! prompt differs from the one its phase was planned with is held too.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +63,13 @@ pub struct GateCheck {
     /// completed`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<String>,
+    /// For the review gate: the `verify` checks of each build task that declares some
+    /// (`billing-api: checks 2/2 passed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<String>,
+    /// For the review gate of a plan with a consolidated suite: its last result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
 }
 
 impl GateCheck {
@@ -63,6 +77,72 @@ impl GateCheck {
     pub fn summary(&self) -> String {
         format!("the {} gate holds it: {}", self.gate, self.reasons.join("; "))
     }
+}
+
+/// `workgroup.phase-planned` v1: the prompts of a phase's tasks, assembled and verified before
+/// its first worker starts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhasePlanned {
+    /// The phase (one of [`PHASES`]).
+    pub phase: String,
+    /// Each task's prompt, as assembled and verified, in plan order.
+    pub prompts: Vec<PlannedPrompt>,
+    /// What failed (a prompt that cannot be assembled, or does not verify); empty: passed.
+    pub problems: Vec<String>,
+}
+
+/// One task's prompt in a planned phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedPrompt {
+    /// The task.
+    pub task: String,
+    /// Its prompt.
+    pub prompt: super::events::PromptRef,
+}
+
+/// The phases of `tasks` (about to be dispatched) not planned yet, in phase order.
+pub fn unplanned_phases<'t>(
+    g: &super::state::Workgroup,
+    tasks: impl IntoIterator<Item = &'t String>,
+) -> Vec<&'static str> {
+    let mut out: Vec<usize> = tasks.into_iter().filter_map(|id| g.plan.task(id)).map(|t| t.phase).collect();
+    out.sort_unstable();
+    out.dedup();
+    out.into_iter().map(|p| PHASES[p]).filter(|p| !g.planned.contains_key(*p)).collect()
+}
+
+/// The planning gate's decision for dispatching `task` with the prompt `prompt_hash`: `None`
+/// when it passes; the refusal otherwise.
+pub fn planning_gate(g: &super::state::Workgroup, task: &Task, prompt_hash: &str) -> Option<GateCheck> {
+    let phase = PHASES[task.phase];
+    let mut reasons = Vec::new();
+    match g.planned.get(phase) {
+        None => reasons.push(format!("the {phase} phase was never planned; no worker of it starts")),
+        Some(p) if !p.problems.is_empty() => {
+            reasons.push(format!("the {phase} phase's prompts did not all verify"));
+            reasons.extend(p.problems.iter().cloned());
+        }
+        Some(p) => match p.prompts.iter().find(|x| x.task == task.id()) {
+            None => reasons.push(format!("the {phase} phase was planned without a prompt for {}", task.id())),
+            Some(x) if x.prompt.prompt_hash != prompt_hash => reasons.push(format!(
+                "its prompt {prompt_hash} is not the one its phase was planned with ({})",
+                x.prompt.prompt_hash
+            )),
+            Some(_) => {}
+        },
+    }
+    reasons.truncate(REASONS_MAX);
+    (!reasons.is_empty()).then(|| GateCheck {
+        gate: "planning".to_owned(),
+        passed: false,
+        reasons,
+        facts: BuildFacts::default(),
+        builds: Vec::new(),
+        checks: Vec::new(),
+        suite: None,
+    })
 }
 
 /// The facts [`build_gate`] decides `change_request` on, read from `g`, whose validation
@@ -115,7 +195,15 @@ pub fn build_gate(task: &Task, facts: Option<&BuildFacts>) -> Option<GateCheck> 
     for f in &facts.findings {
         reasons.push(format!("its impact closure has a validation finding: {f}"));
     }
-    Some(GateCheck { gate: "build".to_owned(), passed: reasons.is_empty(), reasons, facts, builds: Vec::new() })
+    Some(GateCheck {
+        gate: "build".to_owned(),
+        passed: reasons.is_empty(),
+        reasons,
+        facts,
+        builds: Vec::new(),
+        checks: Vec::new(),
+        suite: None,
+    })
 }
 
 /// The review gate's decision for `task` in `g` (`None`: the task is not in the review phase).
@@ -125,12 +213,14 @@ pub fn review_gate(g: &super::state::Workgroup, task: &Task) -> Option<GateCheck
     }
     let cr = task.spec.change_request.clone();
     let mut builds = Vec::new();
+    let mut checks = Vec::new();
     let mut reasons = Vec::new();
     for b in g.plan.tasks.iter().filter(|b| PHASES[b.phase] == "build") {
         if cr.is_some() && b.spec.change_request != cr {
             continue;
         }
-        let status = g.tasks.get(b.id()).map_or(super::state::Status::Pending, |s| s.status);
+        let state = g.tasks.get(b.id());
+        let status = state.map_or(super::state::Status::Pending, |s| s.status);
         if status != super::state::Status::Completed {
             reasons.push(format!(
                 "build task {} is {}; a review starts once every build task completed",
@@ -138,13 +228,41 @@ pub fn review_gate(g: &super::state::Workgroup, task: &Task) -> Option<GateCheck
                 status.as_str()
             ));
         }
+        let n = b.spec.verify.len();
+        let passed = state.and_then(|s| s.checked.as_ref()).map_or(0, |c| c.tally().0 as usize);
+        if n > 0 && status == super::state::Status::Completed && passed < n {
+            reasons.push(format!("build task {} completed with {passed} of its {n} checks passed", b.id()));
+        }
         if builds.len() < REASONS_MAX * 4 {
             builds.push(format!("{} {}", b.id(), status.as_str()));
+            if n > 0 {
+                checks.push(format!("{}: checks {passed}/{n} passed", b.id()));
+            }
         }
     }
+    let of = g.plan.suite.len();
+    let suite = (of > 0).then(|| match &g.suite {
+        None => {
+            reasons.push("the consolidated suite has not run; a review starts once it passed".to_owned());
+            "not run".to_owned()
+        }
+        Some((_, s)) => {
+            let covers = super::verify::integrated(g);
+            if !s.passed(of) {
+                reasons.push(format!("the consolidated suite {}", s.describe(of)));
+            } else if s.covers != covers {
+                reasons.push(format!(
+                    "the consolidated suite passed on the changes of [{}], not on what the branch holds now ([{}])",
+                    s.covers.join(", "),
+                    covers.join(", ")
+                ));
+            }
+            s.describe(of)
+        }
+    });
     reasons.truncate(REASONS_MAX);
     let facts = BuildFacts { change_request: cr.unwrap_or_default(), ..BuildFacts::default() };
-    Some(GateCheck { gate: "review".to_owned(), passed: reasons.is_empty(), reasons, facts, builds })
+    Some(GateCheck { gate: "review".to_owned(), passed: reasons.is_empty(), reasons, facts, builds, checks, suite })
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ pub mod dispatch;
 pub mod driver;
 pub mod events;
 pub mod gates;
+pub mod health;
 pub mod judge;
 pub mod lease;
 pub mod plan;

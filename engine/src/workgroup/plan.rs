@@ -93,6 +93,11 @@ pub struct Plan {
     /// Time limit of each `verify` command, seconds (1–7,200, default 600).
     #[serde(default)]
     pub verify_timeout_seconds: Option<u64>,
+    /// The consolidated suite (tests, static analysis, build): commands run on the integration
+    /// branch once every build task completed, before the first review-phase task starts, and
+    /// again after any later change lands ([`super::verify::suite_due`]).
+    #[serde(default)]
+    pub suite: Vec<String>,
     /// The tasks (TOML `[[task]]`).
     #[serde(rename = "task", default)]
     pub tasks: Vec<TaskSpec>,
@@ -222,6 +227,9 @@ pub struct Checked {
     /// Time limit of each `verify` command, milliseconds.
     #[serde(default = "verify_timeout_default")]
     pub verify_timeout_ms: u64,
+    /// The consolidated suite's commands (plans recorded before it existed have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suite: Vec<String>,
     /// Tasks in schedule order: by phase, then dependencies first, then as written.
     pub tasks: Vec<Task>,
 }
@@ -312,6 +320,9 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
             format!("{verify_s}: between 1 and {}", super::verify::TIMEOUT_SECONDS_MAX),
         );
     }
+    for (field, rule) in super::verify::problems("suite", &plan.suite) {
+        c.at(None, field, rule);
+    }
     let mut seen = BTreeSet::new();
     let mut tasks = Vec::with_capacity(plan.tasks.len());
     for t in &plan.tasks {
@@ -335,6 +346,7 @@ pub fn check(plan: &Plan) -> Result<Checked, Vec<Problem>> {
         retry_backoff_ms,
         caps: plan.caps,
         verify_timeout_ms: verify_s * 1000,
+        suite: plan.suite.clone(),
         tasks,
     })
 }

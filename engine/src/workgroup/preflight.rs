@@ -172,6 +172,7 @@ pub fn as_written(c: &Checked) -> Plan {
         retry_backoff_ms: Some(c.retry_backoff_ms),
         caps: c.caps,
         verify_timeout_seconds: Some(c.verify_timeout_ms / 1000),
+        suite: c.suite.clone(),
         tasks: c
             .tasks
             .iter()

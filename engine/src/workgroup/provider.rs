@@ -23,7 +23,8 @@ pub struct Capabilities {
     pub recent: bool,
     /// A native team runtime (`coordinated-team`).
     pub team: bool,
-    /// Send a follow-up to a running worker.
+    /// The runtime takes a follow-up message into a running turn. Reported only: strata sends
+    /// none (a turn's prompt is whole when it starts), so the port has no method for it.
     pub followup: bool,
     /// Interrupt a running worker's turn and keep its session.
     pub interrupt: bool,
@@ -84,6 +85,9 @@ pub struct Brief {
     /// The attempt's caps: the adapter interrupts the worker at the first one its live usage
     /// reaches, and passes them to the runtime where it has a cap of its own.
     pub caps: super::caps::Caps,
+    /// The worker gets the Knowledge API its provider attaches (`false`: the run's probe of
+    /// that server failed in this phase, [`super::health`]).
+    pub knowledge: bool,
 }
 
 /// A started worker.
@@ -170,9 +174,6 @@ pub trait Provider: Send + Sync {
     /// Starts a turn in the existing session `brief.from_session`.
     async fn resume(&self, brief: &Brief) -> Result<Worker, ProviderError>;
 
-    /// Sends a follow-up message to a running worker.
-    async fn send_followup(&self, worker: &Worker, text: &str) -> Result<(), ProviderError>;
-
     /// Waits for the worker's turn to end.
     async fn wait(&self, worker: &Worker) -> Result<Outcome, ProviderError>;
 
@@ -181,7 +182,4 @@ pub trait Provider: Send + Sync {
 
     /// Ends the worker and frees what it holds.
     async fn release(&self, worker: &Worker) -> Result<(), ProviderError>;
-
-    /// Starts a native team: a lead and its members, one worker each.
-    async fn form_team(&self, lead: &Brief, members: &[Brief]) -> Result<Vec<Worker>, ProviderError>;
 }

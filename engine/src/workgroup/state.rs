@@ -187,6 +187,12 @@ pub struct Workgroup {
     pub policy: super::policy::Policy,
     /// The safety boundary that paused it, until a resumed run continues it.
     pub paused: Option<super::caps::Paused>,
+    /// The last run of the plan's consolidated suite, with its journal sequence.
+    pub suite: Option<(u64, super::verify::SuiteChecked)>,
+    /// The last probe of the knowledge server workers start ([`super::health`]).
+    pub knowledge: Option<super::health::Probed>,
+    /// The planned phases by name ([`super::gates::PhasePlanned`]).
+    pub planned: BTreeMap<String, super::gates::PhasePlanned>,
 }
 
 impl Workgroup {
@@ -272,7 +278,7 @@ fn de<T: DeserializeOwned>(r: &Record<'_>) -> Result<T, String> {
 }
 
 /// Event types folded: the workgroup and worker events and the guard's decisions.
-pub const FOLDED: [&str; 20] = [
+pub const FOLDED: [&str; 23] = [
     events::PLANNED,
     events::TASKS_ADDED,
     events::DISPATCHED,
@@ -291,6 +297,9 @@ pub const FOLDED: [&str; 20] = [
     events::WORKER_CHECKED,
     events::PAUSED,
     events::UNPAUSED,
+    events::SUITE_CHECKED,
+    events::KNOWLEDGE_PROBED,
+    events::PHASE_PLANNED,
     guard::ALLOWED,
     guard::DENIED,
 ];
@@ -387,6 +396,9 @@ impl Workgroups {
                     finished: false,
                     policy: super::policy::Policy::default(),
                     paused: None,
+                    suite: None,
+                    knowledge: None,
+                    planned: BTreeMap::new(),
                 };
                 self.groups.insert(name, g);
             }
@@ -526,6 +538,27 @@ impl Workgroups {
                     return bad("ends a pause the workgroup is not in");
                 }
                 g.paused = None;
+            }
+            events::SUITE_CHECKED => {
+                let x: super::verify::SuiteChecked = de(r)?;
+                let g = self.group(r)?;
+                let next = g.suite.as_ref().map_or(1, |(_, s)| s.run + 1);
+                if x.run != next {
+                    return bad(&format!("suite run {} where run {next} comes next", x.run));
+                }
+                g.suite = Some((r.seq, x));
+            }
+            events::PHASE_PLANNED => {
+                let x: super::gates::PhasePlanned = de(r)?;
+                let g = self.group(r)?;
+                if g.planned.contains_key(&x.phase) {
+                    return bad(&format!("phase {} planned twice", x.phase));
+                }
+                g.planned.insert(x.phase.clone(), x);
+            }
+            events::KNOWLEDGE_PROBED => {
+                let x: super::health::Probed = de(r)?;
+                self.group(r)?.knowledge = Some(x);
             }
             _ => {}
         }

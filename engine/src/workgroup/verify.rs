@@ -83,6 +83,88 @@ impl Checked {
     }
 }
 
+/// `workgroup.suite-checked` v1: one run of the plan's consolidated suite on the integration
+/// branch, holding the changes of the tasks in `covers`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteChecked {
+    /// Which run of the suite this is in the workgroup (1, 2, …; names its logs).
+    pub run: u32,
+    /// The completed tasks whose changes the branch held, sorted.
+    pub covers: Vec<String>,
+    /// The checks, in the plan's order (the first failure ends the list).
+    pub checks: Vec<Check>,
+}
+
+impl SuiteChecked {
+    /// Whether every command ran and passed (`of`: how many the suite has).
+    pub fn passed(&self, of: usize) -> bool {
+        self.checks.len() == of && self.checks.iter().all(|c| c.passed)
+    }
+
+    /// One line: `passed 2/2 on the changes of 3 tasks`, or the first failure's reason.
+    pub fn describe(&self, of: usize) -> String {
+        let passed = self.checks.iter().filter(|c| c.passed).count();
+        let tasks = match self.covers.len() {
+            1 => "1 task".to_owned(),
+            n => format!("{n} tasks"),
+        };
+        match self.checks.iter().find(|c| !c.passed) {
+            None if self.checks.len() == of => format!("passed {passed}/{of} on the changes of {tasks}"),
+            None => format!("ran {} of its {of} commands on the changes of {tasks}", self.checks.len()),
+            Some(c) => format!("failed on the changes of {tasks}: {}", failure_reason(c)),
+        }
+    }
+}
+
+/// The consolidated suite is due: run it on the integration branch, now holding the changes of
+/// `covers`, as the suite's run `run`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SuiteDue {
+    /// Its run number in the workgroup.
+    pub run: u32,
+    /// The completed tasks whose changes the integration branch holds, sorted.
+    pub covers: Vec<String>,
+}
+
+/// The completed tasks whose changes went onto the integration branch (a completion with a
+/// commit), sorted. Without a repository no task has a commit, so the suite runs once.
+pub fn integrated(g: &super::state::Workgroup) -> Vec<String> {
+    g.tasks
+        .iter()
+        .filter(|(_, t)| t.status == super::state::Status::Completed)
+        .filter(|(_, t)| t.completed.as_ref().is_some_and(|(_, c)| c.commit.is_some()))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// Whether the plan's consolidated suite must run now: it has one, every build-phase task
+/// completed, the integration branch holds changes the last run of the suite did not see, and
+/// either a review-phase task is ready to start (the suite comes before the review phase) or
+/// the run is `ending` (so a change made after the review phase, in a fix round, is checked
+/// too). A failed suite is not run again on the same changes: the review gate holds the reviews.
+pub fn suite_due(g: &super::state::Workgroup, ending: bool) -> Option<SuiteDue> {
+    use super::plan::PHASES;
+    use super::state::Status;
+    if g.plan.suite.is_empty() || g.paused.is_some() {
+        return None;
+    }
+    let status = |id: &str| g.tasks.get(id).map_or(Status::Pending, |t| t.status);
+    if !g.plan.tasks.iter().filter(|t| PHASES[t.phase] == "build").all(|t| status(t.id()) == Status::Completed) {
+        return None;
+    }
+    let covers = integrated(g);
+    if g.suite.as_ref().is_some_and(|(_, s)| s.covers == covers) {
+        return None;
+    }
+    let review_ready = g.plan.tasks.iter().any(|t| {
+        PHASES[t.phase] == "review"
+            && status(t.id()) == Status::Pending
+            && t.spec.after.iter().all(|d| status(d) == Status::Completed)
+    });
+    (ending || review_ready).then(|| SuiteDue { run: g.suite.as_ref().map_or(1, |(_, s)| s.run + 1), covers })
+}
+
 /// The failure reason of an attempt whose check `c` failed.
 pub fn failure_reason(c: &Check) -> String {
     let how = match (c.timed_out, c.exit_code) {

@@ -426,6 +426,7 @@ mod tests {
             evidence: None,
             caps: Default::default(),
             fallback_after: None,
+            without_knowledge: false,
         }
     }
 
