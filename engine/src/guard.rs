@@ -1,6 +1,7 @@
 //! Write guards: what a worker's PreToolUse hook decides. A worker may write only paths its
-//! lineage owns in the dispatch ledger's ownership map; everything else is denied, and so is
-//! anything the guard cannot read or place (fail closed).
+//! lineage owns in the dispatch ledger's ownership map (a person's own interactive session:
+//! what it or every interactive session claimed, [`decide_session`]); everything else is
+//! denied, and so is anything the guard cannot read or place (fail closed).
 //!
 //! Pure: the hook's JSON (as Claude Code or Codex sends it), the ledger, the lineage and the
 //! worker's root directory in; a [`Verdict`] out. The adapter prints the runtime's deny form and
@@ -129,10 +130,6 @@ fn relative(root: &str, absolute: &str, raw: &str) -> Result<String, String> {
     })
 }
 
-fn contained(owned: &str, path: &str) -> bool {
-    owned.is_empty() || path == owned || (path.starts_with(owned) && path.as_bytes().get(owned.len()) == Some(&b'/'))
-}
-
 /// How the edge resolves an absolute path through the file system's symbolic links before the
 /// guard places it: the path the write would really reach, or why it cannot be told (which
 /// denies). [`decide`] resolves nothing (a path is taken as written).
@@ -149,6 +146,43 @@ pub fn decide(ledger: &Ledger, lineage_id: &str, runtime: Runtime, root: &str, i
 pub fn decide_resolved(
     ledger: &Ledger,
     lineage_id: &str,
+    runtime: Runtime,
+    root: &str,
+    input: &Value,
+    links: Links<'_>,
+) -> Verdict {
+    decide_for(ledger, lineage_id, Owner::Lineage, runtime, root, input, links)
+}
+
+/// Decides a hook call of the interactive session the runtime calls `session_id` (a person's
+/// own Claude Code or Codex session, which strata did not start): allowed only inside what the
+/// session claimed for itself or what was claimed for every interactive session
+/// ([`crate::ce::interactive`]); recorded under the session's lineage.
+pub fn decide_session(
+    ledger: &Ledger,
+    session_id: &str,
+    runtime: Runtime,
+    root: &str,
+    input: &Value,
+    links: Links<'_>,
+) -> Verdict {
+    let lineage = crate::ce::interactive::session_lineage(session_id);
+    decide_for(ledger, &lineage, Owner::Session(session_id), runtime, root, input, links)
+}
+
+/// Whose paths a call is checked against.
+#[derive(Clone, Copy)]
+enum Owner<'a> {
+    /// The lineage's own.
+    Lineage,
+    /// An interactive session's, with the shared interactive claims.
+    Session(&'a str),
+}
+
+fn decide_for(
+    ledger: &Ledger,
+    lineage_id: &str,
+    owner: Owner<'_>,
     runtime: Runtime,
     root: &str,
     input: &Value,
@@ -184,8 +218,27 @@ pub fn decide_resolved(
             );
         }
     };
-    let Some(owned) = ledger.owners().get(lineage_id) else {
-        return verdict(Some(tool), raw, false, format!("lineage {lineage_id} owns no files; nothing may be written"));
+    let owned: Vec<String> = match owner {
+        Owner::Lineage => match ledger.owners().get(lineage_id) {
+            Some(o) => o.paths.clone(),
+            None => {
+                return verdict(
+                    Some(tool),
+                    raw,
+                    false,
+                    format!("lineage {lineage_id} owns no files; nothing may be written"),
+                );
+            }
+        },
+        Owner::Session(session) => match crate::ce::interactive::session_paths(ledger, session) {
+            Some(p) => p,
+            None => {
+                let reason = format!(
+                    "interactive session {session} owns no files; nothing may be written (claim them first: `strata claim PATHS --for {session}` or `strata claim PATHS --interactive`)"
+                );
+                return verdict(Some(tool), raw, false, reason);
+            }
+        },
     };
     let cwd = input.get("cwd").and_then(Value::as_str);
     let mut placed = Vec::with_capacity(raw.len());
@@ -200,7 +253,7 @@ pub fn decide_resolved(
                 return verdict(Some(tool), raw.clone(), false, format!("write outside owned files: {why}"));
             }
             Ok(p) => {
-                if !owned.paths.iter().any(|o| contained(o, &p)) {
+                if !owned.iter().any(|o| paths::contains(o, &p)) {
                     outside.push(p.clone());
                 }
                 placed.push(p);
@@ -214,7 +267,7 @@ pub fn decide_resolved(
         let reason = format!(
             "write outside owned files: {} (lineage {lineage_id} owns {})",
             outside.join(", "),
-            owned.paths.join(", ")
+            owned.join(", ")
         );
         verdict(Some(tool), placed, false, reason)
     }

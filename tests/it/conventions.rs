@@ -111,6 +111,7 @@ const WORKSPACE_COMMANDS: &[&[&str]] = &[
     &["knowledge", "insights"],
     &["telemetry", "report"],
     &["workgroups"],
+    &["claim"],
     &["rollout", "status"],
     &["audit", "file", "docs/a.md"],
 ];

@@ -264,6 +264,9 @@ fn every_bad_invocation_of_the_hook_exits_2() {
     let (_tmp, ws, work) = workspace_with_owner();
     let good = hook_args(&ws, &work, 5_000);
     let input = write_in(&work, "src/api/handler.rs").to_string();
+    let mut rootless = write_in(&work, "src/api/handler.rs");
+    rootless["cwd"] = serde_json::json!("/");
+    let rootless = rootless.to_string();
     let without = |flag: &str| {
         let mut a = good.clone();
         let i = a.iter().position(|x| x == flag).unwrap();
@@ -273,7 +276,8 @@ fn every_bad_invocation_of_the_hook_exits_2() {
     let with = |extra: &[&str]| good.iter().cloned().chain(extra.iter().map(|s| (*s).to_owned())).collect::<Vec<_>>();
     let cases: Vec<(&str, Vec<String>, &[u8])> = vec![
         ("no --lineage", without("--lineage"), input.as_bytes()),
-        ("no --journal", without("--journal"), input.as_bytes()),
+        // Without --journal the workspace is looked for above the input's cwd: none above `/`.
+        ("no --journal and no workspace", without("--journal"), rootless.as_bytes()),
         ("an unknown flag", with(&["--frobnicate"]), input.as_bytes()),
         ("--help", with(&["--help"]), input.as_bytes()),
         ("a deadline out of range", with(&["--deadline-ms", "999999"]), input.as_bytes()),
@@ -313,7 +317,7 @@ fn hook_exit_problems(hook: &str, cli: &str) -> Vec<String> {
     if !hook.contains("std::panic::set_hook") {
         problems.push("hook.rs: no panic hook (a panic would exit 101)".to_owned());
     }
-    if !cli.contains("return hook::refuse_arguments(&e)") || !cli.contains("return hook::main(h);") {
+    if !cli.contains("return hook::refuse_arguments(&e)") || !cli.contains("return hook::main(h, cli.dir);") {
         problems.push("cli/mod.rs: hook invocations do not go straight to the hook".to_owned());
     }
     problems
@@ -345,5 +349,5 @@ fn no_exit_path_of_the_hook_gives_another_code() {
         assert_ne!(planted, hook, "the planted defect must change the source");
         assert!(!hook_exit_problems(&planted, &cli).is_empty(), "a planted defect went unseen");
     }
-    assert!(!hook_exit_problems(&hook, &cli.replace("return hook::main(h);", "run(cli)")).is_empty());
+    assert!(!hook_exit_problems(&hook, &cli.replace("return hook::main(h, cli.dir);", "run(cli)")).is_empty());
 }

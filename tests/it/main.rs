@@ -17,6 +17,7 @@ mod ce_props;
 mod ce_records;
 mod ce_skill;
 mod ce_wire;
+mod claim;
 mod claude_stream;
 mod cli;
 mod codex_stream;

@@ -528,7 +528,7 @@ async fn claude_worker_gets_knowledge_over_mcp_and_the_serve_is_recorded() {
     let (concern, project) = (EXAMPLE_CONCERNS[0], EXAMPLE_PROJECTS[0]);
     let fake = FakeModel::start(vec![
         Turn::claude_mcp(
-            "knowledge",
+            strata_adapters::providers::worker_process::KNOWLEDGE_SERVER,
             "get_knowledge",
             json!({"concerns": [concern], "project": project,
             "task_context": "providers_real"}),
@@ -571,7 +571,7 @@ async fn codex_worker_gets_knowledge_over_mcp_and_the_serve_is_recorded() {
     let (concern, project) = (EXAMPLE_CONCERNS[0], EXAMPLE_PROJECTS[0]);
     let fake = FakeModel::start(vec![
         Turn::codex_mcp(
-            "knowledge",
+            strata_adapters::providers::worker_process::KNOWLEDGE_SERVER,
             "get_knowledge",
             json!({"concerns": [concern], "project": project,
             "task_context": "providers_real codex"}),

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 use serde_json::{Value, json};
+use strata_engine::ce::interactive;
 use strata_engine::ce::ledger::{self, Ledger};
 use strata_engine::guard::{self, Runtime, Verdict};
 use strata_engine::ports::{Clock as _, Ids as _};
@@ -72,15 +73,20 @@ pub enum HookEvent {
     /// PreToolUse: deny writes outside the lineage's owned files. Exits 0 (allow) or 2 (deny,
     /// also for any error, bad arguments and `--help`), within --deadline-ms.
     PreToolUse {
-        /// The journal holding the ownership map (a journal directory or a workspace root).
+        /// The journal holding the ownership map (a journal directory or a workspace root);
+        /// default: `--dir`/`STRATA_DIR`, else the workspace found upward from the hook input's
+        /// `cwd` (else the hook's own working directory).
         #[arg(long, value_parser = crate::cli::path_arg)]
-        journal: PathBuf,
-        /// The lineage the worker runs as.
+        journal: Option<PathBuf>,
+        /// The lineage the worker runs as; default: the interactive session the hook input's
+        /// `session_id` names (a person's own session: it may write what `strata claim`
+        /// gave it or every interactive session).
         #[arg(long)]
-        lineage: String,
-        /// The worker's directory (absolute): owned paths are relative to it.
+        lineage: Option<String>,
+        /// The worker's directory (absolute): owned paths are relative to it; default: the
+        /// workspace root.
         #[arg(long, value_parser = crate::cli::path_arg)]
-        root: PathBuf,
+        root: Option<PathBuf>,
         /// Answer within this many ms whatever happens (a call strata cannot decide in time is
         /// denied); keep it below the runtime's hook timeout.
         #[arg(long, default_value_t = HOOK_DEADLINE_MS_DEFAULT,
@@ -97,30 +103,109 @@ pub enum HookEvent {
     },
 }
 
-/// One hook call's arguments.
+/// One hook call's arguments as given.
+#[derive(Clone, Debug)]
+struct Given {
+    runtime: Runtime,
+    journal: Option<PathBuf>,
+    lineage: Option<String>,
+    root: Option<PathBuf>,
+    deadline_ms: u64,
+    decision_id: Option<Uuid>,
+    answer_by_ms: Option<i64>,
+    /// `--dir` / `STRATA_DIR`.
+    dir: Option<PathBuf>,
+}
+
+impl Given {
+    fn of(cmd: HookCommand, dir: Option<PathBuf>) -> Given {
+        let (runtime, HookEvent::PreToolUse { journal, lineage, root, deadline_ms, decision_id, answer_by_ms }) =
+            match cmd {
+                HookCommand::Claude(e) => (Runtime::Claude, e),
+                HookCommand::Codex(e) => (Runtime::Codex, e),
+            };
+        Given { runtime, journal, lineage, root, deadline_ms, decision_id, answer_by_ms, dir }
+    }
+
+    /// The call with every default filled in from the hook input (`None` while it is not
+    /// read) and the process's working directory. Never fails: what cannot be found is left
+    /// for [`Call::unusable`] to deny with.
+    fn resolve(&self, input: Option<&Value>) -> Call {
+        let field = |k: &str| input.and_then(|i| i.get(k)).and_then(Value::as_str);
+        let session = if self.lineage.is_some() { None } else { field("session_id").map(str::to_owned) };
+        let lineage = match (&self.lineage, &session) {
+            (Some(l), _) => l.clone(),
+            (None, Some(s)) => interactive::session_lineage(s),
+            (None, None) => UNIDENTIFIED.to_owned(),
+        };
+        let journal = self.journal.clone().or_else(|| self.dir.clone()).or_else(|| {
+            let from =
+                field("cwd").map(PathBuf::from).filter(|p| p.is_absolute()).or_else(|| std::env::current_dir().ok());
+            from.and_then(|cwd| {
+                cwd.ancestors()
+                    .take(crate::cli::locate::DISCOVERY_DEPTH_MAX)
+                    .find(|d| d.join(".strata").is_dir())
+                    .map(Path::to_path_buf)
+            })
+        });
+        let root = self.root.clone().or_else(|| journal.as_ref().and_then(|j| std::fs::canonicalize(j).ok()));
+        Call {
+            runtime: self.runtime,
+            journal,
+            lineage,
+            session,
+            named: self.lineage.is_some(),
+            root: root.unwrap_or_default(),
+            deadline_ms: self.deadline_ms,
+            decision_id: self.decision_id,
+            answer_by_ms: self.answer_by_ms,
+        }
+    }
+}
+
+/// The lineage a denial is recorded under when neither `--lineage` nor the hook input names one.
+const UNIDENTIFIED: &str = "session/unidentified";
+
+/// One hook call, resolved.
 #[derive(Clone, Debug)]
 struct Call {
     runtime: Runtime,
-    journal: PathBuf,
+    /// The workspace or journal (`None`: none given, none found).
+    journal: Option<PathBuf>,
+    /// The lineage decided for and recorded under.
     lineage: String,
+    /// The interactive session, when no `--lineage` was given and the input names one.
+    session: Option<String>,
+    /// `--lineage` was given.
+    named: bool,
     root: PathBuf,
     deadline_ms: u64,
     decision_id: Option<Uuid>,
     answer_by_ms: Option<i64>,
 }
 
-impl From<HookCommand> for Call {
-    fn from(cmd: HookCommand) -> Call {
-        let (runtime, HookEvent::PreToolUse { journal, lineage, root, deadline_ms, decision_id, answer_by_ms }) =
-            match cmd {
-                HookCommand::Claude(e) => (Runtime::Claude, e),
-                HookCommand::Codex(e) => (Runtime::Codex, e),
-            };
-        Call { runtime, journal, lineage, root, deadline_ms, decision_id, answer_by_ms }
-    }
-}
-
 impl Call {
+    /// Why this call cannot be decided at all, if it cannot.
+    fn unusable(&self) -> Option<String> {
+        if !self.named && self.session.is_none() {
+            return Some(
+                "[STRATA-E2608] the hook was given no --lineage and its input names no session_id, so strata cannot tell whose write this is; denied"
+                    .to_owned(),
+            );
+        }
+        if self.journal.is_none() {
+            return Some(
+                "[STRATA-E2609] no strata workspace: no --journal or --dir was given and no directory at or above the hook's cwd holds .strata/; run `strata init` in the repository, or pass --journal; denied"
+                    .to_owned(),
+            );
+        }
+        None
+    }
+
+    fn journal_path(&self) -> &Path {
+        self.journal.as_deref().unwrap_or(Path::new("."))
+    }
+
     fn runtime_name(&self) -> &'static str {
         match self.runtime {
             Runtime::Claude => "claude",
@@ -156,23 +241,25 @@ pub fn refuse_arguments(e: &clap::Error) -> ExitCode {
 
 /// Runs a hook as its own process: the answer is given within the call's deadline, and the
 /// exit code is 0 for an allowed write and 2 for everything else.
-pub fn main(cmd: HookCommand) -> ExitCode {
+pub fn main(cmd: HookCommand, dir: Option<PathBuf>) -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
         deny(&format!("[STRATA-E2005] strata's hook failed ({info}); denied"));
         std::process::exit(i32::from(DENY));
     }));
-    let call = Call::from(cmd);
+    let given = Given::of(cmd, dir);
     let started = Instant::now();
-    let margin = Duration::from_millis((call.deadline_ms / 4).min(ANSWER_MARGIN_MS_MAX));
-    let by = started + Duration::from_millis(call.deadline_ms) - margin;
+    let margin = Duration::from_millis((given.deadline_ms / 4).min(ANSWER_MARGIN_MS_MAX));
+    let by = started + Duration::from_millis(given.deadline_ms) - margin;
     let seen: Arc<OnceLock<Value>> = Arc::default();
     let (tx, rx) = std::sync::mpsc::channel();
-    let (asked, input) = (call.clone(), seen.clone());
+    let (asked, input) = (given.clone(), seen.clone());
     let spawned = std::thread::Builder::new().name("strata-hook".into()).spawn(move || {
         let _ = tx.send(check(&asked, by, &input));
     });
     let answer = match spawned {
         Ok(_) => rx.recv_timeout(by.saturating_duration_since(Instant::now())).unwrap_or_else(|_| {
+            // What the call resolves to with the input read by now (as the helper resolves it).
+            let call = given.resolve(seen.get());
             Answer::Unrecorded(guard::refused(
                 &call.lineage,
                 call.runtime,
@@ -184,19 +271,24 @@ pub fn main(cmd: HookCommand) -> ExitCode {
                 ),
             ))
         }),
-        Err(e) => Answer::Unrecorded(guard::refused(
-            &call.lineage,
-            call.runtime,
-            &call.root.to_string_lossy(),
-            None,
-            format!("[STRATA-E2005] strata's hook cannot start its check ({e}); denied"),
-        )),
+        Err(e) => {
+            let call = given.resolve(None);
+            Answer::Unrecorded(guard::refused(
+                &call.lineage,
+                call.runtime,
+                &call.root.to_string_lossy(),
+                None,
+                format!("[STRATA-E2005] strata's hook cannot start its check ({e}); denied"),
+            ))
+        }
     };
     match answer {
         Answer::Recorded { allow: true, .. } => exit_code(true),
         Answer::Recorded { allow: false, reason } => deny(&reason),
         Answer::Unrecorded(v) => {
-            let reason = match defer(&call.journal, &v) {
+            let call = given.resolve(seen.get());
+            let deferred = call.journal.as_deref().ok_or_else(|| "no workspace".to_owned()).and_then(|j| defer(j, &v));
+            let reason = match deferred {
                 Ok(()) => v.reason,
                 Err(why) => format!("{} (the denial could not be recorded: {why})", v.reason),
             };
@@ -209,11 +301,15 @@ pub fn main(cmd: HookCommand) -> ExitCode {
 /// journal handle and records the decision under the asker's id, unless the asker has already
 /// given up.
 pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode {
-    let call = Call::from(cmd);
+    let given = Given::of(cmd, Some(ws.root().to_path_buf()));
     let input = match read_input(ws.stdin_bytes(INPUT_BYTES_MAX)) {
         Ok(v) => v,
         Err(why) => return deny(&why),
     };
+    let call = given.resolve(Some(&input));
+    if let Some(why) = call.unusable() {
+        return deny(&why);
+    }
     if call.answer_by_ms.is_some_and(|by| now_ms() >= by) {
         return deny(
             "[STRATA-E2001] the journal's owner got to this call after the asking hook's deadline; the hook denied it and recorded that itself",
@@ -267,26 +363,36 @@ fn read_input(read: std::io::Result<Vec<u8>>) -> Result<Value, String> {
 
 /// The check a hook process runs on its helper thread: read the call, then ask the journal's
 /// owner or decide on the journal, all before `by`.
-fn check(call: &Call, by: Instant, seen: &OnceLock<Value>) -> Answer {
-    let refused = |input: Option<&Value>, why: String| {
+fn check(given: &Given, by: Instant, seen: &OnceLock<Value>) -> Answer {
+    let unread = given.resolve(None);
+    let refused = |call: &Call, input: Option<&Value>, why: String| {
         Answer::Unrecorded(guard::refused(&call.lineage, call.runtime, &call.root.to_string_lossy(), input, why))
     };
     let input = match read_input(crate::output::stdin_bytes(INPUT_BYTES_MAX)) {
         Ok(v) => v,
-        Err(why) => return refused(None, why),
+        Err(why) => return refused(&unread, None, why),
     };
     let input = seen.get_or_init(|| input);
-    if let Err(e) = ledger::check_lineage_id(&call.lineage) {
-        return refused(Some(input), format!("[STRATA-E2004] --lineage: {}; denied", e.detail));
+    let call = &given.resolve(Some(input));
+    if let Some(why) = call.unusable() {
+        return refused(call, Some(input), why);
     }
-    if let Some(stream) = crate::daemon::connect(&Workspace::at(&call.journal)) {
+    if let Err(e) = ledger::check_lineage_id(&call.lineage) {
+        let what = if call.named { "--lineage" } else { "the hook input's session_id" };
+        return refused(call, Some(input), format!("[STRATA-E2004] {what}: {}; denied", e.detail));
+    }
+    if let Some(stream) = crate::daemon::connect(&Workspace::at(call.journal_path())) {
         return ask_owner(call, input, stream, by);
     }
     let left = by.saturating_duration_since(Instant::now());
-    let j = match super::ce::open_journal_at(&call.journal, false, left) {
+    let j = match super::ce::open_journal_at(call.journal_path(), false, left) {
         Ok(j) => j,
         Err(e) => {
-            return refused(Some(input), format!("[STRATA-E2003] the journal cannot be opened ({}); denied", e.detail));
+            return refused(
+                call,
+                Some(input),
+                format!("[STRATA-E2003] the journal cannot be opened ({}); denied", e.detail),
+            );
         }
     };
     let answer = decide_on(&j, call, input);
@@ -302,15 +408,19 @@ fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream,
     };
     let left = by.saturating_duration_since(Instant::now());
     let answer_by_ms = now_ms() + i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
-    let argv: Vec<String> = vec![
+    let mut argv: Vec<String> = vec![
         "strata".into(),
         "hook".into(),
         call.runtime_name().into(),
         "pre-tool-use".into(),
         "--journal".into(),
-        call.journal.display().to_string(),
-        "--lineage".into(),
-        call.lineage.clone(),
+        call.journal_path().display().to_string(),
+    ];
+    // An interactive session is named by the input the owner is sent, as here.
+    if call.named {
+        argv.extend(["--lineage".into(), call.lineage.clone()]);
+    }
+    argv.extend([
         "--root".into(),
         call.root.display().to_string(),
         "--deadline-ms".into(),
@@ -319,10 +429,12 @@ fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream,
         V7Ids.next_id().to_string(),
         "--answer-by-ms".into(),
         answer_by_ms.to_string(),
-    ];
-    let dir = match std::fs::canonicalize(&call.journal) {
+    ]);
+    let dir = match std::fs::canonicalize(call.journal_path()) {
         Ok(d) => d,
-        Err(e) => return refused(format!("[STRATA-E2003] --journal {}: {e}; denied", call.journal.display())),
+        Err(e) => {
+            return refused(format!("[STRATA-E2003] --journal {}: {e}; denied", call.journal_path().display()));
+        }
     };
     match crate::daemon::exchange(stream, argv, &dir, Some(input.to_string()), Some(left)) {
         Ok(reply) if reply.code == ALLOW => Answer::Recorded { allow: true, reason: String::new() },
@@ -352,8 +464,11 @@ fn decide_on(j: &Journal, call: &Call, input: &Value) -> Answer {
         let resolved = crate::files::resolve_links(Path::new(p))?;
         resolved.into_os_string().into_string().map_err(|p| format!("{} is not UTF-8", p.to_string_lossy()))
     };
-    let v = guard::decide_resolved(&state, &call.lineage, call.runtime, root, input, &links);
-    let mut ids = Given(call.decision_id);
+    let v = match &call.session {
+        Some(session) => guard::decide_session(&state, session, call.runtime, root, input, &links),
+        None => guard::decide_resolved(&state, &call.lineage, call.runtime, root, input, &links),
+    };
+    let mut ids = ChosenId(call.decision_id);
     let event = match guard::event(&v, &mut ids, &SystemClock) {
         Ok(e) => e,
         Err(e) => return Answer::Unrecorded(Verdict { allow: false, reason: format!("{}; denied", e.detail), ..v }),
@@ -376,9 +491,9 @@ fn decide_on(j: &Journal, call: &Call, input: &Value) -> Answer {
 }
 
 /// Ids for the decision event: the one the asking hook chose, else a fresh one.
-struct Given(Option<Uuid>);
+struct ChosenId(Option<Uuid>);
 
-impl strata_engine::ports::Ids for Given {
+impl strata_engine::ports::Ids for ChosenId {
     fn next_id(&mut self) -> Uuid {
         self.0.take().unwrap_or_else(|| V7Ids.next_id())
     }

@@ -9,8 +9,10 @@
 //! object on stdout ([`failure`]); logs go to stderr through `tracing` (`-v`, `-q`, `RUST_LOG`);
 //! failed and held rows are coloured on a terminal ([`crate::style`]).
 
+mod agents;
 mod audit;
 mod ce;
+mod claim;
 pub(crate) mod context;
 mod demo;
 mod discover;
@@ -97,7 +99,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Create `.strata/` with a config and a new journal.
+    /// Create `.strata/` with a config and a new journal (with --claude / --codex also the
+    /// configuration of your own Claude Code or Codex sessions).
+    #[command(group = clap::ArgGroup::new("agents").args(["claude", "codex"]).multiple(true))]
     Init {
         /// Durability of acknowledged appends: `power` (fdatasync) or `process`.
         #[arg(long, default_value = "power")]
@@ -117,6 +121,18 @@ enum Command {
         /// With `--backend postgres`: the PostgreSQL schema holding the journal.
         #[arg(long, default_value = "strata")]
         schema: String,
+        /// Also configure this repository for your own Claude Code sessions: the write guard
+        /// hook in `.claude/settings.json`, the MCP server `strata` in `.mcp.json`, the skill in
+        /// `.claude/skills/strata/` (existing files are merged; an existing `.strata/` is kept).
+        #[arg(long)]
+        claude: bool,
+        /// Also configure it for your own Codex sessions: `.codex/config.toml` (MCP server),
+        /// `.codex/hooks.json` (write guard), the skill in `.agents/skills/strata/`.
+        #[arg(long)]
+        codex: bool,
+        /// With --claude or --codex: print the files as they would be written; write nothing.
+        #[arg(long, requires = "agents")]
+        print: bool,
     },
     /// Run the bundled example end to end: initialise a journal, append the example events,
     /// sign a checkpoint, verify (live and from an offline bundle) and replay.
@@ -250,6 +266,12 @@ enum Command {
     /// outside the lineage's owned files (exit 2) and records every decision.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// Own files for a person's own Claude Code or Codex session (`--for SESSION`, or
+    /// `--interactive` for every one): recorded in the same ownership map as `strata run`'s
+    /// workers, which the write guard checks. Without paths: list who owns what.
+    Claim(claim::ClaimArgs),
+    /// Give back files `strata claim` took (`--for SESSION` or `--interactive`: all of them).
+    Release(claim::ReleaseArgs),
     /// Run a workgroup's plan: route, assemble, claim, dispatch, collect and release every
     /// task, on the workspace's journal (`--resume WG` after a crash; `--example` for the
     /// bundled example with the simulated provider).
@@ -325,11 +347,15 @@ pub fn main() -> ExitCode {
     // A hook runs as its own process within its deadline: it goes to the owner of the journal
     // it names (`strata serve`, or `strata run` while real workers run) or opens it itself.
     if let Command::Hook(h) = cli.command {
-        return hook::main(h);
+        return hook::main(h, cli.dir);
     }
     init_logging(cli.verbose, cli.quiet);
     let cwd = std::env::current_dir().ok();
-    let dir = locate::workspace_root(cli.dir.as_deref(), cwd.as_deref(), matches!(cli.command, Command::Init { .. }));
+    let dir = locate::workspace_root(
+        cli.dir.as_deref(),
+        cwd.as_deref(),
+        matches!(cli.command, Command::Init { claude: false, codex: false, .. }),
+    );
     tracing::info!(workspace = %dir.display(), "workspace");
     cli.dir = Some(dir.clone());
     if cli.command.forwardable()
@@ -483,51 +509,17 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
     let dir = ws.root().to_path_buf();
     tracing::debug!(command = ?cli.command, "running");
     match cli.command {
-        Command::Init { durability, origin, backend, url, schema } => {
-            let durability =
-                durability.parse().map_err(|e: String| anyhow::anyhow!("[STRATA-E0601] --durability: {e}"))?;
-            let backend = match (backend.as_str(), url) {
-                ("sled", None) => crate::config::Backend::Sled,
-                ("postgres", Some(url)) => crate::config::Backend::postgres(&url, &schema, "--url")?,
-                ("sled", Some(_)) => anyhow::bail!("[STRATA-E0601] --url needs --backend postgres"),
-                ("postgres", None) => {
-                    anyhow::bail!("[STRATA-E0601] --backend postgres needs --url postgresql://user@host:port/database")
-                }
-                (other, _) => anyhow::bail!("[STRATA-E0601] --backend must be sled or postgres, not {other:?}"),
-            };
-            let config = Config { durability, backend, ..Config::default() };
-            let origin = origin.unwrap_or_else(|| format!("strata.local/{}", uuid::Uuid::now_v7()));
-            let (journal, created) = ws.create_or_attach_postgres(&origin, &config)?;
+        Command::Init { durability, origin, backend, url, schema, claude, codex, print } => {
+            let agents = [(claude, agents::Runtime::Claude), (codex, agents::Runtime::Codex)];
+            if !(claude || codex) {
+                return init_workspace(&ws, &durability, origin, &backend, url, &schema, Some(cli.json));
+            }
+            // `init --claude` in a repository without `.strata/` makes the workspace first.
+            let created = !print && !ws.strata_dir().is_dir();
             if created {
-                record_initialized(&journal, &config)?;
+                init_workspace(&ws, &durability, origin, &backend, url, &schema, None)?;
             }
-            let origin = journal.origin().to_owned();
-            journal.close_blocking()?;
-            let head = journal.head();
-            if cli.json {
-                outln!(
-                    "{}",
-                    serde_json::json!({
-                        "workspace": ws.root().display().to_string(),
-                        "origin": origin,
-                        "durability": config.durability.as_str(),
-                        "head": head.seq,
-                    })
-                );
-            } else if let crate::config::Backend::Postgres { url, schema } = &config.backend {
-                let verb = if created { "created" } else { "attached to" };
-                outln!(
-                    "initialised {}: {verb} the shared journal {origin} in {url} (schema {schema})",
-                    ws.strata_dir().display()
-                );
-            } else {
-                outln!(
-                    "initialised {} (origin {origin}, durability {})",
-                    ws.strata_dir().display(),
-                    config.durability.as_str()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            agents::init(&ws, &agents, print, created, cli.json)
         }
         Command::Demo { at } => demo::run(&at, cli.json),
         Command::Run(args) => run::run(&dir, args, cli.json, paint),
@@ -553,13 +545,72 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         Command::Eval(cmd) => eval::run(cmd, cli.json),
         Command::Hook(cmd) => Ok(match ws.served_journal() {
             Some(j) => hook::served(cmd, j, &ws),
-            None => hook::main(cmd),
+            None => hook::main(cmd, Some(dir.clone())),
         }),
         Command::Rollout { journal, command } => rollout::run(&rollout::journal_dir(journal, &dir), command, cli.json),
         Command::Workgroups => workgroups::run(&ws, cli.json, paint),
+        Command::Claim(args) => claim::claim(&ws, args, cli.json),
+        Command::Release(args) => claim::release(&ws, args, cli.json),
         Command::Completions { shell } => shell::completions(shell),
         Command::Man { out } => shell::man(out.as_deref(), cli.json),
     }
+}
+
+/// `strata init` without --claude / --codex: `.strata/` with a config and a new journal; what
+/// was made is printed unless `json` is `None`.
+fn init_workspace(
+    ws: &Workspace,
+    durability: &str,
+    origin: Option<String>,
+    backend: &str,
+    url: Option<String>,
+    schema: &str,
+    json: Option<bool>,
+) -> anyhow::Result<ExitCode> {
+    let durability = durability.parse().map_err(|e: String| anyhow::anyhow!("[STRATA-E0601] --durability: {e}"))?;
+    let backend = match (backend, url) {
+        ("sled", None) => crate::config::Backend::Sled,
+        ("postgres", Some(url)) => crate::config::Backend::postgres(&url, schema, "--url")?,
+        ("sled", Some(_)) => anyhow::bail!("[STRATA-E0601] --url needs --backend postgres"),
+        ("postgres", None) => {
+            anyhow::bail!("[STRATA-E0601] --backend postgres needs --url postgresql://user@host:port/database")
+        }
+        (other, _) => anyhow::bail!("[STRATA-E0601] --backend must be sled or postgres, not {other:?}"),
+    };
+    let config = Config { durability, backend, ..Config::default() };
+    let origin = origin.unwrap_or_else(|| format!("strata.local/{}", uuid::Uuid::now_v7()));
+    let (journal, created) = ws.create_or_attach_postgres(&origin, &config)?;
+    if created {
+        record_initialized(&journal, &config)?;
+    }
+    let origin = journal.origin().to_owned();
+    journal.close_blocking()?;
+    let head = journal.head();
+    let Some(json) = json else { return Ok(ExitCode::SUCCESS) };
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "workspace": ws.root().display().to_string(),
+                "origin": origin,
+                "durability": config.durability.as_str(),
+                "head": head.seq,
+            })
+        );
+    } else if let crate::config::Backend::Postgres { url, schema } = &config.backend {
+        let verb = if created { "created" } else { "attached to" };
+        outln!(
+            "initialised {}: {verb} the shared journal {origin} in {url} (schema {schema})",
+            ws.strata_dir().display()
+        );
+    } else {
+        outln!(
+            "initialised {} (origin {origin}, durability {})",
+            ws.strata_dir().display(),
+            config.durability.as_str()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn keygen(name: &str, out: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
@@ -586,10 +637,22 @@ fn mcp_stdio(ws: &Workspace) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let journal = ws.open_journal("mcp")?;
+    // While it holds the journal, this process serves the workspace's socket too, as `strata
+    // run` does: the write guard's hooks, `strata claim`/`release` and other commands of the
+    // session reach the journal through it instead of waiting for a lock it never lets go of.
     let served = rt.block_on(async {
         let harness = crate::harness::Harness::new(journal.clone())?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let listening = tokio::spawn(crate::daemon::listen(ws.clone(), journal.clone(), stopped));
         let server = crate::mcp::KnowledgeServer::new(harness);
-        crate::mcp::serve_connection(server, tokio::io::stdin(), tokio::io::stdout()).await
+        let served = crate::mcp::serve_connection(server, tokio::io::stdin(), tokio::io::stdout()).await;
+        let _ = stop.send(());
+        match listening.await {
+            Ok(Err(e)) => errln!("strata mcp: the workspace socket failed: {e:#}"),
+            Err(e) => errln!("strata mcp: the workspace socket failed: {e}"),
+            Ok(Ok(())) => {}
+        }
+        served
     });
     let closed = journal.close_blocking();
     served?;

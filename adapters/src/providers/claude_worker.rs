@@ -10,8 +10,8 @@
 //!   <workdir>` (strata's write guard: exit 2 and a JSON deny outside the lineage's ownership)
 //!   and sets `disableAllHooks: false` (command-line settings outrank the user's and the
 //!   project's, so neither can turn the guard off),
-//!   and the `--mcp-config` file attaching `strata mcp` as the `knowledge` server
-//!   (`--strict-mcp-config`, and `--allowedTools mcp__knowledge`: in `-p` mode an MCP tool is
+//!   and the `--mcp-config` file attaching `strata mcp` as the `strata` server
+//!   (`--strict-mcp-config`, and `--allowedTools mcp__strata`: in `-p` mode an MCP tool is
 //!   refused without it). `--permission-mode acceptEdits` lets headless writes inside the working
 //!   directory through, so the hook is what decides about them.
 //! * **Outcome.** Success only when a `result` was seen with `is_error: false`, no API error came

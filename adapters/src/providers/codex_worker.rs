@@ -5,7 +5,7 @@
 //!
 //! * **A private `CODEX_HOME` per worker**, so nothing of a user's `~/.codex` (other MCP servers,
 //!   hooks, trust) leaks in: `config.toml` carries the model and model provider from
-//!   [`CodexConfig`], no update check, analytics or feedback, and `strata mcp` as the `knowledge`
+//!   [`CodexConfig`], no update check, analytics or feedback, and `strata mcp` as the `strata`
 //!   MCP server with `default_tools_approval_mode = "approve"` (`exec` runs with approval policy
 //!   `never`, so an MCP call not approved up front fails); `hooks.json` carries the PreToolUse
 //!   hook on `apply_patch` running `strata hook codex pre-tool-use --journal … --lineage …

@@ -699,8 +699,10 @@ impl<R: StreamReader> Workers<R> {
 /// Between SIGTERM and SIGKILL on release, ms.
 pub const GROUP_TERM_GRACE_MS: u64 = 5_000;
 
-/// The MCP server name strata's Knowledge API is attached under (tools `mcp__knowledge__*`).
-pub const KNOWLEDGE_SERVER: &str = "knowledge";
+/// The MCP server name strata's Knowledge API is attached under (tools `mcp__strata__*`), for
+/// `strata run`'s workers and for a person's own sessions (`strata init --claude`/`--codex`)
+/// alike, as the skill names it.
+pub const KNOWLEDGE_SERVER: &str = "strata";
 /// The runtime's timeout for the write-guard hook, seconds, set explicitly in every worker's
 /// hook settings: a hook that times out fails open in both CLIs, so it is well above strata's
 /// own deadline (`strata hook … --deadline-ms`, at most 45 s), and the runtime never decides

@@ -20,6 +20,7 @@ pub mod capsule;
 pub mod digest;
 pub mod error;
 pub mod gitleaks;
+pub mod interactive;
 pub mod ledger;
 pub mod lineage;
 pub mod links;

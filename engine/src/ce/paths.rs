@@ -123,12 +123,12 @@ fn fold_owned(mut p: String) -> String {
 
 /// Two canonical paths overlap when they are equal or one contains the other.
 pub fn overlaps(a: &str, b: &str) -> bool {
-    let contains = |outer: &str, inner: &str| {
-        outer.is_empty()
-            || inner == outer
-            || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
-    };
     contains(a, b) || contains(b, a)
+}
+
+/// Whether canonical path `inner` is `outer` or lies under it (the root, `""`, holds every path).
+pub fn contains(outer: &str, inner: &str) -> bool {
+    outer.is_empty() || inner == outer || (inner.starts_with(outer) && inner.as_bytes().get(outer.len()) == Some(&b'/'))
 }
 
 /// A link fact checked for recording: both sides lexically valid, the target `None` when the
