@@ -54,6 +54,10 @@ pub(crate) fn trailers(message: &str) -> Trailers {
     t
 }
 
+/// One trailer checked against the journal: what, the trailer's value, the journal's, and
+/// whether they agree (`None`: not checked).
+type Check = (&'static str, Option<String>, Option<String>, Option<bool>);
+
 /// `git -C dir args…`, its stdout, or `None`.
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
     let out = std::process::Command::new("git")
@@ -127,7 +131,7 @@ pub(crate) fn run(
     };
     // What the journal recorded for this attempt, checked against each trailer.
     let latest = s.dispatch.as_ref().filter(|(_, d)| d.attempt == attempt);
-    let mut checks: Vec<(&str, Option<String>, Option<String>, Option<bool>)> = Vec::new();
+    let mut checks: Vec<Check> = Vec::new();
     checks.push((
         "Strata-Journal (the dispatch's sequence)",
         t.journal.clone(),
