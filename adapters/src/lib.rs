@@ -30,6 +30,7 @@ pub mod mcp;
 pub mod measure;
 pub mod plural;
 pub mod providers;
+pub mod steering;
 pub mod style;
 pub mod system;
 pub mod table;

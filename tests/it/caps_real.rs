@@ -42,12 +42,12 @@ struct Ran {
 }
 
 /// Runs the one-task plan on `provider` with `caps`, the model answering `turns` (`top`: the
-/// repository, where the worktrees are).
+/// workspace, where the worktrees are).
 fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) -> Ran {
     let scratch = Scratch::new().expect("scratch");
     let files = [("src/lib.rs", "// the crate\n")];
     let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &files, &plan(provider, caps));
-    let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    let top = std::fs::canonicalize(&ws).expect("the workspace");
     let fake = FakeModel::start(turns(&top)).expect("fake model");
     let mut cmd = Command::new(strata_bin!());
     cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo);

@@ -291,3 +291,127 @@ fn version_completions_man_page_http_localhost_and_the_help_examples() {
         assert!(help.contains(e), "{e}");
     }
 }
+
+/// Runs the binary with `args` and `stdin`, as [`run_in`] does.
+fn run_with_stdin(cwd: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut c = Command::new(strata_bin!());
+    c.current_dir(cwd).args(args).env_remove("STRATA_DIR").env_remove("NO_COLOR").env_remove("RUST_LOG");
+    c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("strata runs");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    child.wait_with_output().expect("strata ends")
+}
+
+/// The hook's answer: exit code and the deny reason (the rest of a decision is its own).
+fn hook_answer(out: &Output) -> (Option<i32>, Option<String>) {
+    let reason = serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["hookSpecificOutput"]["permissionDecisionReason"].as_str().map(str::to_owned));
+    (out.status.code(), reason)
+}
+
+#[test]
+fn one_flag_names_the_workspace_everywhere_and_journal_stays_its_alias() {
+    // Every command that has a `--journal`: each must take `--dir` for the same thing.
+    let mut with_journal: Vec<String> = Vec::new();
+    for path in leaf_commands() {
+        let mut cmd = Cli::command();
+        for name in &path {
+            cmd = cmd.find_subcommand(name).expect("the walk's command").clone();
+        }
+        let parent_has = path.first().is_some_and(|p| {
+            Cli::command()
+                .find_subcommand(p)
+                .is_some_and(|c| c.get_arguments().any(|a| a.get_long() == Some("journal")))
+        });
+        if parent_has || cmd.get_arguments().any(|a| a.get_long() == Some("journal")) {
+            with_journal.push(path.join(" "));
+        }
+    }
+    let families: std::collections::BTreeSet<&str> =
+        with_journal.iter().map(|p| if p.starts_with("rollout") { "rollout" } else { p.as_str() }).collect();
+    assert_eq!(
+        families.into_iter().collect::<Vec<_>>(),
+        ["ce", "eval promote", "hook claude pre-tool-use", "hook codex pre-tool-use", "rollout"],
+        "each of these is checked below; a new --journal needs a row: {with_journal:?}"
+    );
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for ws in [&a, &b] {
+        std::fs::create_dir_all(ws).expect("mkdir");
+        assert!(run_in(ws, &["init", "--durability", "process"], &[]).status.success());
+    }
+    let root = "/work/worker-1";
+    let claim = serde_json::json!({"lineage_id": "L1", "input": {"owned_files": ["src/api"], "is_writer": true}});
+    // ce: a decision against the ledger, recorded where --journal or --dir says.
+    for (flag, ws) in [("--journal", &a), ("--dir", &b)] {
+        let out = run_with_stdin(
+            tmp.path(),
+            &["ce", "route", flag, ws.to_str().expect("utf-8")],
+            claim.to_string().as_bytes(),
+        );
+        assert!(out.status.success(), "ce route {flag}: {}", text(&out.stdout));
+    }
+    let ledger = |ws: &Path| {
+        let out = run_in(tmp.path(), &["--dir", ws.to_str().expect("utf-8"), "--json", "journal", "log"], &[]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        v.as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(!ledger(&a).is_empty());
+    assert_eq!(ledger(&a), ledger(&b), "the same decision recorded through either flag");
+    // hook: the same answers through either flag (the workers' hook commands pass --journal).
+    for (path, want) in [(format!("{root}/src/api/x.rs"), 0), (format!("{root}/src/web/y.rs"), 2)] {
+        let input = serde_json::json!({"session_id": "s-1", "cwd": root, "hook_event_name": "PreToolUse",
+            "tool_name": "Write", "tool_input": {"file_path": path, "content": "x\n"}, "tool_use_id": "toolu_1"});
+        let mut answers = Vec::new();
+        for (flag, ws) in [("--journal", &a), ("--dir", &b)] {
+            let args = [
+                "hook",
+                "claude",
+                "pre-tool-use",
+                flag,
+                ws.to_str().expect("utf-8"),
+                "--lineage",
+                "L1",
+                "--root",
+                root,
+            ];
+            answers.push(hook_answer(&run_with_stdin(tmp.path(), &args, input.to_string().as_bytes())));
+        }
+        // `--dir` before the subcommand works too.
+        let args =
+            ["--dir", b.to_str().expect("utf-8"), "hook", "claude", "pre-tool-use", "--lineage", "L1", "--root", root];
+        answers.push(hook_answer(&run_with_stdin(tmp.path(), &args, input.to_string().as_bytes())));
+        assert_eq!(answers[0].0, Some(want), "{path}: {answers:?}");
+        assert!(answers.iter().all(|x| *x == answers[0]), "{path}: {answers:?}");
+    }
+    // rollout: --dir (the default) and --journal read the same rollouts.
+    let status = |args: &[&str]| text(&run_in(tmp.path(), args, &[]).stdout);
+    let a_s = a.to_str().expect("utf-8");
+    assert_eq!(
+        status(&["--json", "rollout", "--journal", a_s, "status"]),
+        status(&["--json", "--dir", a_s, "rollout", "status"])
+    );
+    // eval promote: --dir names the journal it records in, as --journal does (an evaluation
+    // to be recorded needs 10,000 resamples); with neither it is a trial run that may use fewer.
+    let pairs = tmp.path().join("pairs.json");
+    std::fs::write(&pairs, "{}").expect("pairs");
+    let promote = |before: &[&str], after: &[&str]| {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(before);
+        args.extend(["eval", "promote", "--pairs", pairs.to_str().expect("utf-8"), "--candidate-version", "v2"]);
+        args.extend(["--runtime-digest", "sha256:00", "--resamples", "100"]);
+        args.extend_from_slice(after);
+        text(&run_in(tmp.path(), &args, &[]).stdout)
+    };
+    let by_dir = promote(&["--dir", a_s], &[]);
+    assert!(by_dir.contains("STRATA-E1407") && by_dir.contains("recorded in a journal"), "{by_dir}");
+    assert_eq!(by_dir, promote(&[], &["--journal", a_s]), "the same refusal through either flag");
+    assert!(!promote(&[], &[]).contains("recorded in a journal"), "without either: a trial run");
+}

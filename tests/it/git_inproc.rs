@@ -61,7 +61,7 @@ fn a_worktree_made_in_process_is_one_git_knows_and_its_commit_is_the_one_git_mak
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("repo");
     init_repo(&root, &FILES);
-    let repo = Repo::open(&root, "inproc").expect("opens");
+    let repo = Repo::open(&root, &root, "inproc").expect("opens");
     let tip = git(&root, &["rev-parse", "refs/heads/strata/inproc"]).trim().to_owned();
 
     // Made in process: git lists it, sees it clean and detached at the tip.
@@ -124,7 +124,7 @@ fn where_git_would_do_more_the_in_process_path_declines_and_leaves_nothing() {
     let admin = root.join(".git").join("worktrees");
     assert!(!admin.exists() || std::fs::read_dir(&admin).expect("read").next().is_none(), "no admin dir left");
     // Through Repo the git commands make it instead, and commit through the filter.
-    let repo = Repo::open(&root, "filtered").expect("opens");
+    let repo = Repo::open(&root, &root, "filtered").expect("opens");
     let tree = repo.worktree("t", 1).expect("worktree by git");
     assert_eq!(git(&tree, &["status", "--porcelain"]), "");
     std::fs::write(tree.join(".gitattributes"), "x.txt filter=upper\n").expect("write");

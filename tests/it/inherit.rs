@@ -13,7 +13,7 @@ use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
 use strata_tests::fake_model::{FakeModel, Turn};
 use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
-use strata_tests::{git, run_setting, strata, strata_bin};
+use strata_tests::{run_setting, strata, strata_bin};
 
 /// `parent` writes; `child` inherits its context. `extra` goes into the child's table.
 fn plan(provider: &str, extra: &str) -> String {
@@ -137,7 +137,7 @@ fn real_run_with(
     let scratch = Scratch::new().expect("scratch");
     let extra = "sensitivity = \"normal\"\naffinity_approved = true";
     let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &FILES, &plan(provider, extra));
-    let top = std::path::PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    let top = std::fs::canonicalize(&ws).expect("the workspace");
     let fake = FakeModel::start(turns(&top)).expect("fake model");
     let mut cmd = Command::new(strata_bin!());
     cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo).arg("--json");
@@ -188,7 +188,7 @@ fn assert_forked(fake: &FakeModel, ws: &Path, parent_words: &str) {
 }
 
 /// The Claude turns of the plan, in order: the parent writes and says how the parser works, the
-/// child writes its tests (`top`: the repository, where the worktrees are).
+/// child writes its tests (`top`: the workspace, where the worktrees are).
 fn claude_turns(top: &Path) -> Vec<Turn> {
     let parse = worktree_path(top, "inh", "parent", 1).join("src/parse.rs");
     let tests = worktree_path(top, "inh", "child", 1).join("src/parse_tests.rs");

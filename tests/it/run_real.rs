@@ -50,7 +50,7 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
     let scratch = Scratch::new().expect("scratch");
     let (ws, repo, plan) = run_setting(strata_bin!(), scratch.root(), &[("src/lib.rs", "// the crate\n")], PLAN);
-    let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    let top = std::fs::canonicalize(&ws).expect("the workspace");
 
     // One worker at a time, so the scripted turns meet their workers in order.
     let api = worktree_path(&top, "real", "api", 1).join("src/api.rs");
@@ -166,8 +166,8 @@ fn a_claude_worker_left_running_by_a_sigkilled_run_is_released_by_resume_and_the
     assert!(group_alive(pid), "the worker outlived its coordinator");
 
     fake.clear_turns();
-    let file = worktree_path(&PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim()), "orphan", "slow", 2)
-        .join("src/slow.rs");
+    let file =
+        worktree_path(&std::fs::canonicalize(&ws).expect("the workspace"), "orphan", "slow", 2).join("src/slow.rs");
     fake.push(Turn::claude_write(&file.display().to_string(), "pub fn slow() {}\n"));
     fake.push(Turn::text("Written."));
     let mut resume = command(&["run", "--resume", "orphan"]);
@@ -240,7 +240,7 @@ fn resume_after_sigkill_keeps_the_provider_and_repository_the_run_started_with()
     assert_eq!(head().0, before, "a refused resume appends nothing");
 
     fake.clear_turns();
-    let top = PathBuf::from(git(&repo, &["rev-parse", "--show-toplevel"]).trim());
+    let top = std::fs::canonicalize(&ws).expect("the workspace");
     let file = worktree_path(&top, "kept", "slow", 2).join("src/slow.rs");
     fake.push(Turn::claude_write(&file.display().to_string(), "pub fn slow() {}\n"));
     fake.push(Turn::text("Written."));

@@ -469,7 +469,7 @@ fn a_change_that_does_not_apply_is_a_conflict_and_the_integration_branch_stays_c
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("repo");
     init_repo(&root, &[("shared.txt", "one\n")]);
-    let repo = Repo::open(&root, "conflict-test").expect("opens");
+    let repo = Repo::open(&root, &root, "conflict-test").expect("opens");
     // Two workers start from the same tip and change the same line.
     let a = repo.worktree("a", 1).expect("worktree a");
     let b = repo.worktree("b", 1).expect("worktree b");

@@ -152,6 +152,7 @@ pub(crate) fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
+        AuditCommand::Commit { sha, repo } => super::audit_commit::run(&groups, ws, &sha, repo.as_deref(), json, paint),
         AuditCommand::Session { id } => {
             let found = groups.by_session(&id);
             if found.is_empty() {
@@ -159,50 +160,11 @@ pub(crate) fn run(
                     "[STRATA-E1703] no task in this journal ran in session {id}; `strata audit run WG` lists sessions"
                 );
             }
-            let mut rows = Vec::new();
-            for (wg, task, s) in found {
-                let d = s.dispatch.as_ref().map(|(_, d)| d);
-                let files = s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default();
-                let prompt = d.map(|d| d.prompt.clone());
-                rows.push(json!({
-                    "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
-                    "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.as_str()),
-                    "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
-                    "prompt": prompt, "files": files, "violations": s.violations,
-                    "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
-                    "denied": denials_of(&groups, wg, Some(task)),
-                }));
-            }
+            let rows: Vec<Value> = found.into_iter().map(|(wg, task, s)| task_row(&groups, wg, task, s)).collect();
             if json {
                 outln!("{}", json!({"session": id, "tasks": rows}));
             } else {
-                let mut t = Table::new(&[
-                    "workgroup",
-                    "task",
-                    "status",
-                    "mode",
-                    "prompt tokens",
-                    "files",
-                    "violations",
-                    "denied",
-                ]);
-                for r in &rows {
-                    let status = r["status"].as_str().unwrap_or_default();
-                    t.toned_row(
-                        vec![
-                            r["workgroup"].as_str().unwrap_or_default().to_owned(),
-                            r["task"].as_str().unwrap_or_default().to_owned(),
-                            status.to_owned(),
-                            r["mode"].as_str().unwrap_or("-").to_owned(),
-                            r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
-                            r["files"].as_array().map_or(0, Vec::len).to_string(),
-                            r["violations"].as_array().map_or(0, Vec::len).to_string(),
-                            r["denied"].as_array().map_or(0, Vec::len).to_string(),
-                        ],
-                        crate::style::tone_of(status),
-                    );
-                }
-                outln!("session {id}\n{}", t.render_painted(paint));
+                outln!("session {id}\n{}", task_table(&rows, paint));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -285,6 +247,49 @@ pub(crate) fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// One task's audit (`audit session`, `audit commit`): status, mode, prompt, files, violations,
+/// usage, failure and the writes the guard refused it.
+pub(crate) fn task_row(
+    groups: &Workgroups,
+    wg: &str,
+    task: &str,
+    s: &strata_engine::workgroup::state::TaskState,
+) -> Value {
+    let d = s.dispatch.as_ref().map(|(_, d)| d);
+    let files = s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default();
+    let prompt = d.map(|d| d.prompt.clone());
+    json!({
+        "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
+        "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.as_str()),
+        "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
+        "prompt": prompt, "files": files, "violations": s.violations,
+        "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
+        "denied": denials_of(groups, wg, Some(task)),
+    })
+}
+
+/// [`task_row`]s as a table, a failed row red and a held one yellow.
+pub(crate) fn task_table(rows: &[Value], paint: crate::style::Paint) -> String {
+    let mut t = Table::new(&["workgroup", "task", "status", "mode", "prompt tokens", "files", "violations", "denied"]);
+    for r in rows {
+        let status = r["status"].as_str().unwrap_or_default();
+        t.toned_row(
+            vec![
+                r["workgroup"].as_str().unwrap_or_default().to_owned(),
+                r["task"].as_str().unwrap_or_default().to_owned(),
+                status.to_owned(),
+                r["mode"].as_str().unwrap_or("-").to_owned(),
+                r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
+                r["files"].as_array().map_or(0, Vec::len).to_string(),
+                r["violations"].as_array().map_or(0, Vec::len).to_string(),
+                r["denied"].as_array().map_or(0, Vec::len).to_string(),
+            ],
+            crate::style::tone_of(status),
+        );
+    }
+    t.render_painted(paint)
 }
 
 /// One line of a dispatch's routing evidence.

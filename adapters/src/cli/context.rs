@@ -138,6 +138,17 @@ pub(crate) enum AuditCommand {
         /// The workgroup.
         workgroup: String,
     },
+    /// From an integration commit to the journal: its `Strata-*` trailers name the workgroup,
+    /// task, attempt, prompt and dispatch; the task's audit for that attempt, checked against
+    /// them.
+    Commit {
+        /// The commit (any revision git resolves).
+        sha: String,
+        /// The repository holding it (default: the repositories the journal's workgroups ran
+        /// on, then the workspace's directory).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        repo: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -104,7 +104,8 @@ pub enum EvalCommand {
         /// The runtime it runs on, `sha256:…` (the envelope must name it).
         #[arg(long)]
         runtime_digest: String,
-        /// Journal recording consumed runs (a journal directory or a workspace root).
+        /// Journal recording consumed runs (a journal directory or a workspace root; `--dir`
+        /// on the command line names it too; without either, a trial run that records nothing).
         #[arg(long, value_parser = crate::cli::path_arg)]
         journal: Option<PathBuf>,
         /// Rollout stage evaluated for (adds the stage policy's action).
@@ -154,7 +155,9 @@ fn pretty(v: &impl serde::Serialize) -> anyhow::Result<String> {
 }
 
 /// Runs `strata eval …`.
-pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
+/// Runs an `eval` command; `dir_journal` is the workspace `--dir` named on the command line,
+/// which `promote` records in when `--journal` is not given.
+pub fn run(cmd: EvalCommand, dir_journal: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
         EvalCommand::Corpus(CorpusCommand::Check { file }) => corpus_check(file.as_deref(), json),
         EvalCommand::Synthesize { corpus: path, seed } => {
@@ -212,6 +215,7 @@ pub fn run(cmd: EvalCommand, json: bool) -> anyhow::Result<ExitCode> {
             thresholds,
             rollout,
         } => {
+            let journal = journal.or(dir_journal);
             let corpus_value = corpus_doc(corpus_path.as_deref())?;
             let pairs_value = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
             let envelope_value = envelope_path.map(|p| read_json(&p, "envelope", DOC_BYTES_MAX)).transpose()?;

@@ -41,6 +41,18 @@ pub(crate) enum KnowledgeCommand {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Import a repository's steering files (AGENTS.md, nested, the nearest winning; CLAUDE.md;
+    /// .cursor/rules/*.mdc; .kiro/steering/*.md) as chunks: concerns from front matter or
+    /// headings, project scope from the path. All or nothing; a re-import puts new versions only
+    /// of what changed.
+    Import {
+        /// The repository's root (default: the workspace's directory).
+        #[arg(long, value_parser = crate::cli::path_arg)]
+        root: Option<PathBuf>,
+        /// Check and report without appending.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Retire a chunk: it is never served again.
     Retire {
         /// Slug.
@@ -253,6 +265,10 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             }
             ExitCode::SUCCESS
         }
+        KnowledgeCommand::Import { root, dry_run } => {
+            let root = root.map_or_else(|| ws.root().to_owned(), |r| ws.resolve(&r));
+            import(&h, &root, dry_run, json)?
+        }
         KnowledgeCommand::Retire { slug, reason } => {
             let done = super::appended(
                 decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
@@ -393,6 +409,64 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
     };
     ws.finish(h.journal())?;
     Ok(code)
+}
+
+/// `strata knowledge import`: reads the steering files under `root` and puts them as chunks in
+/// one decision (the vocabulary they need declared in the same append).
+fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
+    use strata_engine::knowledge::steering;
+    let files = crate::steering::read(root)?;
+    let decided = decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
+        let plan = steering::import(k, &files, &mut V7Ids, &SystemClock)?;
+        let appends = if dry_run { Vec::new() } else { plan.put.appends.clone() };
+        Ok::<_, Vec<strata_engine::kb::intake::IntakeProblem>>(Decided { appends, answer: plan })
+    });
+    let done = match decided {
+        Err(AppendError::Refused(problems)) => {
+            let summary = format!(
+                "[STRATA-E2655] import of {} refused: {}; nothing was appended: fix the files listed",
+                root.display(),
+                crate::plural::count(problems.len() as u64, "problem", "problems")
+            );
+            print_problems(&problems, json, &summary);
+            return Ok(ExitCode::from(1));
+        }
+        r => super::appended(r, |_| anyhow::anyhow!("refusals are answered above"))?,
+    };
+    let plan = done.answer;
+    let events = if dry_run { 0 } else { done.events };
+    let head = if dry_run { h.journal().head().seq } else { done.seq };
+    if json {
+        let rows = |v: &[(String, u64, u32)]| {
+            v.iter().map(|(s, v, t)| json!({"slug": s, "version": v, "tokens": t})).collect::<Vec<_>>()
+        };
+        outln!(
+            "{}",
+            json!({"ok": true, "dry_run": dry_run, "root": root.display().to_string(), "files": files.iter().map(|f| &f.path).collect::<Vec<_>>(), "empty": plan.empty, "declared": {"concerns": plan.declared.0, "projects": plan.declared.1}, "created": rows(&plan.put.created), "updated": rows(&plan.put.updated), "unchanged": plan.put.unchanged, "appended": events, "head": head})
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (s, v, t) in &plan.put.created {
+        outln!("new      {s} v{v} ({t} tokens)");
+    }
+    for (s, v, t) in &plan.put.updated {
+        outln!("changed  {s} v{v} ({t} tokens)");
+    }
+    for f in &plan.empty {
+        outln!("empty    {f} (no chunk)");
+    }
+    outln!(
+        "{} from {}: {} new, {} changed, {} unchanged; {} and {} declared{}",
+        if dry_run { "would import" } else { "imported" },
+        crate::plural::count(files.len() as u64, "steering file", "steering files"),
+        plan.put.created.len(),
+        plan.put.updated.len(),
+        plan.put.unchanged.len(),
+        crate::plural::count(plan.declared.0.len() as u64, "concern", "concerns"),
+        crate::plural::count(plan.declared.1.len() as u64, "project", "projects"),
+        if dry_run { " (dry run: nothing appended)".to_owned() } else { format!(" (head {head})") }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A change in tokens served as words, never a negative saving: `88 fewer`, `88 more`, `same`.

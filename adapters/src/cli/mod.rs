@@ -11,6 +11,7 @@
 
 mod agents;
 mod audit;
+mod audit_commit;
 mod ce;
 mod claim;
 pub(crate) mod context;
@@ -31,6 +32,7 @@ mod shell;
 mod simulate;
 mod telemetry;
 mod workgroups;
+mod worktrees;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,6 +95,11 @@ pub struct Cli {
     /// set), always or never.
     #[arg(long, global = true, value_enum, default_value_t = crate::style::ColorChoice::Auto)]
     pub color: crate::style::ColorChoice,
+    /// Whether `--dir` was given on the command line (not by `STRATA_DIR` or the upward
+    /// search): `ce` and `eval promote`, stateless without a journal, then take it as their
+    /// `--journal`.
+    #[arg(skip)]
+    pub dir_given: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -250,7 +257,8 @@ enum Command {
         /// The operation (with --journal also `release`).
         operation: Option<String>,
         /// Decide against this journal's dispatch ledger (writers, leases, lineages, vault
-        /// deltas) and record the decision there. A journal directory or a workspace root; a
+        /// deltas) and record the decision there (`--dir DIR` on the command line does the
+        /// same; without either, stateless). A journal directory or a workspace root; a
         /// missing or empty directory gets a new journal with the first decision that records
         /// something (a rejected request creates nothing).
         #[arg(long, value_parser = crate::cli::path_arg)]
@@ -283,6 +291,12 @@ enum Command {
     /// Every workgroup in the journal: its state, tasks by status, integration branch and last
     /// activity.
     Workgroups,
+    /// The git worktrees runs made, under `.strata/worktrees/<workgroup>/`: workgroup, task,
+    /// attempt, path and whether a live workgroup owns it; `prune` removes the left-overs.
+    Worktrees {
+        #[command(subcommand)]
+        command: Option<worktrees::WorktreesCommand>,
+    },
     /// Print a shell completion script: `strata completions bash > /etc/bash_completion.d/strata`.
     Completions {
         /// The shell.
@@ -299,7 +313,8 @@ enum Command {
     /// Rollouts of a candidate routing policy: start, status, advance, hold, rollback, route.
     Rollout {
         /// The journal holding the rollouts (a journal directory or a workspace root; default
-        /// the workspace `--dir`).
+        /// the workspace `--dir`, which names the same thing: `--journal` is kept for old
+        /// command lines).
         #[arg(long, value_parser = crate::cli::path_arg)]
         journal: Option<PathBuf>,
         #[command(subcommand)]
@@ -333,7 +348,7 @@ impl Command {
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args = dir_as_journal_for_hooks(std::env::args_os().collect());
     let mut cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         // A hook answers bad arguments (and `--help`) with a denial, never clap's exit codes.
@@ -344,6 +359,7 @@ pub fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
+    cli.dir_given = dir_on_command_line(&args);
     // A hook runs as its own process within its deadline: it goes to the owner of the journal
     // it names (`strata serve`, or `strata run` while real workers run) or opens it itself.
     if let Command::Hook(h) = cli.command {
@@ -395,6 +411,36 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `args` name `--dir` on the command line (a value from `STRATA_DIR` does not count).
+fn dir_on_command_line(args: &[std::ffi::OsString]) -> bool {
+    use clap::CommandFactory as _;
+    Cli::command()
+        .try_get_matches_from(args)
+        .is_ok_and(|m| m.value_source("dir") == Some(clap::parser::ValueSource::CommandLine))
+}
+
+/// One name for the workspace everywhere: a hook call that names it `--dir DIR` (anywhere on
+/// the line) and has no `--journal` gets `--journal DIR`, the hook's own name for it, which the
+/// hook commands strata writes for its workers keep passing.
+fn dir_as_journal_for_hooks(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let journal = |a: &std::ffi::OsString| a == "--journal" || a.to_str().is_some_and(|s| s.starts_with("--journal="));
+    if !hook::named(&args) || args.iter().any(journal) {
+        return args;
+    }
+    let Some(at) = args.iter().position(|a| a == "--dir" || a.to_str().is_some_and(|s| s.starts_with("--dir="))) else {
+        return args;
+    };
+    let flag = args.remove(at);
+    let value = match flag.to_str().and_then(|s| s.strip_prefix("--dir=")) {
+        Some(v) => v.into(),
+        None if at < args.len() => args.remove(at),
+        None => return args,
+    };
+    args.push("--journal".into());
+    args.push(value);
+    args
 }
 
 /// Logs to stderr through `tracing`: warnings by default, `-v` info, `-vv` debug, `-vvv`
@@ -541,8 +587,11 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         Command::Telemetry(cmd) => telemetry::run(&ws, cmd, cli.json),
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
         Command::Mcp => mcp_stdio(&ws),
-        Command::Ce { operation, journal, explain } => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
-        Command::Eval(cmd) => eval::run(cmd, cli.json),
+        Command::Ce { operation, journal, explain } => {
+            let journal = journal.or_else(|| cli.dir_given.then(|| dir.clone()));
+            Ok(ce::run(operation.as_deref(), journal.as_deref(), explain))
+        }
+        Command::Eval(cmd) => eval::run(cmd, cli.dir_given.then(|| dir.clone()), cli.json),
         Command::Hook(cmd) => Ok(match ws.served_journal() {
             Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd, Some(dir.clone())),
@@ -551,6 +600,7 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         Command::Workgroups => workgroups::run(&ws, cli.json, paint),
         Command::Claim(args) => claim::claim(&ws, args, cli.json),
         Command::Release(args) => claim::release(&ws, args, cli.json),
+        Command::Worktrees { command } => worktrees::run(&ws, command, cli.json),
         Command::Completions { shell } => shell::completions(shell),
         Command::Man { out } => shell::man(out.as_deref(), cli.json),
     }

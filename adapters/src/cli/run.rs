@@ -59,8 +59,13 @@ pub(crate) struct RunArgs {
     /// Simulated latency is waited for divided by this; 0 does not wait.
     #[arg(long, default_value_t = 1000)]
     time_scale: u64,
-    /// A write outside a task's owned files: flag (record it, discard those changes) or stop
-    /// (the task fails).
+    /// What a write outside a task's owned files does. Both record a `task.write-violation` event
+    /// with the paths, and neither integrates anything of that attempt: the worker's commit
+    /// (owned files included) is not applied to the integration branch and its worktree is
+    /// removed. `flag`: the task still counts as completed (with no files), the tasks after it
+    /// run without its changes, and the run's exit code does not change. `stop` (default): the
+    /// task fails and is not retried, the tasks that wait for it and later phases are held,
+    /// and the run exits 3.
     #[arg(long, default_value = "stop", value_parser = ["flag", "stop"])]
     on_violation: String,
     /// Run only the preflight: list every problem the run would meet (plan, profiles, change

@@ -5,9 +5,12 @@
 //! A workgroup integrates on its own branch, `strata/<workgroup>`, checked out in an integration
 //! worktree. Each writing task's worker gets a detached worktree at the integration branch's tip
 //! at dispatch, so it sees what its dependencies produced and nothing else. The worktrees live
-//! outside the repository (under the system's temporary directory, at a path derived from the
-//! repository and the task), so a worker walking up from its directory never meets `.strata/`
-//! or the coordinator's files. After the turn, everything the worker changed is staged and
+//! in the workspace, at `.strata/worktrees/<workgroup>/<task>.<attempt>` (the integration
+//! worktree at `.strata/worktrees/<workgroup>/_integration`), the one place `strata worktrees`
+//! lists and `strata worktrees prune` cleans; `.strata/` is in the repository's
+//! `.git/info/exclude`, so when the workspace is inside the repository nothing under it is ever
+//! staged, committed or integrated (each worktree is a checkout of its own, with its own `.git`
+//! file: a worker's `git` stops there). After the turn, everything the worker changed is staged and
 //! committed in its worktree; the coordinator lists the files (the post-turn diff check), records
 //! the completion, then cherry-picks the commit onto the integration branch (completion order is
 //! dependency order). A conflict aborts the pick and is reported, never half applied; after a
@@ -213,17 +216,23 @@ fn exclude_strata(root: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", exclude.display()))
 }
 
-/// Where a workgroup's worktrees of the repository whose top directory is `root` live: under
-/// the system's temporary directory, keyed by the repository's path.
-fn worktrees_of(root: &Path, workgroup: &str) -> PathBuf {
-    let key = blake3::hash(root.as_os_str().as_encoded_bytes()).to_hex();
-    std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup)
+/// Where the workspace whose root is `workspace` keeps its workgroups' worktrees.
+pub fn worktrees_dir(workspace: &Path) -> PathBuf {
+    workspace.join(".strata").join("worktrees")
 }
 
-/// The worktree `task`'s `attempt` of `workgroup` runs in, for the repository whose top
-/// directory is `root` (as `git rev-parse --show-toplevel` prints it).
-pub fn worktree_path(root: &Path, workgroup: &str, task: &str, attempt: u32) -> PathBuf {
-    worktrees_of(root, workgroup).join(format!("{task}.{attempt}"))
+/// Where `workgroup`'s worktrees live in the workspace whose root is `workspace`.
+fn worktrees_of(workspace: &Path, workgroup: &str) -> PathBuf {
+    worktrees_dir(workspace).join(workgroup)
+}
+
+/// The name of a workgroup's integration worktree in its directory of worktrees.
+pub const INTEGRATION_WORKTREE: &str = "_integration";
+
+/// The worktree `task`'s `attempt` of `workgroup` runs in, in the workspace whose root is
+/// `workspace` (canonical, as `strata run` resolves it).
+pub fn worktree_path(workspace: &Path, workgroup: &str, task: &str, attempt: u32) -> PathBuf {
+    worktrees_of(workspace, workgroup).join(format!("{task}.{attempt}"))
 }
 
 /// The repository a workgroup writes to, and its integration worktree.
@@ -246,9 +255,10 @@ pub struct Changes {
 }
 
 impl Repo {
-    /// Opens the repository holding `dir` for `workgroup`: creates the integration branch at
-    /// `HEAD` and its worktree, or reuses them when a run of the workgroup made them before.
-    pub fn open(dir: &Path, workgroup: &str) -> anyhow::Result<Repo> {
+    /// Opens the repository holding `dir` for `workgroup` of the workspace whose root is
+    /// `workspace`: creates the integration branch at `HEAD` and its worktree, or reuses them
+    /// when a run of the workgroup made them before.
+    pub fn open(dir: &Path, workspace: &Path, workgroup: &str) -> anyhow::Result<Repo> {
         let top = git(dir, &["rev-parse", "--show-toplevel"]).with_context(|| {
             format!("[STRATA-E1722] {} is not in a git repository; writing tasks run in git worktrees (git init, commit, rerun)", dir.display())
         })?;
@@ -256,7 +266,7 @@ impl Repo {
         git(&root, &["rev-parse", "--verify", "HEAD"])
             .context("[STRATA-E1722] the repository has no commit yet; commit once, then rerun")?;
         exclude_strata(&root)?;
-        let base = worktrees_of(&root, workgroup);
+        let base = worktrees_of(workspace, workgroup);
         let author = Author::from_env()?;
         let repo = Repo { root, branch: format!("strata/{workgroup}"), base, author };
         let integration = repo.integration();
@@ -318,14 +328,14 @@ impl Repo {
     }
 
     fn integration(&self) -> PathBuf {
-        self.base.join("_integration")
+        self.base.join(INTEGRATION_WORKTREE)
     }
 
     /// A fresh worktree for `task`'s `attempt` at the integration tip (an earlier one at that
     /// path, from a run that stopped, is removed first): made in process ([`inproc::add_worktree`]),
     /// else by `git worktree add`.
     pub fn worktree(&self, task: &str, attempt: u32) -> anyhow::Result<PathBuf> {
-        let path = worktree_path(&self.root, self.branch.trim_start_matches("strata/"), task, attempt);
+        let path = self.base.join(format!("{task}.{attempt}"));
         if path.exists() {
             self.remove(&path)?;
         }

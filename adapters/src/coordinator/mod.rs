@@ -462,7 +462,7 @@ impl<'j> Coordinator<'j> {
                     "[STRATA-E1722] the plan has writing tasks; give the repository they change with --repo DIR"
                 )
             })?;
-            let repo = git::Repo::open(&dir, wg)?;
+            let repo = git::Repo::open(&dir, &self.options.workspace, wg)?;
             self.measured.branch = Some(repo.branch().to_owned());
             self.repo = Some(repo);
             self.reconcile(wg)?;
@@ -474,7 +474,7 @@ impl<'j> Coordinator<'j> {
                 continue;
             };
             let worktree = match (&self.repo, t.writer) {
-                (Some(repo), true) => Some(git::worktree_path(repo.root(), wg, t.id(), d.attempt)),
+                (Some(_), true) => Some(git::worktree_path(&self.options.workspace, wg, t.id(), d.attempt)),
                 _ => None,
             };
             let flight = InFlight {

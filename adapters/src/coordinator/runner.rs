@@ -269,8 +269,8 @@ impl Runner {
             format!("[STRATA-E1725] its input {} cannot be read ({e}); no worker starts without it", input.display())
         })?;
         let workdir = match (&self.setup.repo_root, t.writer) {
-            (Some(root), true) => {
-                let w = super::git::worktree_path(root, &self.workgroup, task, attempt);
+            (Some(_), true) => {
+                let w = super::git::worktree_path(&self.setup.workspace, &self.workgroup, task, attempt);
                 if !w.is_dir() {
                     return Err(format!("its worktree {} is missing", w.display()));
                 }

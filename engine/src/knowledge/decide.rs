@@ -162,6 +162,17 @@ pub fn put(
         problems.sort();
         return Err(problems);
     }
+    version_drafts(k, drafts, ids, clock)
+}
+
+/// Versions checked chunk drafts against the catalogue: one append per new or changed chunk
+/// (expecting the version read), nothing for a chunk stored exactly as drafted.
+pub fn version_drafts(
+    k: &Knowledge,
+    mut drafts: Vec<ChunkDraft>,
+    ids: &mut dyn Ids,
+    clock: &dyn Clock,
+) -> Result<PutPlan, Vec<IntakeProblem>> {
     drafts.sort_by(|a, b| a.slug.cmp(&b.slug));
     let mut plan = PutPlan::default();
     for d in drafts {

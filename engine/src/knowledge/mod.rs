@@ -7,6 +7,8 @@
 //! * [`chunk`]: chunk files (Markdown with front matter, or JSON) parsed and checked.
 //! * [`decide`]: the pure deciders (declare, put, retire, start a session, serve, log).
 //! * [`insights`]: merge, removal, review and bundle candidates, and proposal replay.
+//! * [`steering`]: existing steering files (AGENTS.md, CLAUDE.md, Cursor rules, Kiro steering)
+//!   as chunks, for `strata knowledge import`.
 //! * [`fixture`]: the bundled example catalogue and a generator of large ones.
 //!
 //! Query semantics are the seed's, exactly: a chunk is served when its concerns overlap the
@@ -18,6 +20,7 @@ pub mod events;
 pub mod fixture;
 pub mod insights;
 pub mod state;
+pub mod steering;
 
 /// Why a knowledge request was refused; every message names the input, the rule and the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
