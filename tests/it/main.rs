@@ -43,6 +43,7 @@ mod kb_modules;
 mod kb_props;
 mod knowledge;
 mod mcp;
+mod on_demand;
 mod promotion_envelope;
 mod promotion_gates;
 mod promotion_stages;

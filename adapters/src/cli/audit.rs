@@ -162,6 +162,27 @@ pub(crate) fn run(
             let mut rows = Vec::new();
             for (wg, task, s) in found {
                 let d = s.dispatch.as_ref().map(|(_, d)| d);
+                // What the worker fetched later through get_context, and what it was refused.
+                let record = d.and_then(|d| {
+                    context
+                        .prompts
+                        .of_task(&d.prompt.prompt_task)
+                        .into_iter()
+                        .filter(|(_, r)| r.manifest.prompt_hash == d.prompt.prompt_hash)
+                        .max_by_key(|(_, r)| r.seq)
+                        .map(|(_, r)| r)
+                });
+                let fetched: Vec<Value> = record
+                    .map(|r| r.fetched.iter().flat_map(|(seq, f)| f.items.iter().map(move |i| json!({"seq": seq, "item": i.item, "level": i.level, "tokens": i.tokens, "content_hash": i.content_hash, "reason": i.reason}))).collect())
+                    .unwrap_or_default();
+                let refused_fetches: Vec<Value> = record
+                    .map(|r| {
+                        r.refused
+                            .iter()
+                            .map(|(seq, f)| json!({"seq": seq, "asked": f.asked, "rule": f.rule, "reason": f.reason}))
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 let files = s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default();
                 let prompt = d.map(|d| d.prompt.clone());
                 rows.push(json!({
@@ -171,6 +192,7 @@ pub(crate) fn run(
                     "prompt": prompt, "files": files, "violations": s.violations,
                     "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
                     "denied": denials_of(&groups, wg, Some(task)),
+                    "fetched_later": fetched, "refused_fetches": refused_fetches,
                 }));
             }
             if json {
@@ -182,6 +204,7 @@ pub(crate) fn run(
                     "status",
                     "mode",
                     "prompt tokens",
+                    "fetched",
                     "files",
                     "violations",
                     "denied",
@@ -195,6 +218,7 @@ pub(crate) fn run(
                             status.to_owned(),
                             r["mode"].as_str().unwrap_or("-").to_owned(),
                             r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
+                            r["fetched_later"].as_array().map_or(0, Vec::len).to_string(),
                             r["files"].as_array().map_or(0, Vec::len).to_string(),
                             r["violations"].as_array().map_or(0, Vec::len).to_string(),
                             r["denied"].as_array().map_or(0, Vec::len).to_string(),
