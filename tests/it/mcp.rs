@@ -577,7 +577,7 @@ fn mcp_inspector_lists_and_calls_tools() {
     assert_eq!(code, Some(0), "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let tools = v["result"]["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 6);
+    assert_eq!(tools.len(), 7);
     assert!(tools.iter().all(|t| t["outputSchema"]["type"] == "object"));
 
     let (code, out, err) = run(&[
