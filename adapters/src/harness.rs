@@ -39,6 +39,9 @@ pub enum HarnessError {
         "[STRATA-E2313] the shared journal could not be read before answering ({0}); nothing was appended; check that its database is reachable, then retry the call"
     )]
     Refresh(String),
+    /// A `get_context` request was refused (and recorded), malformed, or not recorded.
+    #[error(transparent)]
+    Context(#[from] crate::app::fetch::FetchFailed),
     /// The daemon is shutting down and takes no new writes.
     #[error(
         "[STRATA-E1014] strata is shutting down and recorded nothing for this call; retry it (with the same idempotency_key) once `strata serve` or `strata mcp` runs again"
@@ -220,6 +223,68 @@ pub struct Logged {
     pub duplicate: bool,
 }
 
+/// `get_context` arguments.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextArgs {
+    /// The task id from your prompt's first line (`# Task <id>`).
+    pub task: String,
+    /// What you need: an item of your prompt's "On demand" section (e.g. `domain:billing-domain-1`),
+    /// its virtual path, or an onDemand entry of your profile as written (e.g.
+    /// `{functionalDomainSpec}`) for everything it gives.
+    pub item: String,
+    /// L1 (full), L2 (summary) or L3 (one line); default: the level offered, which is also the
+    /// finest you may ask for.
+    #[serde(default)]
+    pub level: Option<String>,
+    /// Why you need it (recorded in the prompt's bill of materials).
+    pub reason: String,
+    /// Which prompt of the task (its version); default: the latest.
+    #[serde(default)]
+    pub prompt_version: Option<u64>,
+    /// Your session id, if you have one (recorded with the request).
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// One item served by `get_context`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct ContextItemOut {
+    /// `kind:id` (or `summary:L3`, `summary:L2/<entity>`, `rules:pipeline`).
+    pub item: String,
+    /// Virtual path.
+    pub path: String,
+    /// Level served.
+    pub level: String,
+    /// The prompt section it belongs to.
+    pub section: String,
+    /// Tokens it counts against the prompt's budget.
+    pub tokens: u64,
+    /// Content hash of the artifact or summary (hex).
+    pub content_hash: String,
+    /// The content, rendered at the level.
+    pub content: String,
+    /// Why it is served, as the bill of materials records it.
+    pub reason: String,
+}
+
+/// `get_context` result.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub struct ContextResult {
+    /// The task.
+    pub task: String,
+    /// The prompt's version.
+    pub prompt_version: u64,
+    /// The items served.
+    pub items: Vec<ContextItemOut>,
+    /// Tokens served.
+    pub tokens: u64,
+    /// Tokens left of the prompt's budget after this serve.
+    pub remaining: u64,
+    /// Journal sequence of the serve's record.
+    pub logged_at: u64,
+}
+
 struct Cached {
     k: Knowledge,
     seq: u64,
@@ -231,6 +296,8 @@ pub struct Harness {
     state: Mutex<Cached>,
     in_flight: Arc<InFlight>,
     closing: AtomicBool,
+    /// The knowledge base at the position of the prompt `get_context` last served.
+    positions: crate::app::fetch::PositionCache,
 }
 
 impl Harness {
@@ -244,6 +311,7 @@ impl Harness {
             state: Mutex::new(Cached { k, seq }),
             in_flight: Arc::new(InFlight::default()),
             closing: AtomicBool::new(false),
+            positions: crate::app::fetch::PositionCache::default(),
         }))
     }
 
@@ -373,6 +441,49 @@ impl Harness {
             }
         }
         Ok(result)
+    }
+
+    /// `get_context`: an onDemand item of a prompt, served within its remaining budget or
+    /// refused; recorded either way (a malformed request records nothing). The decision and its
+    /// append run off the async workers (both block on the journal).
+    pub async fn get_context(&self, a: ContextArgs) -> Result<ContextResult, HarnessError> {
+        let _counted = self.in_flight.enter();
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(HarnessError::Closing);
+        }
+        let ask = strata_engine::context::fetch::Ask {
+            task: a.task.clone(),
+            prompt_version: a.prompt_version,
+            item: a.item,
+            level: a.level,
+            reason: a.reason,
+            session: a.session,
+        };
+        let (journal, positions) = (self.journal.clone(), self.positions.clone());
+        let served = tokio::task::spawn_blocking(move || crate::app::fetch::get_context(&journal, &positions, &ask))
+            .await
+            .map_err(|e| HarnessError::Journal(e.to_string()))??;
+        Ok(ContextResult {
+            task: a.task,
+            prompt_version: served.prompt_version,
+            items: served
+                .items
+                .into_iter()
+                .map(|(i, content)| ContextItemOut {
+                    item: i.item,
+                    path: i.path,
+                    level: i.level,
+                    section: i.section,
+                    tokens: i.tokens as u64,
+                    content_hash: i.content_hash,
+                    content,
+                    reason: i.reason,
+                })
+                .collect(),
+            tokens: served.tokens as u64,
+            remaining: served.remaining as u64,
+            logged_at: served.seq,
+        })
     }
 
     /// `list_knowledge` (after [`Harness::refresh`] when the journal is shared: the MCP tool

@@ -1,4 +1,4 @@
-//! The harness as an MCP server (rmcp): six tools over stdio, the daemon's Unix socket, or
+//! The harness as an MCP server (rmcp): seven tools over stdio, the daemon's Unix socket, or
 //! streamable HTTP. Every tool has an input and an output schema and returns structured content
 //! with a text copy; a refused call is an `isError` result whose text names the input, the rule
 //! and the fix. Nothing here writes to stdout except the protocol itself.
@@ -11,14 +11,16 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, tool, tool_handler, tool_router};
 
 use crate::harness::{
-    DecisionArgs, GetArgs, GetResult, Harness, LearningArgs, ListResult, Logged, OutcomeArgs, StartArgs, StartResult,
+    ContextArgs, ContextResult, DecisionArgs, GetArgs, GetResult, Harness, LearningArgs, ListResult, Logged,
+    OutcomeArgs, StartArgs, StartResult,
 };
 
 /// What the server tells clients at `initialize`.
 pub const INSTRUCTIONS: &str = "strata's Knowledge API. Call list_knowledge to see the concern \
 vocabulary, projects and chunks; start_session once per task; get_knowledge(concerns, project, \
 session) for the chunks that apply; log_learning / log_decision as you work; log_outcome at the \
-end. Every call is recorded in the journal; pass idempotency_key when you may retry.";
+end; get_context(task, item, reason) for an item your prompt lists under \"On demand\". Every call is \
+recorded in the journal; pass idempotency_key when you may retry.";
 
 /// The MCP face of one [`Harness`]. Cheap to clone (one per connection).
 #[derive(Clone)]
@@ -41,6 +43,15 @@ project scope holds the project or is shared (empty). Sorted by slug; capped at 
 (default 20000). The serve is recorded with each chunk's version, hash and tokens.")]
     async fn get_knowledge(&self, Parameters(a): Parameters<GetArgs>) -> Result<Json<GetResult>, String> {
         self.harness.get_knowledge(a).await.map(Json).map_err(|e| e.to_string())
+    }
+
+    #[tool(description = "An item your prompt offers under \"On demand\" (or an onDemand entry of \
+your profile, for everything it gives), at its level or coarser: served only if your profile \
+lists it on demand, never if a never glob matches it, and only within what is left of your \
+prompt's token budget. Each serve and each refusal is recorded in your prompt's bill of \
+materials with your reason.")]
+    async fn get_context(&self, Parameters(a): Parameters<ContextArgs>) -> Result<Json<ContextResult>, String> {
+        self.harness.get_context(a).await.map(Json).map_err(|e| e.to_string())
     }
 
     #[tool(description = "Every live chunk (slug, title, concerns, scope, token estimate, \

@@ -40,13 +40,13 @@ fn example_workspace(tmp: &Path) -> PathBuf {
     ws
 }
 
-async fn client(ws: &Path) -> RunningService<rmcp::RoleClient, ()> {
+pub(crate) async fn client(ws: &Path) -> RunningService<rmcp::RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.arg("--dir").arg(ws).arg("mcp").stderr(Stdio::inherit());
     ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap()
 }
 
-async fn call(
+pub(crate) async fn call(
     c: &RunningService<rmcp::RoleClient, ()>,
     tool: &str,
     args: serde_json::Value,
@@ -56,7 +56,11 @@ async fn call(
 }
 
 /// The structured content of a successful call (and its text copy must say the same).
-async fn ok(c: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: serde_json::Value) -> serde_json::Value {
+pub(crate) async fn ok(
+    c: &RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: serde_json::Value,
+) -> serde_json::Value {
     let r = call(c, tool, args.clone()).await;
     assert_eq!(r.is_error, Some(false), "{tool} {args}: {r:?}");
     let structured = r.structured_content.clone().expect("structured content");
@@ -66,13 +70,13 @@ async fn ok(c: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: serde_js
 }
 
 /// The message of a refused call.
-async fn refused(c: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: serde_json::Value) -> String {
+pub(crate) async fn refused(c: &RunningService<rmcp::RoleClient, ()>, tool: &str, args: serde_json::Value) -> String {
     let r = call(c, tool, args.clone()).await;
     assert_eq!(r.is_error, Some(true), "{tool} {args} should be refused: {r:?}");
     r.content[0].as_text().expect("an error text").text.clone()
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
@@ -97,6 +101,7 @@ async fn exercise_every_tool(c: &RunningService<rmcp::RoleClient, ()>) {
     assert_eq!(
         names,
         BTreeSet::from([
+            "get_context",
             "get_knowledge",
             "list_knowledge",
             "log_decision",
@@ -572,7 +577,7 @@ fn mcp_inspector_lists_and_calls_tools() {
     assert_eq!(code, Some(0), "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let tools = v["result"]["tools"].as_array().unwrap();
-    assert_eq!(tools.len(), 6);
+    assert_eq!(tools.len(), 7);
     assert!(tools.iter().all(|t| t["outputSchema"]["type"] == "object"));
 
     let (code, out, err) = run(&[

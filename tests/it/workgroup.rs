@@ -238,10 +238,11 @@ fn a_failed_task_is_dispatched_again_only_after_its_backoff() {
 
 #[test]
 fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_flag_discards_it() {
-    // Seed 19 makes one simulated writer of the example also write a file it does not own.
+    // Seed 36 makes one simulated writer of the example also write a file it does not own (seed 19
+    // did until the onDemand items left the prompts and with them the simulated draws changed).
     let tmp = tempfile::tempdir().expect("tempdir");
     let at = tmp.path().join("stop");
-    let (s, out) = run_example(&at, &["--seed", "19"]);
+    let (s, out) = run_example(&at, &["--seed", "36"]);
     assert_eq!(out.status.code(), Some(3), "a failed task is exit 3");
     assert_eq!(s["violations"], 1);
     let bad = s["tasks"]
@@ -260,7 +261,7 @@ fn a_write_outside_ownership_is_caught_after_the_turn_stop_fails_the_task_and_fl
     assert!(!listed.contains(&stray), "the stray write never reaches the integration branch");
 
     let at = tmp.path().join("flag");
-    let (s, out) = run_example(&at, &["--seed", "19", "--on-violation", "flag"]);
+    let (s, out) = run_example(&at, &["--seed", "36", "--on-violation", "flag"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!((s["completed"].as_u64(), s["violations"].as_u64()), (Some(7), Some(1)));
     let listed = git(&at.join("repo"), &["ls-tree", "-r", "--name-only", "strata/cr-1-rollout"]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Drive `strata mcp` (or any server with the same six tools) with the official Python MCP SDK.
+"""Drive `strata mcp` (or any server with the same seven tools) with the official Python MCP SDK.
 
 Usage:
     python3 mcp_check.py [--timeout SECONDS] -- <server command> [args...]
@@ -51,6 +51,7 @@ EXPECTED_TOOLS: dict[str, dict[str, list[str]]] = {
     "log_learning": {"required": ["session", "text"], "optional": ["concerns", "idempotency_key"]},
     "log_decision": {"required": ["session", "decision"], "optional": ["rationale", "idempotency_key"]},
     "log_outcome": {"required": ["session", "outcome"], "optional": ["detail", "idempotency_key"]},
+    "get_context": {"required": ["task", "item", "reason"], "optional": ["level", "prompt_version", "session"]},
 }
 
 

@@ -160,7 +160,7 @@ pub(crate) fn run(
                     "[STRATA-E1703] no task in this journal ran in session {id}; `strata audit run WG` lists sessions"
                 );
             }
-            let rows: Vec<Value> = found.into_iter().map(|(wg, task, s)| task_row(&groups, wg, task, s)).collect();
+            let rows: Vec<Value> = found.into_iter().map(|(wg, task, s)| task_row(&groups, Some(&context), wg, task, s)).collect();
             if json {
                 outln!("{}", json!({"session": id, "tasks": rows}));
             } else {
@@ -253,6 +253,7 @@ pub(crate) fn run(
 /// usage, failure and the writes the guard refused it.
 pub(crate) fn task_row(
     groups: &Workgroups,
+    context: Option<&ContextState>,
     wg: &str,
     task: &str,
     s: &strata_engine::workgroup::state::TaskState,
@@ -260,34 +261,80 @@ pub(crate) fn task_row(
     let d = s.dispatch.as_ref().map(|(_, d)| d);
     let files = s.completed.as_ref().map(|(_, c)| c.files.clone()).unwrap_or_default();
     let prompt = d.map(|d| d.prompt.clone());
-    json!({
+    let mut row = json!({
         "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
         "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.as_str()),
         "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
         "prompt": prompt, "files": files, "violations": s.violations,
         "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
         "denied": denials_of(groups, wg, Some(task)),
-    })
+    });
+    // What the worker fetched later through get_context, and what it was refused.
+    if let (Some(context), Some(o)) = (context, row.as_object_mut()) {
+        let record = d.and_then(|d| {
+            context
+                .prompts
+                .of_task(&d.prompt.prompt_task)
+                .into_iter()
+                .filter(|(_, r)| r.manifest.prompt_hash == d.prompt.prompt_hash)
+                .max_by_key(|(_, r)| r.seq)
+                .map(|(_, r)| r)
+        });
+        let fetched: Vec<Value> = record
+            .map(|r| {
+                r.fetched
+                    .iter()
+                    .flat_map(|(seq, f)| {
+                        f.items.iter().map(move |i| {
+                            json!({"seq": seq, "item": i.item, "level": i.level, "tokens": i.tokens,
+                                "content_hash": i.content_hash, "reason": i.reason})
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let refused: Vec<Value> = record
+            .map(|r| {
+                r.refused
+                    .iter()
+                    .map(|(seq, f)| json!({"seq": seq, "asked": f.asked, "rule": f.rule, "reason": f.reason}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        o.insert("fetched_later".into(), fetched.into());
+        o.insert("refused_fetches".into(), refused.into());
+    }
+    row
 }
 
 /// [`task_row`]s as a table, a failed row red and a held one yellow.
 pub(crate) fn task_table(rows: &[Value], paint: crate::style::Paint) -> String {
-    let mut t = Table::new(&["workgroup", "task", "status", "mode", "prompt tokens", "files", "violations", "denied"]);
+    // The fetched column where the rows say what was fetched later (`audit session`).
+    let fetched = rows.iter().any(|r| r.get("fetched_later").is_some());
+    let mut header = vec!["workgroup", "task", "status", "mode", "prompt tokens"];
+    if fetched {
+        header.push("fetched");
+    }
+    header.extend(["files", "violations", "denied"]);
+    let mut t = Table::new(&header);
     for r in rows {
         let status = r["status"].as_str().unwrap_or_default();
-        t.toned_row(
-            vec![
-                r["workgroup"].as_str().unwrap_or_default().to_owned(),
-                r["task"].as_str().unwrap_or_default().to_owned(),
-                status.to_owned(),
-                r["mode"].as_str().unwrap_or("-").to_owned(),
-                r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
-                r["files"].as_array().map_or(0, Vec::len).to_string(),
-                r["violations"].as_array().map_or(0, Vec::len).to_string(),
-                r["denied"].as_array().map_or(0, Vec::len).to_string(),
-            ],
-            crate::style::tone_of(status),
-        );
+        let mut cells = vec![
+            r["workgroup"].as_str().unwrap_or_default().to_owned(),
+            r["task"].as_str().unwrap_or_default().to_owned(),
+            status.to_owned(),
+            r["mode"].as_str().unwrap_or("-").to_owned(),
+            r["prompt"]["tokens"].as_u64().map_or("-".into(), |n| n.to_string()),
+        ];
+        if fetched {
+            cells.push(r["fetched_later"].as_array().map_or(0, Vec::len).to_string());
+        }
+        cells.extend([
+            r["files"].as_array().map_or(0, Vec::len).to_string(),
+            r["violations"].as_array().map_or(0, Vec::len).to_string(),
+            r["denied"].as_array().map_or(0, Vec::len).to_string(),
+        ]);
+        t.toned_row(cells, crate::style::tone_of(status));
     }
     t.render_painted(paint)
 }

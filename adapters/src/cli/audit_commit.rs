@@ -166,7 +166,7 @@ pub(crate) fn run(
         .filter(|(_, w)| w.workgroup == *wg && w.task == *task && w.attempt == attempt)
         .map(|(path, w)| json!({"path": path, "seq": w.seq, "source": w.source, "session": w.session_id, "prompt_hash": w.prompt_hash}))
         .collect();
-    let row = super::audit::task_row(groups, wg, task, s);
+    let row = super::audit::task_row(groups, None, wg, task, s);
     let agree = checks.iter().all(|c| c.3 != Some(false));
     if json {
         let checks: Vec<Value> = checks

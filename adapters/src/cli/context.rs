@@ -559,12 +559,19 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             });
             let prompt_bytes = prompt_path.as_deref().map(|p| read_doc(p, "prompt")).transpose()?;
             let journal = ws.open_journal("prompt verify")?;
-            let mut problems = prompts::verify(&journal, &m, prompt_bytes.as_deref()).map_err(anyhow::Error::msg)?;
             let mut state = ContextState::default();
             catch_up_one(&mut state, &journal)?;
-            if !state.prompts.of_task(&m.task.id).iter().any(|(_, r)| r.manifest == m) {
+            let recorded: Vec<&prompts::PromptRecord> =
+                state.prompts.of_task(&m.task.id).into_iter().map(|(_, r)| r).filter(|r| r.manifest == m).collect();
+            // What was fetched later is checked too: each item re-rendered at the prompt's position.
+            let fetched: Vec<&prompts::PromptRecord> =
+                recorded.iter().copied().filter(|r| !r.fetched.is_empty()).collect();
+            let mut problems = prompts::verify_with_fetched(&journal, &m, prompt_bytes.as_deref(), &fetched)
+                .map_err(anyhow::Error::msg)?;
+            if recorded.is_empty() {
                 problems.push(format!("no prompt.assembled event of task {} records this manifest", m.task.id));
             }
+            let fetches: usize = recorded.iter().map(|r| r.fetched.len()).sum();
             ws.finish(&journal)?;
             if json {
                 outln!(
@@ -574,13 +581,18 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 );
             } else if problems.is_empty() {
                 outln!(
-                    "verified: the journal at sequence {} under {} v{} gives exactly this prompt ({}) and bill of materials; {} of {} tokens, never-list and maxFullSpecs hold{}",
+                    "verified: the journal at sequence {} under {} v{} gives exactly this prompt ({}) and bill of materials; {} of {} tokens, never-list and maxFullSpecs hold{}{}",
                     m.position,
                     m.profile,
                     m.profile_version,
                     &m.prompt_hash[..16],
                     m.total_tokens,
                     m.token_budget,
+                    if fetches > 0 {
+                        format!("; and the {} fetched later", crate::plural::count(fetches as u64, "serve", "serves"))
+                    } else {
+                        String::new()
+                    },
                     if prompt_path.is_none() { " (no prompt file given: only the manifest was checked)" } else { "" }
                 );
             } else {
@@ -616,7 +628,12 @@ pub(crate) fn audit_cmd(
     if json {
         let rows: Vec<Value> = found
             .iter()
-            .map(|(v, r)| json!({"version": v, "recorded_at": r.seq, "manifest": r.manifest, "superseded": r.superseded}))
+            .map(|(v, r)| {
+                let fetched: Vec<Value> = r.fetched.iter().map(|(seq, f)| json!({"seq": seq, "fetch": f})).collect();
+                let refused: Vec<Value> = r.refused.iter().map(|(seq, f)| json!({"seq": seq, "refusal": f})).collect();
+                json!({"version": v, "recorded_at": r.seq, "manifest": r.manifest, "superseded": r.superseded,
+                       "fetched_later": fetched, "refused_fetches": refused})
+            })
             .collect();
         outln!("{}", json!({"task": task, "prompts": rows}));
         return Ok(ExitCode::SUCCESS);
@@ -651,6 +668,34 @@ pub(crate) fn audit_cmd(
             let mut t = Table::new(&["ITEM", "LEVEL", "WHY"]);
             for i in &m.excluded {
                 t.row(vec![i.item.clone(), i.level.clone(), i.reason.clone()]);
+            }
+            out!("{}", t.render());
+        }
+        if !m.offered.is_empty() {
+            let names: Vec<String> = m.offered.iter().map(|i| format!("{} at {}", i.item, i.level)).collect();
+            outln!("offered on demand: {}", names.join(", "));
+        }
+        if !r.fetched.is_empty() {
+            outln!("fetched later (get_context):");
+            let mut t = Table::new(&["SEQ", "ITEM", "LEVEL", "TOKENS", "WHY"]);
+            for (seq, f) in &r.fetched {
+                for i in &f.items {
+                    t.row(vec![
+                        seq.to_string(),
+                        i.item.clone(),
+                        i.level.clone(),
+                        i.tokens.to_string(),
+                        i.reason.clone(),
+                    ]);
+                }
+            }
+            out!("{}", t.render());
+        }
+        if !r.refused.is_empty() {
+            outln!("refused requests (get_context):");
+            let mut t = Table::new(&["SEQ", "ASKED", "RULE", "WHY ASKED"]);
+            for (seq, f) in &r.refused {
+                t.row(vec![seq.to_string(), f.asked.clone(), f.rule.clone(), f.reason.clone()]);
             }
             out!("{}", t.render());
         }

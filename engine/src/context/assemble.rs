@@ -8,12 +8,18 @@
 //!    paths) into candidate items with a reason (`forCurrentTask: CR-189 -brdRefs-> BRD-19.1`);
 //! 2. drop every candidate whose virtual path matches a `never` glob, whatever entry brought it;
 //! 3. keep the first occurrence of each item (always before forCurrentTask before onDemand);
-//! 4. keep the first `maxFullSpecs` specifications at L1 in listed order, step the rest to L2;
-//! 5. while over budget: drop onDemand items, last listed first; then step forCurrentTask items
+//! 4. keep the first `maxFullSpecs` specifications at L1 in listed order, step the rest to L2
+//!    (onDemand items are not in the prompt, so they do not count);
+//! 5. while over budget: drop onDemand offers, last listed first; then step forCurrentTask items
 //!    from L1 to L2, last listed first; then from L2 to L3, last listed first. `always` items at
 //!    their level and forCurrentTask items at L3 are mandatory: if they do not fit, assembly is
 //!    refused with the shortfall in tokens and nothing is written;
 //! 6. render the sections in one fixed order and count the whole prompt.
+//!
+//! `onDemand` items are never put into the prompt up front. Each is *offered*: one line in the
+//! prompt's last section ("On demand") names it with its level and size, and the manifest lists
+//! it under `offered` with the hash and tokens of its content. A worker fetches one later through
+//! the `get_context` tool ([`super::fetch`]), within what the prompt left of its budget.
 //!
 //! Token counts are o200k counts scaled by the model family's factor (an integer per mille, so
 //! rounding is exact) and cached by the hash of the counted text.
@@ -36,7 +42,7 @@ pub const PIPELINE_RULES: &str = include_str!("pipeline-rules.md");
 pub const PIPELINE_RULES_PATH: &str = "rules/pipeline";
 
 /// The fixed section order of every prompt.
-pub const SECTIONS: [&str; 9] = [
+pub const SECTIONS: [&str; 10] = [
     "Pipeline rules",
     "System summary",
     "Entity summary",
@@ -46,7 +52,11 @@ pub const SECTIONS: [&str; 9] = [
     "Modules",
     "Screens",
     "Related",
+    ON_DEMAND,
 ];
+
+/// The section that offers the onDemand items (one line each; their content is fetched later).
+pub const ON_DEMAND: &str = "On demand";
 
 /// What is being assembled for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,6 +173,10 @@ pub struct Manifest {
     pub included: Vec<Item>,
     /// Excluded items with their reasons.
     pub excluded: Vec<Item>,
+    /// The onDemand items the prompt offers (a line each in its "On demand" section), with the
+    /// hash and tokens of their content at the level offered; a worker fetches them later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offered: Vec<Item>,
 }
 
 /// Format marker of manifests.
@@ -221,7 +235,7 @@ pub enum Refusal {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Ref {
+pub(super) enum Ref {
     Rules,
     System,
     Entity(String),
@@ -229,14 +243,14 @@ enum Ref {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Class {
+pub(super) enum Class {
     Always,
     ForCurrentTask,
     OnDemand,
 }
 
 impl Class {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Class::Always => "always",
             Class::ForCurrentTask => "forCurrentTask",
@@ -246,13 +260,15 @@ impl Class {
 }
 
 #[derive(Clone, Debug)]
-struct Candidate {
-    what: Ref,
-    path: String,
-    level: Level,
-    asked: Level,
-    class: Class,
-    reason: String,
+pub(super) struct Candidate {
+    pub(super) what: Ref,
+    pub(super) path: String,
+    pub(super) level: Level,
+    pub(super) asked: Level,
+    pub(super) class: Class,
+    pub(super) reason: String,
+    /// The profile entry's path that brought it.
+    pub(super) entry: String,
 }
 
 /// Everything assembly reads.
@@ -291,7 +307,7 @@ fn valid_task_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
-fn section_of(g: &Graph, r: &Ref) -> &'static str {
+pub(super) fn section_of(g: &Graph, r: &Ref) -> &'static str {
     match r {
         Ref::Rules => SECTIONS[0],
         Ref::System => SECTIONS[1],
@@ -307,11 +323,11 @@ fn section_of(g: &Graph, r: &Ref) -> &'static str {
     }
 }
 
-fn is_spec(g: &Graph, r: &Ref) -> bool {
+pub(super) fn is_spec(g: &Graph, r: &Ref) -> bool {
     matches!(r, Ref::Artifact(n) if g.node(*n).key.kind.is_spec())
 }
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     g: &'a Graph,
     s: &'a Summaries,
     plan: Option<NodeId>,
@@ -390,16 +406,16 @@ impl Ctx<'_> {
     }
 }
 
-struct Rendered {
-    text: String,
-    tokens: usize,
-    content_hash: Hash,
+pub(super) struct Rendered {
+    pub(super) text: String,
+    pub(super) tokens: usize,
+    pub(super) content_hash: Hash,
 }
 
 /// The artifacts a profile's never-list withholds; summaries included in its prompts are made
 /// without them, so nothing never-listed reaches a prompt through a summary either. Decided per
 /// artifact on demand (only for the members of summaries that are made), never for the whole base.
-struct Withheld<'a> {
+pub(super) struct Withheld<'a> {
     never: &'a [String],
     /// Whether the never-list withholds anything at all.
     any: bool,
@@ -424,7 +440,14 @@ impl Withheld<'_> {
     }
 }
 
-fn render_item(g: &Graph, s: &Summaries, w: &Withheld<'_>, r: &Ref, level: Level, tc: &mut TokenCounter) -> Rendered {
+pub(super) fn render_item(
+    g: &Graph,
+    s: &Summaries,
+    w: &Withheld<'_>,
+    r: &Ref,
+    level: Level,
+    tc: &mut TokenCounter,
+) -> Rendered {
     let keep = |n: &crate::kb::graph::Node| !w.holds(n);
     let (text, content_hash) = match r {
         Ref::Rules => (PIPELINE_RULES.to_owned(), Hash(*blake3::hash(PIPELINE_RULES.as_bytes()).as_bytes())),
@@ -446,7 +469,7 @@ fn render_item(g: &Graph, s: &Summaries, w: &Withheld<'_>, r: &Ref, level: Level
     Rendered { text, tokens, content_hash }
 }
 
-fn item_id(g: &Graph, r: &Ref) -> String {
+pub(super) fn item_id(g: &Graph, r: &Ref) -> String {
     match r {
         Ref::Rules => "rules:pipeline".into(),
         Ref::System => "summary:L3".into(),
@@ -466,6 +489,133 @@ fn header(task: &Task, p: &Profile, version: u64, position: u64, budget: u32, fa
     h
 }
 
+/// What assembly reads of the knowledge base for one profile and plan: the resolution context of
+/// the template variables and the artifacts the never-list withholds.
+pub(super) struct Scope<'a> {
+    pub(super) ctx: Ctx<'a>,
+    pub(super) withheld: Withheld<'a>,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of `profile` for a task whose plan is `plan`.
+    pub(super) fn new(
+        g: &'a Graph,
+        summaries: &'a Summaries,
+        profile: &'a Profile,
+        plan: Option<&str>,
+    ) -> Result<Scope<'a>, Refusal> {
+        let cp = &profile.context_profile;
+        let plan = match plan {
+            Some(cr) => {
+                let key = ArtifactKey::new(ArtifactKind::ChangeRequest, cr);
+                match g.get(&key) {
+                    Some(_) => g.node_id(&key),
+                    None => return Err(Refusal::UnknownPlan(cr.to_owned())),
+                }
+            }
+            None => None,
+        };
+        let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
+        let ctx = Ctx { g, s: summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
+        let withheld = Withheld {
+            never: &cp.never,
+            any: summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
+            summaries,
+        };
+        Ok(Scope { ctx, withheld })
+    }
+
+    /// Steps 1–3: every entry expanded, the never-list applied, the first occurrence of each item
+    /// kept; with the exclusions.
+    pub(super) fn candidates(&self, profile: &Profile) -> (Vec<Candidate>, Vec<Item>) {
+        let (g, cp, ctx, withheld) = (self.ctx.g, &profile.context_profile, &self.ctx, &self.withheld);
+        let mut kept: Vec<Candidate> = Vec::new();
+        let mut excluded: Vec<Item> = Vec::new();
+        let mut seen: BTreeSet<Ref> = BTreeSet::new();
+        let empty = |item: String, path: String, level: Level, reason: String| Item {
+            item,
+            path,
+            level: level.name().into(),
+            content_hash: String::new(),
+            text_hash: String::new(),
+            tokens: 0,
+            reason,
+            section: String::new(),
+            degraded_from: None,
+        };
+        for (class, entries) in [
+            (Class::Always, &cp.always),
+            (Class::ForCurrentTask, &cp.for_current_task),
+            (Class::OnDemand, &cp.on_demand),
+        ] {
+            for e in entries {
+                let level = e.level();
+                match ctx.expand(e, class) {
+                    Err(note) => excluded.push(empty(
+                        e.path.clone(),
+                        e.path.clone(),
+                        level,
+                        format!("{}: unresolved: {note}", class.name()),
+                    )),
+                    Ok(found) => {
+                        for (what, path, reason) in found {
+                            if let Some(glob) = cp.never.iter().find(|n| glob_match(n, &path)) {
+                                excluded.push(empty(
+                                    item_id(g, &what),
+                                    path,
+                                    level,
+                                    format!("never: {glob} ({reason})"),
+                                ));
+                                continue;
+                            }
+                            if !seen.insert(what.clone()) {
+                                continue;
+                            }
+                            let reason = if withheld.touches(g, &what) {
+                                format!("{reason} (made without the never-listed artifacts)")
+                            } else {
+                                reason
+                            };
+                            kept.push(Candidate {
+                                what,
+                                path,
+                                level,
+                                asked: level,
+                                class,
+                                reason,
+                                entry: e.path.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        (kept, excluded)
+    }
+}
+
+/// The block a candidate takes in the prompt: its content, or for an onDemand item the line that
+/// offers it.
+fn section_for(g: &Graph, c: &Candidate) -> &'static str {
+    if c.class == Class::OnDemand { ON_DEMAND } else { section_of(g, &c.what) }
+}
+
+/// A section's heading; the "On demand" section says how to fetch what it lists.
+fn heading(section: &str, task: &str) -> String {
+    if section == ON_DEMAND {
+        format!(
+            "\n## {section}\n\nNot included above; fetch one when you need it with the get_context tool (task {task:?}, the item, a level no finer than listed, and why), within what is left of this prompt's budget.\n\n"
+        )
+    } else {
+        format!("\n## {section}\n\n")
+    }
+}
+
+/// The line offering an onDemand item whose content renders to `content`.
+fn offer_line(item: &str, level: Level, path: &str, content: &Rendered) -> String {
+    format!("- {item} at {}, {} tokens: {path}\n", level.name(), content.tokens)
+}
+
 /// Assembles a prompt.
 pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Refusal> {
     let g = inp.graph;
@@ -473,79 +623,18 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     if !valid_task_id(&inp.task.id) {
         return Err(Refusal::BadTaskId(inp.task.id.clone()));
     }
-    let plan = match &inp.task.plan {
-        Some(cr) => {
-            let key = ArtifactKey::new(ArtifactKind::ChangeRequest, cr);
-            match g.get(&key) {
-                Some(_) => g.node_id(&key),
-                None => return Err(Refusal::UnknownPlan(cr.clone())),
-            }
-        }
-        None => None,
-    };
-    let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
-    let ctx = Ctx { g, s: inp.summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
-    let withheld = Withheld {
-        never: &cp.never,
-        any: inp.summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
-        summaries: inp.summaries,
-    };
-
+    let scope = Scope::new(g, inp.summaries, inp.profile, inp.task.plan.as_deref())?;
+    let withheld = &scope.withheld;
     // 1–3: expand, apply the never-list, de-duplicate.
-    let mut kept: Vec<Candidate> = Vec::new();
-    let mut excluded: Vec<Item> = Vec::new();
-    let mut seen: BTreeSet<Ref> = BTreeSet::new();
-    let empty = |item: String, path: String, level: Level, reason: String| Item {
-        item,
-        path,
-        level: level.name().into(),
-        content_hash: String::new(),
-        text_hash: String::new(),
-        tokens: 0,
-        reason,
-        section: String::new(),
-        degraded_from: None,
-    };
-    for (class, entries) in
-        [(Class::Always, &cp.always), (Class::ForCurrentTask, &cp.for_current_task), (Class::OnDemand, &cp.on_demand)]
-    {
-        for e in entries {
-            let level = e.level();
-            match ctx.expand(e, class) {
-                Err(note) => excluded.push(empty(
-                    e.path.clone(),
-                    e.path.clone(),
-                    level,
-                    format!("{}: unresolved: {note}", class.name()),
-                )),
-                Ok(found) => {
-                    for (what, path, reason) in found {
-                        if let Some(glob) = cp.never.iter().find(|n| glob_match(n, &path)) {
-                            excluded.push(empty(item_id(g, &what), path, level, format!("never: {glob} ({reason})")));
-                            continue;
-                        }
-                        if !seen.insert(what.clone()) {
-                            continue;
-                        }
-                        let reason = if withheld.touches(g, &what) {
-                            format!("{reason} (made without the never-listed artifacts)")
-                        } else {
-                            reason
-                        };
-                        kept.push(Candidate { what, path, level, asked: level, class, reason });
-                    }
-                }
-            }
-        }
-    }
+    let (mut kept, mut excluded) = scope.candidates(inp.profile);
     // 4: maxFullSpecs.
     let mut full = 0u32;
     for c in kept.iter_mut() {
-        if c.level == Level::L1 && is_spec(g, &c.what) {
+        if c.level == Level::L1 && c.class != Class::OnDemand && is_spec(g, &c.what) {
             full += 1;
             if full > cp.max_full_specs {
                 let why = format!("maxFullSpecs {}: included at L2 instead ({})", cp.max_full_specs, c.reason);
-                excluded.push(given_up(g, inp.summaries, &withheld, c, why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, c, why, tc));
                 c.level = Level::L2;
                 c.reason = format!("{} (stepped to L2: maxFullSpecs {})", c.reason, cp.max_full_specs);
             }
@@ -560,21 +649,37 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     let head_tokens = tc.count(&head);
     // Each block is rendered once per level: a pass of the budget loop changes one candidate.
     let mut rendered: BTreeMap<(Ref, Level), Rendered> = BTreeMap::new();
+    // The line offering each onDemand item (its content stays out of the prompt).
+    let mut offers: BTreeMap<Ref, Rendered> = BTreeMap::new();
     loop {
         for c in &kept {
             if let std::collections::btree_map::Entry::Vacant(e) = rendered.entry((c.what.clone(), c.level)) {
-                e.insert(render_item(g, inp.summaries, &withheld, &c.what, c.level, tc));
+                e.insert(render_item(g, inp.summaries, withheld, &c.what, c.level, tc));
+            }
+            if c.class == Class::OnDemand
+                && !offers.contains_key(&c.what)
+                && let Some(content) = rendered.get(&(c.what.clone(), c.level))
+            {
+                let text = offer_line(&item_id(g, &c.what), c.level, &c.path, content);
+                let tokens = tc.count(&text);
+                offers.insert(c.what.clone(), Rendered { text, tokens, content_hash: content.content_hash });
             }
         }
-        let blocks: Vec<&Rendered> = kept.iter().filter_map(|c| rendered.get(&(c.what.clone(), c.level))).collect();
-        let mut present: Vec<&str> = kept.iter().map(|c| section_of(g, &c.what)).collect();
+        let blocks: Vec<&Rendered> = kept
+            .iter()
+            .filter_map(|c| match c.class {
+                Class::OnDemand => offers.get(&c.what),
+                _ => rendered.get(&(c.what.clone(), c.level)),
+            })
+            .collect();
+        let mut present: Vec<&str> = kept.iter().map(|c| section_for(g, c)).collect();
         present.sort_by_key(|s| SECTIONS.iter().position(|x| x == s));
         present.dedup();
-        let section_tokens: usize = present.iter().map(|s| tc.count(&format!("\n## {s}\n\n"))).sum();
+        let section_tokens: usize = present.iter().map(|s| tc.count(&heading(s, &inp.task.id))).sum();
         let estimate = head_tokens + section_tokens + blocks.iter().map(|b| b.tokens + 1).sum::<usize>();
         let slack = 4 * (blocks.len() + present.len()) + 16;
         let exact = |tc: &mut TokenCounter| {
-            let (prompt, order) = layout(g, &head, &kept, &blocks);
+            let (prompt, order) = layout(g, &head, &inp.task.id, &kept, &blocks);
             let total = tc.count(&prompt);
             (prompt, order, total)
         };
@@ -598,23 +703,27 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
             fitted = Some((prompt, order, total));
         }
         if let Some((prompt, order, total)) = fitted {
-            let included = order
+            let item = |i: usize, b: &Rendered, section: &str| {
+                let c = &kept[i];
+                Item {
+                    item: item_id(g, &c.what),
+                    path: c.path.clone(),
+                    level: c.level.name().into(),
+                    content_hash: b.content_hash.to_hex(),
+                    text_hash: Hash(*blake3::hash(b.text.as_bytes()).as_bytes()).to_hex(),
+                    tokens: b.tokens,
+                    reason: c.reason.clone(),
+                    section: section.into(),
+                    degraded_from: (c.level != c.asked).then(|| c.asked.name().to_owned()),
+                }
+            };
+            let (on_demand, in_prompt): (Vec<usize>, Vec<usize>) =
+                order.iter().partition(|&&i| kept[i].class == Class::OnDemand);
+            let included = in_prompt.iter().map(|&i| item(i, blocks[i], section_of(g, &kept[i].what))).collect();
+            // An offered item's hash and tokens are its content's, at the level offered.
+            let offered = on_demand
                 .iter()
-                .map(|&i| {
-                    let c = &kept[i];
-                    let b = &blocks[i];
-                    Item {
-                        item: item_id(g, &c.what),
-                        path: c.path.clone(),
-                        level: c.level.name().into(),
-                        content_hash: b.content_hash.to_hex(),
-                        text_hash: Hash(*blake3::hash(b.text.as_bytes()).as_bytes()).to_hex(),
-                        tokens: b.tokens,
-                        reason: c.reason.clone(),
-                        section: section_of(g, &c.what).into(),
-                        degraded_from: (c.level != c.asked).then(|| c.asked.name().to_owned()),
-                    }
-                })
+                .filter_map(|&i| rendered.get(&(kept[i].what.clone(), kept[i].level)).map(|b| item(i, b, ON_DEMAND)))
                 .collect();
             excluded.sort_by(|a, b| (&a.item, &a.reason).cmp(&(&b.item, &b.reason)));
             let manifest = Manifest {
@@ -635,21 +744,22 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
                 sections: present.iter().map(|s| (*s).to_owned()).collect(),
                 included,
                 excluded,
+                offered,
             };
             return Ok(Assembly { prompt, manifest });
         }
         // Over budget: one degradation step, in the documented order.
         if let Some(i) = kept.iter().rposition(|c| c.class == Class::OnDemand) {
             let c = kept.remove(i);
-            let why = format!("over budget: onDemand dropped ({})", c.reason);
-            excluded.push(given_up(g, inp.summaries, &withheld, &c, why, tc));
+            let why = format!("over budget: onDemand dropped from the offer ({})", c.reason);
+            excluded.push(given_up(g, inp.summaries, withheld, &c, why, tc));
             continue;
         }
         for from in [Level::L1, Level::L2] {
             if let Some(i) = kept.iter().rposition(|c| c.class == Class::ForCurrentTask && c.level == from) {
                 let to = from.coarser().unwrap_or(from);
                 let why = format!("over budget: included at {} instead ({})", to.name(), kept[i].reason);
-                excluded.push(given_up(g, inp.summaries, &withheld, &kept[i], why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, &kept[i], why, tc));
                 kept[i].level = to;
                 kept[i].reason = format!("{} (stepped to {} to fit the budget)", kept[i].reason, kept[i].level.name());
                 break;
@@ -681,15 +791,15 @@ fn can_degrade(kept: &[Candidate]) -> bool {
 }
 
 /// Lays the blocks out in section order; returns the prompt and the candidate order used.
-fn layout(g: &Graph, head: &str, kept: &[Candidate], blocks: &[&Rendered]) -> (String, Vec<usize>) {
+fn layout(g: &Graph, head: &str, task: &str, kept: &[Candidate], blocks: &[&Rendered]) -> (String, Vec<usize>) {
     let mut order: Vec<usize> = (0..kept.len()).collect();
-    order.sort_by_key(|&i| (SECTIONS.iter().position(|s| *s == section_of(g, &kept[i].what)), i));
+    order.sort_by_key(|&i| (SECTIONS.iter().position(|s| *s == section_for(g, &kept[i])), i));
     let mut out = String::from(head);
     let mut current = "";
     for &i in &order {
-        let s = section_of(g, &kept[i].what);
+        let s = section_for(g, &kept[i]);
         if s != current {
-            out.push_str(&format!("\n## {s}\n\n"));
+            out.push_str(&heading(s, task));
             current = s;
         }
         out.push_str(&blocks[i].text);

@@ -7,10 +7,13 @@
 //! * [`profile`]: context profiles, validated and versioned.
 //! * [`assemble`]: the assembler and its bill of materials, enforcing budget, never-list and
 //!   `maxFullSpecs`.
+//! * [`fetch`]: on-demand context: a worker's later request for an `onDemand` item, served
+//!   within the prompt's remaining budget or refused, recorded either way.
 //! * [`prompts`]: assembled prompts in the journal, superseded context, verification.
 //! * [`state`]: the `context` projection over profiles, published summaries and prompts.
 
 pub mod assemble;
+pub mod fetch;
 pub mod paths;
 pub mod profile;
 pub mod prompts;

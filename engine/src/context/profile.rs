@@ -1,8 +1,9 @@
 //! Context profiles: what an agent type is given, at which level, within which budget.
 //!
-//! A profile lists entries in three classes: `always` (mandatory at the declared level),
-//! `forCurrentTask` (resolved from the task's change request; mandatory at least at L3) and
-//! `onDemand` (included while the budget allows). `never` globs exclude content whatever route it
+//! A profile lists entries in three classes: `always` (up front, mandatory at the declared
+//! level), `forCurrentTask` (up front, resolved from the task's change request; mandatory at
+//! least at L3) and `onDemand` (never up front: offered in the prompt, served later when the
+//! worker asks through `get_context`, within the remaining budget; see [`super::fetch`]). `never` globs exclude content whatever route it
 //! arrives by; `maxFullSpecs` caps L1 specifications; `tokenBudget` caps the prompt. `guards`
 //! marks globs (of `never` or of an entry) that guard paths which may appear later: a run's
 //! preflight requires every other glob to match something in the knowledge base.
@@ -44,7 +45,7 @@ pub struct ContextProfile {
     pub always: Vec<Entry>,
     /// Entries resolved from the task's plan.
     pub for_current_task: Vec<Entry>,
-    /// Entries included while the budget allows.
+    /// Entries offered, not included: a worker fetches them later (`get_context`).
     #[serde(default)]
     pub on_demand: Vec<Entry>,
     /// Globs over virtual paths that are never included.

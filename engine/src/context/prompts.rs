@@ -65,6 +65,10 @@ pub struct PromptRecord {
     pub manifest: Manifest,
     /// Items flagged as superseded so far, with the hash they changed to.
     pub superseded: BTreeMap<String, String>,
+    /// Items fetched later through `get_context`, each serve with its journal sequence.
+    pub fetched: Vec<(u64, super::fetch::Fetched)>,
+    /// Requests refused, with their journal sequence.
+    pub refused: Vec<(u64, super::fetch::FetchRefused)>,
 }
 
 /// Every assembled prompt, by `(task, prompt version)`.
@@ -78,7 +82,7 @@ pub struct PromptIndex {
 impl PromptIndex {
     /// Applies one record.
     pub fn apply(&mut self, r: &Record<'_>) -> Result<(), String> {
-        if matches!(r.event_type, ASSEMBLED | SUPERSEDED) {
+        if matches!(r.event_type, ASSEMBLED | SUPERSEDED | super::fetch::FETCHED | super::fetch::REFUSED) {
             self.versions.insert(r.stream.to_owned(), r.version);
         }
         match r.event_type {
@@ -86,7 +90,13 @@ impl PromptIndex {
                 let e: Assembled = serde_json::from_slice(r.payload).map_err(|e| format!("prompt.assembled: {e}"))?;
                 self.prompts.insert(
                     (e.manifest.task.id.clone(), r.version),
-                    PromptRecord { seq: r.seq, manifest: e.manifest, superseded: BTreeMap::new() },
+                    PromptRecord {
+                        seq: r.seq,
+                        manifest: e.manifest,
+                        superseded: BTreeMap::new(),
+                        fetched: Vec::new(),
+                        refused: Vec::new(),
+                    },
                 );
             }
             SUPERSEDED => {
@@ -96,6 +106,20 @@ impl PromptIndex {
                     for c in e.items {
                         p.superseded.insert(c.item, c.now);
                     }
+                }
+            }
+            super::fetch::FETCHED => {
+                let e: super::fetch::Fetched =
+                    serde_json::from_slice(r.payload).map_err(|e| format!("context.fetched: {e}"))?;
+                if let Some(p) = self.prompts.get_mut(&(e.task.clone(), e.prompt_version)) {
+                    p.fetched.push((r.seq, e));
+                }
+            }
+            super::fetch::REFUSED => {
+                let e: super::fetch::FetchRefused =
+                    serde_json::from_slice(r.payload).map_err(|e| format!("context.fetch-refused: {e}"))?;
+                if let Some(p) = self.prompts.get_mut(&(e.task.clone(), e.prompt_version)) {
+                    p.refused.push((r.seq, e));
                 }
             }
             _ => {}
@@ -130,8 +154,9 @@ fn artifact_of(item: &str) -> Option<ArtifactKey> {
     Some(ArtifactKey::new(ArtifactKind::from_name(kind)?, id))
 }
 
-/// `context.superseded` events for every prompt that included an artifact whose content has
-/// changed (or which was deleted) since, and that has not been flagged for that change yet. Each
+/// `context.superseded` events for every prompt that included (or later fetched) an artifact
+/// whose content has changed (or which was deleted) since, and that has not been flagged for that
+/// change yet. Each
 /// append expects the task's prompt stream at the version `prompts` read, so two processes
 /// reacting to the same change flag it once.
 pub fn supersede(
@@ -143,7 +168,8 @@ pub fn supersede(
     let mut out: Vec<StreamAppend> = Vec::new();
     for ((task, version), p) in prompts.all() {
         let mut items = Vec::new();
-        for i in &p.manifest.included {
+        let fetched = p.fetched.iter().flat_map(|(_, f)| &f.items);
+        for i in p.manifest.included.iter().chain(fetched) {
             let Some(key) = artifact_of(&i.item) else { continue };
             let now = g.get(&key).map(|n| n.hash.to_hex()).unwrap_or_default();
             if now != i.content_hash && p.superseded.get(&i.item) != Some(&now) {
@@ -184,7 +210,18 @@ pub fn prompt_problem(m: &Manifest, bytes: &[u8]) -> Option<String> {
 /// Re-runs an assembly from the journal at the manifest's position and compares. Returns every
 /// problem found (empty: the manifest is exactly what the journal gives, and it complies).
 pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<Vec<String>, String> {
-    verify_with(journal, m, prompt, &mut BTreeMap::new())
+    verify_with(journal, m, prompt, &[], &mut BTreeMap::new())
+}
+
+/// [`verify`], and every item `fetched` (records of this manifest) served later through
+/// `get_context`, re-rendered at the manifest's position and compared with what was recorded.
+pub fn verify_with_fetched(
+    journal: &Journal,
+    m: &Manifest,
+    prompt: Option<&[u8]>,
+    fetched: &[&PromptRecord],
+) -> Result<Vec<String>, String> {
+    verify_with(journal, m, prompt, fetched, &mut BTreeMap::new())
 }
 
 /// [`verify`] for many prompts (manifest and bytes each), replaying the graph once per journal
@@ -192,7 +229,7 @@ pub fn verify(journal: &Journal, m: &Manifest, prompt: Option<&[u8]>) -> Result<
 /// checks a phase's prompts with.
 pub fn verify_all(journal: &Journal, items: &[(&Manifest, &[u8])]) -> Result<Vec<Vec<String>>, String> {
     let mut graphs = BTreeMap::new();
-    items.iter().map(|(m, bytes)| verify_with(journal, m, Some(bytes), &mut graphs)).collect()
+    items.iter().map(|(m, bytes)| verify_with(journal, m, Some(bytes), &[], &mut graphs)).collect()
 }
 
 /// Graphs at a journal position, with their summaries, built once.
@@ -202,6 +239,7 @@ fn verify_with(
     journal: &Journal,
     m: &Manifest,
     prompt: Option<&[u8]>,
+    fetched: &[&PromptRecord],
     graphs: &mut AtPosition,
 ) -> Result<Vec<String>, String> {
     let mut problems = Vec::new();
@@ -262,6 +300,9 @@ fn verify_with(
             }
         }
         Err(e) => problems.push(format!("re-assembly was refused: {e}")),
+    }
+    for r in fetched {
+        problems.extend(super::fetch::verify_fetched(r, profile, g, summaries));
     }
     problems.extend(compliance(m, &profile.context_profile.never));
     Ok(problems)

@@ -2,12 +2,13 @@
 //! together because every context command needs all three and they share one fold.
 //!
 //! The state is the ordered list of the context events seen (profile registrations, summary
-//! publications and retractions, prompt assemblies, supersessions) with three indexes over it.
+//! publications and retractions, prompt assemblies, supersessions, on-demand fetches and refusals) with three indexes over it.
 //! The snapshot is that list; restoring re-folds it. Context events are few next to knowledge-base
 //! events (one per registration, publication or assembly), so the list stays small.
 
 use strata_journal::Record;
 
+use super::fetch;
 use super::profile::{self, ProfileIndex};
 use super::prompts::{self, PromptIndex};
 use super::summary::{self, PublishedIndex};
@@ -26,8 +27,15 @@ pub struct ContextState {
 }
 
 /// Event types this projection folds.
-pub const EVENT_TYPES: [&str; 5] =
-    [profile::REGISTERED, summary::PUBLISHED, summary::RETRACTED, prompts::ASSEMBLED, prompts::SUPERSEDED];
+pub const EVENT_TYPES: [&str; 7] = [
+    profile::REGISTERED,
+    summary::PUBLISHED,
+    summary::RETRACTED,
+    prompts::ASSEMBLED,
+    prompts::SUPERSEDED,
+    fetch::FETCHED,
+    fetch::REFUSED,
+];
 
 impl ContextState {
     fn fold(&mut self, r: &Record<'_>) -> Result<(), String> {
@@ -37,4 +45,4 @@ impl ContextState {
     }
 }
 
-crate::projections::kept::kept_projection!(ContextState, "context", 2, EVENT_TYPES);
+crate::projections::kept::kept_projection!(ContextState, "context", 3, EVENT_TYPES);
