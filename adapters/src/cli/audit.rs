@@ -160,7 +160,8 @@ pub(crate) fn run(
                     "[STRATA-E1703] no task in this journal ran in session {id}; `strata audit run WG` lists sessions"
                 );
             }
-            let rows: Vec<Value> = found.into_iter().map(|(wg, task, s)| task_row(&groups, Some(&context), wg, task, s)).collect();
+            let rows: Vec<Value> =
+                found.into_iter().map(|(wg, task, s)| task_row(&groups, Some(&context), wg, task, s)).collect();
             if json {
                 outln!("{}", json!({"session": id, "tasks": rows}));
             } else {
