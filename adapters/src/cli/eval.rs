@@ -104,8 +104,9 @@ pub enum EvalCommand {
         /// The runtime it runs on, `sha256:…` (the envelope must name it).
         #[arg(long)]
         runtime_digest: String,
-        /// Journal recording consumed runs (a journal directory or a workspace root; `--dir`
-        /// on the command line names it too; without either, a trial run that records nothing).
+        /// Journal recording consumed runs (a journal directory or a workspace root; a `--dir`
+        /// on the command line that names a workspace names it too; without either, a trial
+        /// run that records and trusts nothing).
         #[arg(long, value_parser = crate::cli::path_arg)]
         journal: Option<PathBuf>,
         /// Rollout stage evaluated for (adds the stage policy's action).

@@ -591,7 +591,12 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
             let journal = journal.or_else(|| cli.dir_given.then(|| dir.clone()));
             Ok(ce::run(operation.as_deref(), journal.as_deref(), explain))
         }
-        Command::Eval(cmd) => eval::run(cmd, cli.dir_given.then(|| dir.clone()), cli.json),
+        // `--dir` names the journal `eval promote` records in when it names a workspace; a
+        // directory that holds none leaves it a trial run, which records and trusts nothing.
+        Command::Eval(cmd) => {
+            let workspace = cli.dir_given && dir.join(".strata").join("journal").is_dir();
+            eval::run(cmd, workspace.then(|| dir.clone()), cli.json)
+        }
         Command::Hook(cmd) => Ok(match ws.served_journal() {
             Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd, Some(dir.clone())),

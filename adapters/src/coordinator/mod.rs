@@ -857,8 +857,13 @@ impl<'j> Coordinator<'j> {
         let prompt = crate::files::read_text_bounded(path, max, "planned prompt")?;
         let manifest = path.with_extension("manifest.json");
         let bytes = crate::files::read_bounded(&manifest, max, "planned manifest")?;
-        let manifest = serde_json::from_slice(&bytes)
+        let manifest: strata_engine::context::assemble::Manifest = serde_json::from_slice(&bytes)
             .with_context(|| format!("[STRATA-E1725] {} is not a context manifest", manifest.display()))?;
+        // The bytes must be the ones the manifest describes: an edited planned prompt is not the
+        // one its phase verified.
+        if let Some(problem) = prompts::prompt_problem(&manifest, prompt.as_bytes()) {
+            anyhow::bail!("[STRATA-E1725] {}: {problem}", path.display());
+        }
         Ok(strata_engine::context::assemble::Assembly { prompt, manifest })
     }
 
