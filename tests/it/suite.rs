@@ -89,6 +89,19 @@ fn the_suite_runs_on_the_integrated_changes_before_the_review_and_the_review_gat
     assert_eq!(gate["suite"].as_str(), Some("passed 2/2 on the changes of 2 tasks"), "{gate}");
     assert_eq!(gate["checks"], serde_json::json!(["api: checks 1/1 passed"]), "{gate}");
     assert!(out.contains("consolidated suite: passed 2/2 on the changes of 2 tasks"), "{out}");
+    // `audit run` shows every gate decision: the review's with its checks and suite, each
+    // phase's planning, the suite's last run.
+    let audit = strata_tests::strata_ok(strata_bin!(), &ws, &["--json", "audit", "run", "suited"]);
+    let audit: Value = serde_json::from_str(&audit).expect("json");
+    let review = audit["gates"].as_array().expect("gates").iter().find(|g| g["gate"] == "review").expect("review");
+    assert_eq!(review["suite"], "passed 2/2 on the changes of 2 tasks", "{review}");
+    let phases: Vec<&str> =
+        audit["phases"].as_array().expect("phases").iter().filter_map(|p| p["phase"].as_str()).collect();
+    assert_eq!(phases, ["build", "review"], "{audit}");
+    assert_eq!(audit["suite"]["run"], 1, "{audit}");
+    let text = strata_tests::strata_ok(strata_bin!(), &ws, &["audit", "run", "suited"]);
+    assert!(text.contains("build phase: planning gate passed: 2 prompts verified"), "{text}");
+    assert!(text.contains("consolidated suite (run 1): passed 2/2"), "{text}");
 }
 
 #[test]

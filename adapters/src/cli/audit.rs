@@ -215,9 +215,12 @@ pub(crate) fn run(
                     o.insert("denied".into(), denied.into());
                     let gates: Vec<Value> = gates
                         .iter()
-                        .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts, "builds": c.builds}))
+                        .map(|(task, c)| json!({"task": task, "gate": c.gate, "passed": c.passed, "reasons": c.reasons, "facts": c.facts, "builds": c.builds, "checks": c.checks, "suite": c.suite}))
                         .collect();
                     o.insert("gates".into(), gates.into());
+                    // The planning gate's decision per phase, and the consolidated suite's last run.
+                    o.insert("phases".into(), serde_json::to_value(g.planned.values().collect::<Vec<_>>())?);
+                    o.insert("suite".into(), serde_json::to_value(g.suite.as_ref().map(|(_, x)| x))?);
                     let routing: Vec<Value> =
                         routing.iter().map(|(task, e)| json!({"task": task, "evidence": e})).collect();
                     o.insert("routing".into(), routing.into());
@@ -236,6 +239,20 @@ pub(crate) fn run(
                     let builds =
                         if c.builds.is_empty() { String::new() } else { format!(" on {}", c.builds.join(", ")) };
                     outln!("{task}: {} gate ({on}) {said}{builds}", c.gate);
+                }
+                for p in g.planned.values() {
+                    let said = if p.problems.is_empty() {
+                        format!(
+                            "passed: {} verified",
+                            crate::plural::count(p.prompts.len() as u64, "prompt", "prompts")
+                        )
+                    } else {
+                        format!("refused: {}", p.problems.join("; "))
+                    };
+                    outln!("{} phase: planning gate {said}", p.phase);
+                }
+                if let Some((_, x)) = &g.suite {
+                    outln!("consolidated suite (run {}): {}", x.run, x.describe(g.plan.suite.len()));
                 }
                 if !denied.is_empty() {
                     outln!(

@@ -20,7 +20,8 @@
 //! * every `never` glob and every glob entry of the profiles the plan uses matches at least one
 //!   virtual path in the knowledge base, unless the profile lists it in `guards`.
 //!
-//! Not checked (see [`NOT_CHECKED`]): budgets, since plans have no budget fields yet.
+//! Not checked (see [`NOT_CHECKED`]): whether the work fits its caps (the caps themselves are
+//! checked: their bounds in the plan check, a cost cap on Codex here).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,8 +38,10 @@ use crate::kb::kind::{ArtifactKey, ArtifactKind};
 pub const PROBLEMS_MAX: usize = 1_000;
 
 /// Checks the preflight does not make yet, each with the reason.
-pub const NOT_CHECKED: &[(&str, &str)] =
-    &[("budgets", "plans have no budget fields yet; nothing to check a budget against")];
+pub const NOT_CHECKED: &[(&str, &str)] = &[(
+    "budgets",
+    "caps are checked against their bounds and their providers (E2113), not against the work: whether a task fits its caps is known only by running it",
+)];
 
 /// One problem: its code, the input it is in, the rule broken and the fix.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
