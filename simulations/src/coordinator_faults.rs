@@ -761,7 +761,7 @@ impl driver::Coordinate for Run {
             .tasks
             .iter()
             .filter(|t| strata_engine::workgroup::plan::PHASES[t.phase] == phase)
-            .map(|t| PlannedPrompt { task: t.id().to_owned(), prompt: stand_in_prompt(t.id()) })
+            .map(|t| PlannedPrompt { task: t.id().to_owned(), prompt: stand_in_prompt(t.id()), position: 0 })
             .collect();
         let x = PhasePlanned { phase: phase.to_owned(), prompts, problems: Vec::new() };
         let append =

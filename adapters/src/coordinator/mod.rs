@@ -824,6 +824,7 @@ impl<'j> Coordinator<'j> {
                     prompt_hash: assembly.manifest.prompt_hash.clone(),
                     tokens: assembly.manifest.total_tokens as u64,
                 },
+                position: assembly.manifest.position,
             });
             written.push((t.id().to_owned(), path));
         }
@@ -883,8 +884,22 @@ impl<'j> Coordinator<'j> {
                 Ok((a, factor))
             }
             Err(e) => {
+                // Assembled again at the position its phase was planned at (another machine on a
+                // shared journal has no copy of the file): the same prompt while the knowledge
+                // base and profile are as they were, else one the planning gate holds.
+                // A file that is there but does not read as planned (edited) is assembled at the
+                // head instead, which the gate holds.
+                let missing = std::fs::symlink_metadata(&path).is_err();
+                let at = self
+                    .group(wg)?
+                    .planned
+                    .values()
+                    .flat_map(|p| &p.prompts)
+                    .find(|p| p.task == t.id())
+                    .map(|p| p.position)
+                    .filter(|p| *p > 0 && missing);
                 self.progress(format_args!("{}: its planned prompt cannot be read ({e:#}); assembled again", t.id()));
-                self.assemble_prompt(t, lineage)
+                self.assemble_prompt_at(t, lineage, at)
             }
         }
     }
@@ -895,6 +910,16 @@ impl<'j> Coordinator<'j> {
         &mut self,
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
+    ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
+        self.assemble_prompt_at(t, lineage, None)
+    }
+
+    /// [`Self::assemble_prompt`] at journal position `at` (default: the head).
+    fn assemble_prompt_at(
+        &mut self,
+        t: &strata_engine::workgroup::plan::Task,
+        lineage: &str,
+        at: Option<u64>,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
         let id = t.id();
         let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
@@ -913,7 +938,13 @@ impl<'j> Coordinator<'j> {
         }
         let factor = self.config.token_factor(&profile.model);
         let task = AssemblyTask { id: lineage.to_owned(), objective, plan: t.spec.change_request.clone() };
-        let head = self.journal.head();
+        let mut head = self.journal.head();
+        if let Some(seq) = at
+            && let Some(hash) = self.journal.hash_at(seq)?
+        {
+            head.seq = seq;
+            head.hash = hash;
+        }
         let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
         let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
         let assembly = assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?;

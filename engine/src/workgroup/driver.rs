@@ -235,6 +235,7 @@ mod tests {
                         prompt_hash: "sha256:00".into(),
                         tokens: 1,
                     },
+                    position: 0,
                 })
                 .collect();
             let x = crate::workgroup::gates::PhasePlanned { phase: phase.to_owned(), prompts, problems: Vec::new() };

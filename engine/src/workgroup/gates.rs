@@ -100,6 +100,14 @@ pub struct PlannedPrompt {
     pub task: String,
     /// Its prompt.
     pub prompt: super::events::PromptRef,
+    /// The journal position it was assembled at (where a process that cannot read the planned
+    /// file, another machine on a shared journal, assembles it again; 0: not recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub position: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The phases of `tasks` (about to be dispatched) not planned yet, in phase order.
