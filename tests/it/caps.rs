@@ -98,7 +98,9 @@ caps = { wall_seconds = 1 }
     assert!(err.contains("capped at wall-time"), "{err}");
 }
 
-const PAUSING: &str = r#"
+/// Two tasks one after the other, the workgroup capped so that it pauses after the first (also
+/// the plan of `suite::a_phase_is_planned_…`).
+pub(crate) const PAUSING: &str = r#"
 workgroup = "paused"
 pipeline = "light"
 parallel = 1

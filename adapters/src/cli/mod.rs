@@ -594,7 +594,7 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         // `--dir` names the journal `eval promote` records in when it names a workspace; a
         // directory that holds none leaves it a trial run, which records and trusts nothing.
         Command::Eval(cmd) => {
-            let workspace = cli.dir_given && dir.join(".strata").join("journal").is_dir();
+            let workspace = cli.dir_given && ws.config_path().is_file();
             eval::run(cmd, workspace.then(|| dir.clone()), cli.json)
         }
         Command::Hook(cmd) => Ok(match ws.served_journal() {

@@ -481,10 +481,15 @@ pub struct Finished {
 
 /// `text` cut to at most [`TEXT_BYTES_MAX`] bytes at a character boundary, `…` marking a cut.
 pub fn bounded(text: &str) -> String {
-    if text.len() <= TEXT_BYTES_MAX {
+    bounded_to(text, TEXT_BYTES_MAX)
+}
+
+/// `text` cut to at most `max` bytes (at least 3) at a character boundary, `…` marking a cut.
+pub fn bounded_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = TEXT_BYTES_MAX - '…'.len_utf8();
+    let mut end = max - '…'.len_utf8();
     while !text.is_char_boundary(end) {
         end -= 1;
     }

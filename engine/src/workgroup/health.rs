@@ -68,11 +68,7 @@ pub fn attached(g: &Workgroup, phase: &str, now_ns: i64) -> bool {
 
 /// `detail` cut to [`DETAIL_BYTES_MAX`] bytes at a character boundary.
 pub fn bounded(detail: &str) -> String {
-    let mut end = detail.len().min(DETAIL_BYTES_MAX);
-    while !detail.is_char_boundary(end) {
-        end -= 1;
-    }
-    detail[..end].to_owned()
+    super::events::bounded_to(detail, DETAIL_BYTES_MAX)
 }
 
 #[cfg(test)]
@@ -130,6 +126,6 @@ mod tests {
     fn a_detail_is_bounded_at_a_character_boundary() {
         let d = "é".repeat(DETAIL_BYTES_MAX);
         let b = bounded(&d);
-        assert!(b.len() <= DETAIL_BYTES_MAX && b.chars().all(|c| c == 'é'));
+        assert!(b.len() <= DETAIL_BYTES_MAX && b.ends_with('…') && b.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }
