@@ -55,7 +55,9 @@ pub fn probe(program: &Path, workspace: &Path, within: Duration) -> Result<Strin
     let sent = requests.iter().try_for_each(|r| writeln!(stdin, "{r}")).and_then(|()| stdin.flush());
     let started = Instant::now();
     let answer = match sent {
-        Err(e) => Err(format!("the server closed its input: {e}")),
+        // A server that exits at once closes its input before or while the requests are
+        // written; which of the two a write sees is a race, so both read the same.
+        Err(e) => Err(format!("the server exited before it answered tools/list (its input closed: {e})")),
         Ok(()) => loop {
             let left = within.saturating_sub(started.elapsed());
             match rx.recv_timeout(left) {
