@@ -24,6 +24,11 @@
 //! disk_handoff_threshold = "material"   # or "always"
 //! telemetry = "local"    # off, local or provider
 //! canary_percent = 10
+//!
+//! [context_efficiency.models.claude]    # model names per tier (README, "Models per role")
+//! strong = "opus"
+//! standard = "sonnet"
+//! fast = "haiku"
 //! ```
 //!
 //! Unknown keys are errors (a misspelt setting must not be silently ignored).
@@ -138,6 +143,8 @@ struct EfficiencySection {
     canary_percent: Option<u64>,
     #[serde(default)]
     caps: strata_engine::workgroup::caps::PlanCaps,
+    #[serde(default)]
+    models: strata_engine::workgroup::models::Models,
 }
 
 /// `value` as one of `choices` (by name), or an error naming `key` and the choices.
@@ -174,6 +181,7 @@ impl EfficiencySection {
             telemetry: choice(path, "telemetry", self.telemetry, &telemetry)?,
             canary_percent: percent,
             caps: self.caps,
+            models: self.models,
         };
         Policy::resolve(&o).map_err(|bad| {
             let each: Vec<String> = bad.iter().map(|(k, rule)| format!("context_efficiency.{k} {rule}")).collect();

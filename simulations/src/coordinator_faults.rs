@@ -184,6 +184,8 @@ fn preflight(groups: &Workgroups) -> Result<plan::Checked, Vec<preflight::Proble
         repo: preflight::RepoFact::Ready { top: "sim://repo".into(), base: "0".repeat(40), branch_taken: false },
         clis: BTreeMap::new(),
         outside: BTreeMap::new(),
+        // The simulated world's prompts: every task's is the one it is dispatched with.
+        prompt_tokens: plan().tasks.iter().map(|t| (t.id.clone(), stand_in_prompt(&t.id).tokens)).collect(),
     };
     preflight::check(&preflight::Inputs {
         plan: &plan(),
@@ -194,6 +196,7 @@ fn preflight(groups: &Workgroups) -> Result<plan::Checked, Vec<preflight::Proble
         graph: &Graph::new(),
         profiles: &profiles,
         facts: &facts,
+        configured: &Default::default(),
     })
 }
 

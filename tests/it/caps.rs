@@ -228,3 +228,59 @@ verify = ["echo junk > build.out && mkdir -p target && echo x > target/o"]
         "{branch}"
     );
 }
+
+#[test]
+fn caps_too_small_for_the_prompts_fail_the_preflight_recording_nothing_and_raised_they_run() {
+    let plan = |task_cap: u64, group_cap: u64| {
+        format!(
+            r#"
+workgroup = "budget"
+pipeline = "light"
+[caps.workgroup]
+input_tokens = {group_cap}
+[[task]]
+id = "look"
+role = "analyst"
+objective = "Say what the crate does."
+caps = {{ input_tokens = {task_cap} }}
+[[task]]
+id = "also"
+role = "analyst"
+objective = "Say what the crate exports."
+"#
+        )
+    };
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &FILES, &plan(10, 20));
+    let head = strata_tests::head_seq(strata_bin!(), &ws);
+    let args =
+        ["run", plan_path.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0"];
+    let out = strata(strata_bin!(), &ws, &[&args[..], &["--check", "--json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the preflight's JSON");
+    let problems = report["problems"].as_array().expect("problems");
+    let codes: Vec<(&str, &str)> =
+        problems.iter().map(|p| (p["code"].as_str().unwrap_or(""), p["input"].as_str().unwrap_or(""))).collect();
+    assert_eq!(
+        codes,
+        [("STRATA-E2114", "task look: caps.input_tokens"), ("STRATA-E2115", "caps.workgroup.input_tokens")],
+        "{report}"
+    );
+    // The prompt's own count, as the run would assemble it: the rule names it.
+    let look: u64 = problems[0]["rule"]
+        .as_str()
+        .and_then(|r| r.strip_prefix("its prompt alone is "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(look > 10, "{report}");
+    assert_eq!(strata_tests::head_seq(strata_bin!(), &ws), head, "a refused preflight records nothing");
+    // Raised well past the prompts: a worker reads its sealed capsule and its own turns too, so
+    // the prompt is only the budgets' lower bound.
+    std::fs::write(&plan_path, plan(look * 50, look * 500)).expect("plan");
+    let out = strata(strata_bin!(), &ws, &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all = events(&ws);
+    let dispatched = of(&all, "task.dispatched", "look");
+    assert_eq!(dispatched[0]["prompt"]["tokens"].as_u64(), Some(look), "the preflight counted the prompt the run sent");
+}

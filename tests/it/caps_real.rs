@@ -5,7 +5,6 @@
 //! workgroup (exit 4) instead of burning the retries.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
@@ -49,12 +48,7 @@ fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) 
     let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &files, &plan(provider, caps));
     let top = std::fs::canonicalize(&ws).expect("the workspace");
     let fake = FakeModel::start(turns(&top)).expect("fake model");
-    let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo);
-    cmd.env_clear();
-    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
-        cmd.env(k, v);
-    }
+    let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan_path, &repo, &scratch, &fake);
     if provider == "claude" {
         let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
         cmd.env("STRATA_CLAUDE", claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);

@@ -283,3 +283,104 @@ fn disk_handoff_threshold_decides_which_results_get_a_handoff_file_and_followers
     let h = handoffs(&ev);
     assert_eq!(h.get("look").and_then(|v| v["reason"].as_str()), Some("always"), "{h:?}");
 }
+
+/// An analyst, a builder, a test writer naming its own tier, and a reviewer after them.
+const ROLES_PLAN: &str = r#"
+workgroup = "models"
+pipeline = "light"
+[[task]]
+id = "look"
+role = "analyst"
+objective = "Say what the modules do."
+[[task]]
+id = "build"
+role = "backend-builder"
+objective = "Write the first module."
+owns = ["src/a1.rs"]
+[[task]]
+id = "tests"
+role = "test-builder"
+objective = "Test the second module."
+owns = ["src/a2.rs"]
+model = "strong"
+[[task]]
+id = "review"
+role = "reviewer"
+objective = "Review the modules."
+after = ["build", "tests"]
+"#;
+
+/// `(tier, from, name)` of each task's last dispatch.
+fn models(ev: &[(String, Value)]) -> std::collections::BTreeMap<String, (Value, Value, Value)> {
+    ev.iter()
+        .filter(|(t, _)| t == "task.dispatched")
+        .map(|(_, v)| {
+            let m = &v["model"];
+            (v["task"].as_str().expect("task").to_owned(), (m["tier"].clone(), m["from"].clone(), m["name"].clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn models_follow_the_profile_per_role_a_task_may_name_its_tier_and_the_table_names_each_tier() {
+    let table = "[context_efficiency.models.sim]\nfast = \"sim-small\"\nstandard = \"sim-mid\"";
+    let tuple = |tier: &str, from: &str, name: Option<&str>| (Value::from(tier), Value::from(from), name.into());
+    let (_, ev) = run_with(ROLES_PLAN, &format!("profile = \"economy\"\n{table}"), &[]);
+    let m = models(&ev);
+    assert_eq!(m["look"], tuple("fast", "profile", Some("sim-small")), "{m:?}");
+    assert_eq!(m["build"], tuple("standard", "profile", Some("sim-mid")));
+    assert_eq!(m["tests"], tuple("strong", "task", None), "the table names no strong model for sim");
+    assert_eq!(m["review"], tuple("standard", "profile", Some("sim-mid")));
+    assert_eq!(policy(&ev)["models"]["sim"]["fast"], "sim-small");
+    // balanced reviews on the strong tier and reads with the standard one.
+    let (_, ev) = run_with(ROLES_PLAN, table, &[]);
+    let m = models(&ev);
+    assert_eq!((m["look"].0.as_str(), m["review"].0.as_str()), (Some("standard"), Some("strong")), "{m:?}");
+    // Off: the baseline, every worker on its provider's default.
+    let (_, ev) = run_with(ROLES_PLAN, &format!("enabled = false\n{table}"), &[]);
+    assert!(ev.iter().filter(|(t, _)| t == "task.dispatched").all(|(_, v)| v.get("model").is_none()));
+    // An operator's STRATA_CLAUDE_MODEL names Claude Code's model for every tier, recorded in the policy.
+    let (_, ev) = run_with(ROLES_PLAN, "", &[("STRATA_CLAUDE_MODEL", "claude-test-1")]);
+    let claude = &policy(&ev)["models"]["claude"];
+    assert_eq!((&claude["strong"], &claude["fast"]), (&Value::from("claude-test-1"), &Value::from("claude-test-1")));
+    assert_eq!(policy(&ev)["models"].get("codex"), None, "no Codex names unless configured");
+}
+
+#[test]
+fn audit_run_names_each_task_s_model_and_a_bad_model_table_or_tier_is_refused_naming_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (ws, repo, plan_path) = run_setting(strata_bin!(), tmp.path(), &FILES, ROLES_PLAN);
+    let config = ws.join(".strata/config.toml");
+    let original = std::fs::read_to_string(&config).expect("config");
+    let args =
+        ["run", plan_path.to_str().expect("utf-8"), "--repo", repo.to_str().expect("utf-8"), "--time-scale", "0"];
+    for (table, said) in [
+        ("[context_efficiency.models.gemini]\nfast = \"g\"\n", "names provider \"gemini\""),
+        ("[context_efficiency.models.claude]\nfast = \"two words\"\n", "claude.fast is \"two words\""),
+        ("[context_efficiency.models.claude]\nquick = \"h\"\n", "unknown field `quick`"),
+    ] {
+        std::fs::write(&config, format!("{original}\n{table}")).expect("write");
+        let out = strata(strata_bin!(), &ws, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("[STRATA-E0601]") && err.contains(said), "{table}: {err}");
+    }
+    std::fs::write(&config, &original).expect("write");
+    let bad_tier = ROLES_PLAN.replace("model = \"strong\"", "model = \"huge\"");
+    std::fs::write(&plan_path, bad_tier).expect("plan");
+    let out = strata(strata_bin!(), &ws, &[&args[..], &["--check"]].concat());
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("task tests: model") && said.contains("\"huge\" is not a model tier"),
+        "{said}"
+    );
+    std::fs::write(&plan_path, ROLES_PLAN).expect("plan");
+    assert!(strata(strata_bin!(), &ws, &args).status.success());
+    let out = strata(strata_bin!(), &ws, &["audit", "run", "models"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("review: routed on")
+            && text.contains("model the provider's default (tier strong from the profile)"),
+        "{text}"
+    );
+    assert!(text.contains("tests: routed on") && text.contains("(tier strong from the task)"), "{text}");
+}

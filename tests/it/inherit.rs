@@ -7,7 +7,6 @@
 //! conversation).
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
@@ -139,12 +138,8 @@ fn real_run_with(
     let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &FILES, &plan(provider, extra));
     let top = std::fs::canonicalize(&ws).expect("the workspace");
     let fake = FakeModel::start(turns(&top)).expect("fake model");
-    let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo).arg("--json");
-    cmd.env_clear();
-    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
-        cmd.env(k, v);
-    }
+    let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan_path, &repo, &scratch, &fake);
+    cmd.arg("--json");
     match provider {
         "claude" => {
             let claude = wrap(real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}")));

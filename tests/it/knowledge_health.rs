@@ -6,7 +6,6 @@
 //! knowledge tool) instead of being handed a dead server.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use strata_tests::fake_model::{FakeModel, Turn};
@@ -55,12 +54,7 @@ fn real_run(config: &str, program: Option<&Path>) -> Ran {
     text.push_str(config);
     std::fs::write(&cfg, text).expect("config");
     let fake = FakeModel::start(vec![Turn::text("Done.").sticky()]).expect("fake model");
-    let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(["run", plan_path.to_str().expect("utf-8"), "--repo"]).arg(&repo);
-    cmd.env_clear();
-    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
-        cmd.env(k, v);
-    }
+    let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan_path, &repo, &scratch, &fake);
     let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
     cmd.env("STRATA_CLAUDE", claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
     if let Some(p) = program {

@@ -45,6 +45,7 @@ mod kb_props;
 mod knowledge;
 mod knowledge_health;
 mod mcp;
+mod models_real;
 mod on_demand;
 mod promotion_envelope;
 mod promotion_gates;

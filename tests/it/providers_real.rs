@@ -103,6 +103,7 @@ fn brief(s: &Scratch, journal: &Path, lineage: &str, mode: Mode, from: Option<&s
         journal: journal.to_owned(),
         caps: Default::default(),
         knowledge: true,
+        model: None,
     }
 }
 

@@ -65,12 +65,8 @@ fn a_run_with_two_claude_workers_and_one_codex_worker_completes_and_every_write_
     ])
     .expect("fake model");
 
-    let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(["run", plan.to_str().expect("utf-8"), "--repo"]).arg(&repo).arg("--json");
-    cmd.env_clear();
-    for (k, v) in real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)) {
-        cmd.env(k, v);
-    }
+    let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan, &repo, &scratch, &fake);
+    cmd.arg("--json");
     cmd.env("STRATA_CLAUDE", &claude)
         .env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL)
         .env("STRATA_CODEX", &codex)

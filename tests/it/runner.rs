@@ -58,6 +58,7 @@ fn dispatched() -> Fixture {
         caps: Default::default(),
         fallback_after: None,
         without_knowledge: false,
+        model: None,
     };
     let e = decide::dispatched(g, &d, &mut ids, &FixedClock(0)).expect("dispatch event");
     journal.append_multi_blocking(vec![decide::append(g, vec![e])]).expect("append").expect("no conflict");

@@ -562,3 +562,14 @@ pub fn write_script(dir: &Path, name: &str, body: &str) -> io::Result<PathBuf> {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
     Ok(path)
 }
+
+/// `strata --dir WS run PLAN --repo REPO` with nothing of this process's environment but the
+/// scratch's base variables and `fake`'s Claude Code ones: a real run's command, to which a test
+/// adds the CLIs it runs.
+pub fn strata_run(strata: &Path, ws: &Path, plan: &Path, repo: &Path, scratch: &Scratch, fake: &FakeModel) -> Command {
+    let mut cmd = Command::new(strata);
+    cmd.arg("--dir").arg(ws).arg("run").arg(plan).arg("--repo").arg(repo);
+    cmd.env_clear();
+    cmd.envs(base_env_vars(scratch).into_iter().chain(claude_env_vars(fake)));
+    cmd
+}

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 use strata_engine::context::state::ContextState;
+use strata_engine::workgroup::models::Choice;
 use strata_engine::workgroup::state::{Workgroups, Write};
 use strata_journal::projection::catch_up_one;
 
@@ -192,13 +193,14 @@ pub(crate) fn run(
                 })
                 .collect();
             // The routing evidence of each task's last dispatch.
-            let routing: Vec<(String, &strata_engine::workgroup::events::Evidence)> = g
+            type Routed<'a> = (String, &'a strata_engine::workgroup::events::Evidence, Option<&'a Choice>);
+            let routing: Vec<Routed<'_>> = g
                 .plan
                 .tasks
                 .iter()
                 .filter_map(|t| {
                     let (_, d) = g.tasks.get(t.id())?.dispatch.as_ref()?;
-                    d.evidence.as_deref().map(|e| (t.id().to_owned(), e))
+                    d.evidence.as_deref().map(|e| (t.id().to_owned(), e, d.model.as_ref()))
                 })
                 .collect();
             if json {
@@ -222,15 +224,15 @@ pub(crate) fn run(
                     o.insert("phases".into(), serde_json::to_value(g.planned.values().collect::<Vec<_>>())?);
                     o.insert("suite".into(), serde_json::to_value(g.suite.as_ref().map(|(_, x)| x))?);
                     let routing: Vec<Value> =
-                        routing.iter().map(|(task, e)| json!({"task": task, "evidence": e})).collect();
+                        routing.iter().map(|(task, e, m)| json!({"task": task, "evidence": e, "model": m})).collect();
                     o.insert("routing".into(), routing.into());
                 }
                 outln!("{v}");
             } else {
                 outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
                 super::run::print_summary(&s, None, false, paint)?;
-                for (task, e) in &routing {
-                    outln!("{task}: routed on {}", evidence_line(e));
+                for (task, e, m) in &routing {
+                    outln!("{task}: routed on {}; {}", evidence_line(e), model_line(*m));
                 }
                 for (task, c) in &gates {
                     let said =
@@ -283,6 +285,7 @@ pub(crate) fn task_row(
         "workgroup": wg, "task": task, "status": s.status.as_str(), "attempts": s.attempts,
         "provider": d.map(|d| d.provider.clone()), "mode": d.map(|d| d.runs_as.as_str()),
         "reason_codes": d.map(|d| d.reason_codes.clone()), "from_session": d.and_then(|d| d.from_session.clone()),
+        "model": d.and_then(|d| d.model.clone()),
         "prompt": prompt, "files": files, "violations": s.violations,
         "usage": s.spent, "failure": s.failed.as_ref().map(|(_, f)| f.reason.clone()),
         "denied": denials_of(groups, wg, Some(task)),
@@ -384,6 +387,19 @@ fn evidence_line(e: &strata_engine::workgroup::events::Evidence) -> String {
         e.max_active_inherited,
         if e.efficiency { "" } else { ", context efficiency off" }
     )
+}
+
+/// What a dispatch's model choice says, for people.
+fn model_line(m: Option<&Choice>) -> String {
+    match m {
+        None => "model: the provider's default (context efficiency off)".to_owned(),
+        Some(c) => format!(
+            "model {} (tier {} from the {})",
+            c.name.as_deref().unwrap_or("the provider's default"),
+            c.tier.as_str(),
+            c.from
+        ),
+    }
 }
 
 fn short(hash: &str) -> &str {

@@ -115,7 +115,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
         (None, Some(wg)) => Subject::Resume(wg.clone()),
         (None, None) => anyhow::bail!("give a PLAN, --resume WG or --example"),
     };
-    let report = preflight::run(&journal, &subject, args.provider.as_deref(), repo.as_deref())?;
+    let report = preflight::run(&journal, &config, &subject, args.provider.as_deref(), repo.as_deref())?;
     // What the installed CLIs can do, as their help shows: a mode the CLI lacks degrades.
     let detected: BTreeMap<String, Vec<String>> = report
         .as_ref()
@@ -216,7 +216,12 @@ fn refuse(
     facts: Option<&Facts>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    let nothing = Facts { repo: RepoFact::NotGiven, clis: BTreeMap::new(), outside: BTreeMap::new() };
+    let nothing = Facts {
+        repo: RepoFact::NotGiven,
+        clis: BTreeMap::new(),
+        outside: BTreeMap::new(),
+        prompt_tokens: BTreeMap::new(),
+    };
     let report = check_report(workgroup.unwrap_or("-"), problems, facts.unwrap_or(&nothing), json)?;
     let refusal = format!(
         "[STRATA-E2101] the preflight found {}{}; nothing was recorded: fix them, then `strata run PLAN --check`",

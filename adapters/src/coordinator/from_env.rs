@@ -77,6 +77,18 @@ pub fn codex(state: PathBuf, depth: u64) -> CodexProvider {
     CodexProvider::new(config)
 }
 
+/// `models` with every tier of a provider pinned to the model its variable names
+/// (`STRATA_CLAUDE_MODEL`, `STRATA_CODEX_MODEL`): an operator's override of the profile's choice
+/// for every role, recorded in the run's policy like any other setting.
+pub fn pin_models(mut models: strata_engine::workgroup::models::Models) -> strata_engine::workgroup::models::Models {
+    for (provider, var) in [("claude", "STRATA_CLAUDE_MODEL"), ("codex", "STRATA_CODEX_MODEL")] {
+        if let Some(name) = std::env::var(var).ok().filter(|n| !n.trim().is_empty()) {
+            models.insert(provider.to_owned(), strata_engine::workgroup::models::Names::all(name.trim()));
+        }
+    }
+    models
+}
+
 /// What `--provider auto` runs on: `claude` if found, else `codex`, else the simulated provider.
 pub fn auto() -> &'static str {
     let found = |var: &str, name: &str| {

@@ -198,9 +198,23 @@ pub struct Coordinator<'j> {
     fence: shared::Fence,
 }
 
+/// What task `spec` is assembled as, for lineage `lineage`: its objective, the specifications
+/// it follows and the files it may change, under its change request.
+pub(crate) fn assembly_task(spec: &strata_engine::workgroup::plan::TaskSpec, lineage: &str) -> AssemblyTask {
+    let mut objective = spec.objective.clone();
+    if !spec.specs.is_empty() {
+        objective.push_str(&format!("\n\nSpecifications to follow: {}.", spec.specs.join(", ")));
+    }
+    if !spec.owns.is_empty() {
+        objective.push_str(&format!("\n\nYou may change only: {}.", spec.owns.join(", ")));
+    }
+    AssemblyTask { id: lineage.to_owned(), objective, plan: spec.change_request.clone() }
+}
+
 impl<'j> Coordinator<'j> {
     /// Loads every state the run reads from `journal`.
-    pub fn open(journal: &'j Journal, config: Config, options: Options) -> anyhow::Result<Coordinator<'j>> {
+    pub fn open(journal: &'j Journal, mut config: Config, options: Options) -> anyhow::Result<Coordinator<'j>> {
+        config.efficiency.models = from_env::pin_models(std::mem::take(&mut config.efficiency.models));
         crate::app::kb::register_builtin(journal).map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut graph = crate::app::kb::load_graph(journal)?;
         let summaries = Summaries::build(&mut graph);
@@ -929,15 +943,8 @@ impl<'j> Coordinator<'j> {
                 "[STRATA-E0905] task {id}: profile {profile_name} is not registered (`strata profile register`)"
             );
         };
-        let mut objective = t.spec.objective.clone();
-        if !t.spec.specs.is_empty() {
-            objective.push_str(&format!("\n\nSpecifications to follow: {}.", t.spec.specs.join(", ")));
-        }
-        if !t.spec.owns.is_empty() {
-            objective.push_str(&format!("\n\nYou may change only: {}.", t.spec.owns.join(", ")));
-        }
         let factor = self.config.token_factor(&profile.model);
-        let task = AssemblyTask { id: lineage.to_owned(), objective, plan: t.spec.change_request.clone() };
+        let task = assembly_task(&t.spec, lineage);
         let mut head = self.journal.head();
         if let Some(seq) = at
             && let Some(hash) = self.journal.hash_at(seq)?

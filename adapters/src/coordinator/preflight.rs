@@ -47,6 +47,7 @@ pub struct Report {
 /// workgroup this journal does not have (the run refuses it as before).
 pub fn run(
     journal: &Journal,
+    config: &crate::config::Config,
     subject: &Subject,
     provider: Option<&str>,
     repo: Option<&Path>,
@@ -67,11 +68,12 @@ pub fn run(
             (preflight::as_written(&g.plan), g.started.provider.clone(), recorded, true)
         }
     };
-    let graph = crate::app::kb::load_graph(journal)?;
+    let mut graph = crate::app::kb::load_graph(journal)?;
     let mut context = ContextState::default();
     catch_up_one(&mut context, journal)?;
     let profiles = preflight::run_profiles(&context.profiles)?;
-    let facts = probe(&plan, provider.as_deref(), auto, repo.as_deref());
+    let mut facts = probe(&plan, provider.as_deref(), auto, repo.as_deref());
+    facts.prompt_tokens = prompt_tokens(journal, config, &plan, &mut graph, &context, &profiles);
     let result = preflight::check(&Inputs {
         plan: &plan,
         provider: provider.as_deref(),
@@ -81,8 +83,56 @@ pub fn run(
         graph: &graph,
         profiles: &profiles,
         facts: &facts,
+        configured: &config.efficiency.caps,
     });
     Ok(Some(Report { workgroup: plan.workgroup.clone(), result, facts }))
+}
+
+/// Each task's prompt tokens, assembled at the journal's head the way the run assembles it
+/// (its profile as the run will have it, the token factor of the profile's model), only when
+/// some input-token cap could need them. A task whose prompt does not assemble is left out: the
+/// run reports it at its phase's planning.
+fn prompt_tokens(
+    journal: &Journal,
+    config: &crate::config::Config,
+    plan: &Plan,
+    graph: &mut strata_engine::kb::graph::Graph,
+    context: &ContextState,
+    profiles: &BTreeMap<String, strata_engine::context::profile::Profile>,
+) -> BTreeMap<String, u64> {
+    use strata_engine::context::assemble::{Inputs as Assembly, TokenCounter, assemble};
+    let capped = |t: &strata_engine::workgroup::plan::TaskSpec| {
+        t.caps.and_then(|c| c.input_tokens).is_some()
+            || plan.caps.task.input_tokens.is_some()
+            || config.efficiency.caps.task.input_tokens.is_some()
+    };
+    let wg_capped =
+        plan.caps.workgroup.input_tokens.is_some() || config.efficiency.caps.workgroup.input_tokens.is_some();
+    if !wg_capped && !plan.tasks.iter().any(capped) {
+        return BTreeMap::new();
+    }
+    let summaries = strata_engine::context::summary::Summaries::build(graph);
+    let head = journal.head();
+    let mut counters: BTreeMap<u32, TokenCounter> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for t in &plan.tasks {
+        let name = strata_engine::workgroup::plan::task_profile(plan.profile.as_deref(), t);
+        let Some(profile) = profiles.get(&name) else { continue };
+        // The version the run's registration leaves it at: the registered one when the same.
+        let version = match context.profiles.latest(&name) {
+            Some((v, p)) if p == profile => v,
+            Some((v, _)) => v + 1,
+            None => 1,
+        };
+        let lineage = strata_engine::workgroup::lineage_id(&plan.workgroup, &t.id);
+        let task = super::assembly_task(t, &lineage);
+        let factor = config.token_factor(&profile.model);
+        let counter = counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
+        if let Ok(a) = assemble(&Assembly::at_head(graph, &summaries, profile, version, &task, &head), counter) {
+            out.insert(t.id.clone(), a.manifest.total_tokens as u64);
+        }
+    }
+    out
 }
 
 /// Probes what the plan needs of this machine.
@@ -96,7 +146,7 @@ pub fn probe(plan: &Plan, provider: Option<&str>, auto: &str, repo: Option<&Path
         _ => BTreeMap::new(),
     };
     let clis = preflight::real_providers(plan, provider, auto).into_iter().map(|p| (p.clone(), cli_fact(&p))).collect();
-    Facts { repo, clis, outside }
+    Facts { repo, clis, outside, prompt_tokens: BTreeMap::new() }
 }
 
 /// Runs `program args…` in `dir` (if given) for at most [`PROBE_MS_MAX`]: its exit status and

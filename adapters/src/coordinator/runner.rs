@@ -293,6 +293,7 @@ impl Runner {
             journal: self.setup.workspace.clone(),
             caps: d.caps,
             knowledge: !d.without_knowledge,
+            model: d.model.as_ref().and_then(|m| m.name.clone()),
         };
         Ok((provider, brief))
     }

@@ -150,7 +150,8 @@ impl ClaudeProvider {
         }
         cmd.envs(c.env.iter().map(|(k, v)| (k, v))).current_dir(&wiring.workdir);
         cmd.args(["-p", "--output-format", "stream-json", "--verbose"]);
-        if let Some(m) = &c.model {
+        // The dispatch's model, else the one configured for every worker.
+        if let Some(m) = brief.model.as_deref().or(c.model.as_deref()) {
             cmd.args(["--model", m]);
         }
         cmd.args(["--permission-mode", &c.permission_mode]);

@@ -151,11 +151,11 @@ impl CodexProvider {
     }
 
     /// The `config.toml` of a worker wired as `wiring` says.
-    fn config_toml(&self, wiring: &Wiring) -> Result<String, ProviderError> {
+    fn config_toml(&self, wiring: &Wiring, model: Option<&str>) -> Result<String, ProviderError> {
         let c = &self.config;
         let mut t = toml::Table::new();
-        if let Some(m) = &c.model {
-            t.insert("model".into(), m.clone().into());
+        if let Some(m) = model {
+            t.insert("model".into(), m.into());
         }
         t.insert("check_for_update_on_startup".into(), false.into());
         let off = |t: &mut toml::Table, k: &str| {
@@ -210,7 +210,9 @@ impl CodexProvider {
         };
         std::os::unix::fs::symlink(&sessions, home.join("sessions"))
             .map_err(|e| cleanup(unavailable(format!("linking the shared sessions into {}: {e}", home.display()))))?;
-        let config = self.config_toml(&wiring).map_err(cleanup)?;
+        // The dispatch's model, else the one configured for every worker.
+        let model = brief.model.as_deref().or(c.model.as_deref());
+        let config = self.config_toml(&wiring, model).map_err(cleanup)?;
         wp::write_private(&home.join("config.toml"), config.as_bytes())
             .map_err(|e| cleanup(unavailable(format!("writing config.toml: {e}"))))?;
         let hook = wiring.hook_command("codex", &brief.lineage_id, c.hook_deadline_ms);
@@ -225,7 +227,7 @@ impl CodexProvider {
         }
         cmd.envs(c.env.iter().map(|(k, v)| (k, v))).env("CODEX_HOME", &home).current_dir(&wiring.workdir);
         cmd.args(["exec", "--json"]);
-        if let Some(m) = &c.model {
+        if let Some(m) = model {
             cmd.args(["-m", m]);
         }
         cmd.args(["-s", &c.sandbox]).arg("-C").arg(&wiring.workdir);

@@ -669,6 +669,7 @@ mod tests {
                 caps: Default::default(),
                 fallback_after: None,
                 without_knowledge: false,
+                model: None,
             };
             let a = append(g, vec![dispatched(g, &d, &mut ids, &clock).expect("dispatch")]);
             step(&journal, &mut groups, a);

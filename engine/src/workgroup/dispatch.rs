@@ -288,6 +288,8 @@ pub struct Cleared {
     unit_routed: Option<(u64, crate::promotion::rollout::UnitRouted)>,
     /// The worker runs without the Knowledge API its provider would attach.
     without_knowledge: bool,
+    /// The model it runs on, under the policy the dispatch is decided under.
+    model: Option<super::models::Choice>,
 }
 
 /// What routing an attempt came to.
@@ -467,6 +469,12 @@ pub fn route(
         unit_routed,
         without_knowledge: req.attaches_knowledge
             && !super::health::attached(g, super::plan::PHASES[t.phase], req.now_ns),
+        model: super::models::choose(
+            runs_under,
+            &t.spec.role,
+            t.spec.model.as_deref().and_then(super::models::Tier::parse),
+            req.provider,
+        ),
     })))
 }
 
@@ -502,6 +510,7 @@ impl Cleared {
             fallback_after,
             unit_routed,
             without_knowledge,
+            model,
         } = self;
         let id = t.id();
         // The planning gate: the phase's prompts were all assembled and verified before its
@@ -576,6 +585,7 @@ impl Cleared {
             caps: super::caps::for_task(g, id),
             fallback_after,
             without_knowledge,
+            model,
         };
         let append = decide::append(g, vec![decide::dispatched(g, &dispatched, ids, clock)?]);
         let mut appends = vec![

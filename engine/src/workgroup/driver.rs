@@ -273,6 +273,7 @@ mod tests {
                 caps: Default::default(),
                 fallback_after: None,
                 without_knowledge: false,
+                model: None,
             };
             let clock = FixedClock(self.now);
             let g = self.groups.get("wg").ok_or("not planned")?;

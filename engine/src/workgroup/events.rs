@@ -201,6 +201,10 @@ pub struct Dispatched {
     /// this phase failed: the worker runs without it ([`super::health`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub without_knowledge: bool,
+    /// The model the worker runs on: the tier its profile (or the task) chose and the
+    /// provider's name for it ([`super::models`]); none with context efficiency off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<super::models::Choice>,
 }
 
 /// The routing evidence of a dispatch: what the router was given, recorded before the worker

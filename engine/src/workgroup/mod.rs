@@ -27,6 +27,7 @@
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
 //! * [`policy`]: the `[context_efficiency]` policy a run works under (`workgroup.policy-set`).
+//! * [`models`]: the model tier the profile gives each role, and its name per provider.
 //! * [`caps`]: hard caps per attempt and per workgroup, the fallback after a cap and the
 //!   safety boundaries that pause a workgroup (`worker.capped`, `workgroup.paused`).
 //! * [`verify`]: the results of the `verify` commands a run carries out (`worker.checked`).
@@ -44,6 +45,7 @@ pub mod gates;
 pub mod health;
 pub mod judge;
 pub mod lease;
+pub mod models;
 pub mod plan;
 pub mod policy;
 pub mod preflight;

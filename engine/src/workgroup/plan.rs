@@ -163,6 +163,10 @@ pub struct TaskSpec {
     /// after a successful turn; the first that fails fails the attempt.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verify: Vec<String>,
+    /// The model tier the task runs on (`strong`, `standard` or `fast`), over the one its
+    /// profile gives its role ([`super::models`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// One problem with a plan.
@@ -429,6 +433,10 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str, default_pro
     }
     for (field, rule) in super::verify::problems("verify", &t.verify) {
         c.at(id, field, rule);
+    }
+    if let Some(m) = t.model.as_deref().filter(|m| super::models::Tier::parse(m).is_none()) {
+        let tiers: Vec<&str> = super::models::Tier::ALL.iter().map(|t| t.as_str()).collect();
+        c.at(id, "model", format!("{m:?} is not a model tier; name one of {}", tiers.join(", ")));
     }
     if t.affinity_approved && t.affinity.is_none() {
         c.at(id, "affinity_approved", "approves inheriting a context, but the task names no affinity");

@@ -200,6 +200,10 @@ pub struct Policy {
     /// default under the plan's, the workgroup's over the plan's ([`super::caps`]).
     #[serde(default, skip_serializing_if = "super::caps::PlanCaps::is_empty")]
     pub caps: super::caps::PlanCaps,
+    /// Model names per provider and tier (`[context_efficiency.models.<provider>]` over
+    /// [`super::models::defaults`]); the profile picks the tier per role.
+    #[serde(default = "super::models::defaults")]
+    pub models: super::models::Models,
 }
 
 impl Default for Policy {
@@ -233,6 +237,8 @@ pub struct Overrides {
     pub canary_percent: Option<u32>,
     /// `caps.task` and `caps.workgroup`.
     pub caps: super::caps::PlanCaps,
+    /// `models.<provider>`: names per tier, each over the default's.
+    pub models: super::models::Models,
 }
 
 impl Policy {
@@ -252,6 +258,7 @@ impl Policy {
             telemetry: TelemetryMode::Local,
             canary_percent: 10,
             caps: super::caps::PlanCaps::default(),
+            models: super::models::defaults(),
         }
     }
 
@@ -286,6 +293,18 @@ impl Policy {
             }
         }
         p.caps = o.caps;
+        for (provider, names) in &o.models {
+            if !super::models::PROVIDERS.contains(&provider.as_str()) {
+                let known = super::models::PROVIDERS.join(", ");
+                bad.push(("models", format!("names provider {provider:?}; the providers are {known}")));
+                continue;
+            }
+            for (tier, rule) in names.problems() {
+                bad.push(("models", format!("{provider}.{tier} {rule}")));
+            }
+            let base = p.models.remove(provider).unwrap_or_default();
+            p.models.insert(provider.clone(), base.over(names));
+        }
         if bad.is_empty() { Ok(p) } else { Err(bad) }
     }
 

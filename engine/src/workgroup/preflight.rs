@@ -20,8 +20,13 @@
 //! * every `never` glob and every glob entry of the profiles the plan uses matches at least one
 //!   virtual path in the knowledge base, unless the profile lists it in `guards`.
 //!
-//! Not checked (see [`NOT_CHECKED`]): whether the work fits its caps (the caps themselves are
-//! checked: their bounds in the plan check, a cost cap on Codex here).
+//! * budgets: a task's input-token cap holds at least its prompt (as assembled now, strata's own
+//!   count, which the provider's system prompt and tools only add to), and the workgroup's
+//!   input-token cap, less what a resumed run already spent, holds every unfinished task's
+//!   prompt once.
+//!
+//! Not checked (see [`NOT_CHECKED`]): whether cost, output tokens, wall time and turns suffice
+//! (their bounds are checked in the plan check, a cost cap on Codex here).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +45,7 @@ pub const PROBLEMS_MAX: usize = 1_000;
 /// Checks the preflight does not make yet, each with the reason.
 pub const NOT_CHECKED: &[(&str, &str)] = &[(
     "budgets",
-    "caps are checked against their bounds and their providers (E2113), not against the work: whether a task fits its caps is known only by running it",
+    "input-token caps are checked against each prompt (E2114, E2115), the other caps only against their bounds and providers (E2113): cost, output, wall time and turns are known only by running",
 )];
 
 /// One problem: its code, the input it is in, the rule broken and the fix.
@@ -129,6 +134,9 @@ pub struct Facts {
     /// Owned paths that resolve outside the repository (through a symbolic link), with where
     /// they resolve.
     pub outside: BTreeMap<String, String>,
+    /// Each task's prompt tokens as assembled now (strata's own count, the one a dispatch
+    /// records), for the tasks whose prompt the adapter could assemble: the budgets' lower bound.
+    pub prompt_tokens: BTreeMap<String, u64>,
 }
 
 /// What [`check`] decides over.
@@ -150,6 +158,9 @@ pub struct Inputs<'a> {
     pub profiles: &'a BTreeMap<String, Profile>,
     /// What the adapter probed.
     pub facts: &'a Facts,
+    /// The configuration's caps (`[context_efficiency.caps.*]`), resolved with the plan's as a
+    /// run resolves them.
+    pub configured: &'a super::caps::PlanCaps,
 }
 
 /// The profiles a run has: every registered profile at its latest version, and the shipped ones
@@ -259,6 +270,7 @@ pub fn check(i: &Inputs<'_>) -> Result<Checked, Vec<Problem>> {
     }
     check_repo(&mut l, i);
     check_providers(&mut l, i);
+    check_budgets(&mut l, i);
     check_globs(&mut l, i);
     if l.dropped > 0 {
         l.problems.push(Problem {
@@ -388,6 +400,53 @@ fn check_repo(l: &mut List, i: &Inputs<'_>) {
             );
         }
         RepoFact::Ready { .. } => {}
+    }
+}
+
+/// The input-token caps against the prompts they must hold: a prompt is read whole on a task's
+/// first turn, so a cap below it is reached before the worker does anything.
+fn check_budgets(l: &mut List, i: &Inputs<'_>) {
+    let group = i.groups.get(&i.plan.workgroup).filter(|_| i.resuming);
+    let finished = |t: &str| group.and_then(|g| g.tasks.get(t)).is_some_and(|s| s.completed.is_some());
+    let mut needed = 0u64;
+    for t in &i.plan.tasks {
+        let Some(&tokens) = i.facts.prompt_tokens.get(&t.id) else { continue };
+        if finished(&t.id) {
+            continue;
+        }
+        needed = needed.saturating_add(tokens);
+        let caps = t.caps.unwrap_or_default().over(i.plan.caps.task).over(i.configured.task);
+        if let Some(cap) = caps.input_tokens.filter(|cap| *cap < tokens) {
+            l.add(
+                "STRATA-E2114",
+                format!("task {}: caps.input_tokens", t.id),
+                format!(
+                    "its prompt alone is {tokens} tokens, over its input_tokens cap of {cap}: the cap is reached on its first turn"
+                ),
+                format!(
+                    "raise the task's caps.input_tokens above {tokens} (the provider's own system prompt comes on top), or give it a narrower profile"
+                ),
+            );
+        }
+    }
+    let cap = i.configured.workgroup.over(i.plan.caps.workgroup).input_tokens;
+    let spent = group.map_or(Some(0), |g| super::caps::workgroup_spend(g).input_tokens);
+    if let (Some(cap), Some(spent)) = (cap, spent)
+        && spent.saturating_add(needed) > cap
+    {
+        let left = cap.saturating_sub(spent);
+        let already = if spent > 0 { format!(" ({spent} of it spent already)") } else { String::new() };
+        l.add(
+            "STRATA-E2115",
+            "caps.workgroup.input_tokens",
+            format!(
+                "the unfinished tasks' prompts come to {needed} tokens, over the {left} the workgroup's input_tokens cap of {cap} leaves{already}: the workgroup would pause before its last task"
+            ),
+            format!(
+                "raise caps.workgroup.input_tokens to at least {} (each prompt is read at least once), in the plan or in [context_efficiency.caps.workgroup]",
+                spent.saturating_add(needed)
+            ),
+        );
     }
 }
 
@@ -532,6 +591,7 @@ mod tests {
             repo: RepoFact::Ready { top: "/r".into(), base: "0".repeat(40), branch_taken: false },
             clis: BTreeMap::new(),
             outside: BTreeMap::new(),
+            prompt_tokens: BTreeMap::new(),
         }
     }
 
@@ -548,7 +608,19 @@ mod tests {
         resuming: bool,
     ) -> Result<Checked, Vec<Problem>> {
         let groups = Workgroups::default();
-        check(&Inputs { plan: p, provider: None, auto, resuming, groups: &groups, graph: g, profiles, facts })
+        let configured = super::super::caps::PlanCaps::default();
+        let configured = &configured;
+        check(&Inputs {
+            plan: p,
+            provider: None,
+            auto,
+            resuming,
+            groups: &groups,
+            graph: g,
+            profiles,
+            facts,
+            configured,
+        })
     }
 
     const GOOD: &str = r#"{"workgroup": "wg", "pipeline": "light", "task": [
@@ -630,6 +702,49 @@ mod tests {
         let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
         assert_eq!(codes, ["STRATA-E1701", "STRATA-E2102", "STRATA-E2109"], "{problems:#?}");
         assert_eq!(real_providers(&p, Some("sim"), "codex"), BTreeSet::new());
+    }
+
+    #[test]
+    fn an_input_token_cap_below_a_prompt_or_a_workgroup_cap_below_all_prompts_is_a_problem() {
+        let g = graph();
+        let profiles = run_profiles(&ProfileIndex::default()).unwrap();
+        let two = r#"{"workgroup": "wg", "pipeline": "light", "caps": {"workgroup": {"input_tokens": 5000}}, "task": [
+            {"id": "a", "role": "analyst", "objective": "x", "caps": {"input_tokens": 1000}},
+            {"id": "b", "role": "analyst", "objective": "y"}]}"#;
+        let mut facts = ready();
+        facts.prompt_tokens = [("a".to_owned(), 1200), ("b".to_owned(), 3000)].into();
+        let problems = run(&plan(two), &facts, &profiles, &g).unwrap_err();
+        let codes: Vec<(&str, &str)> = problems.iter().map(|p| (p.code, p.input.as_str())).collect();
+        assert_eq!(codes, [("STRATA-E2114", "task a: caps.input_tokens")], "{problems:#?}");
+        assert!(problems[0].rule.contains("1200 tokens, over its input_tokens cap of 1000"), "{}", problems[0].rule);
+        facts.prompt_tokens.insert("b".into(), 4000);
+        let problems = run(&plan(two), &facts, &profiles, &g).unwrap_err();
+        let codes: Vec<&str> = problems.iter().map(|p| p.code).collect();
+        assert_eq!(codes, ["STRATA-E2114", "STRATA-E2115"], "{problems:#?}");
+        assert!(problems[1].fix.contains("at least 5200"), "{}", problems[1].fix);
+        // The configuration's workgroup cap wins over the plan's, as in a run.
+        let raised = super::super::caps::PlanCaps {
+            workgroup: super::super::caps::CapsSpec { input_tokens: Some(6000), ..Default::default() },
+            ..Default::default()
+        };
+        let groups = Workgroups::default();
+        let p = plan(two);
+        let i = Inputs {
+            plan: &p,
+            provider: None,
+            auto: "sim",
+            resuming: false,
+            groups: &groups,
+            graph: &g,
+            profiles: &profiles,
+            facts: &facts,
+            configured: &raised,
+        };
+        let codes: Vec<&str> = check(&i).unwrap_err().iter().map(|p| p.code).collect();
+        assert_eq!(codes, ["STRATA-E2114"]);
+        // A prompt the adapter could not assemble is not guessed at.
+        facts.prompt_tokens.clear();
+        assert!(run(&plan(two), &facts, &profiles, &g).is_ok());
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct Brief {
     /// The worker gets the Knowledge API its provider attaches (`false`: the run's probe of
     /// that server failed in this phase, [`super::health`]).
     pub knowledge: bool,
+    /// The model to run on (the dispatch's choice); none: the provider's default.
+    pub model: Option<String>,
 }
 
 /// A started worker.

@@ -427,6 +427,7 @@ mod tests {
             caps: Default::default(),
             fallback_after: None,
             without_knowledge: false,
+            model: None,
         }
     }
 
