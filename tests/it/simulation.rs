@@ -339,6 +339,8 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
         assert!(run.iter().any(|(_, t, _)| t == kind), "the run records no {kind}");
     }
     assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "local"));
+    // Each dispatch's model choice (the profile's tier for the role) is among what is compared.
+    assert!(run.iter().any(|(_, t, v)| t == "task.dispatched" && v["model"]["from"] == "profile"));
     // The resume went through the lineage evaluator, and its answer is recorded with the dispatch.
     let resumed = run.iter().find(|(_, t, v)| t == "task.dispatched" && v["runs_as"] == "resume").expect("a resume");
     assert_eq!(resumed.2["lineage_check"]["state"], "RECONCILE_REQUIRED", "{:?}", resumed.2);
