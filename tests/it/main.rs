@@ -65,6 +65,7 @@ mod steering;
 mod suite;
 mod tamper;
 mod telemetry;
+mod telemetry_real;
 mod tidy;
 mod workgroup;
 mod worktrees;

@@ -263,7 +263,43 @@ pub fn model_valid(s: &str) -> bool {
             .is_some_and(|h| (16..=64).contains(&h.len()) && h.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
 }
 
+/// The telemetry label of model `name`, within [`model_valid`]: a listed name as it is, a Claude
+/// id by its family (`claude-sonnet-4-5` is `sonnet`), any other name pseudonymous
+/// (`anon-model-` and the first 16 hex digits of its SHA-256), so no free text reaches telemetry.
+pub fn model_label(name: &str) -> String {
+    if MODELS.contains(&name) {
+        return name.to_owned();
+    }
+    if let Some(family) = ["opus", "sonnet", "haiku", "fable"]
+        .into_iter()
+        .find(|f| name.strip_prefix("claude-").is_some_and(|rest| rest.split('-').any(|part| part == *f)))
+    {
+        return family.to_owned();
+    }
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("anon-model-{hex}")
+}
+
 /// `^[A-Z]{3}$`.
 pub fn currency_valid(s: &str) -> bool {
     s.len() == 3 && s.bytes().all(|c| c.is_ascii_uppercase())
+}
+
+#[cfg(test)]
+mod model_label_tests {
+    use super::*;
+
+    #[test]
+    fn a_model_name_becomes_a_label_the_schema_takes_and_no_free_text() {
+        assert_eq!(model_label("opus"), "opus");
+        assert_eq!(model_label("claude-sonnet-4-5"), "sonnet");
+        assert_eq!(model_label("claude-3-5-haiku-latest"), "haiku");
+        let anon = model_label("my-private-finetune");
+        assert!(anon.starts_with("anon-model-") && model_valid(&anon), "{anon}");
+        assert_eq!(anon, model_label("my-private-finetune"), "the same name, the same label");
+        assert_ne!(anon, model_label("gpt-5.5"));
+        assert!(model_valid(&model_label("gpt-5.5")));
+    }
 }

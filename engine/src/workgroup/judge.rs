@@ -340,10 +340,20 @@ fn usage(
         cost_micros: add(prior.cost_micros, u.cost_micros),
         wall_ms: add(prior.wall_ms, u.wall_ms),
     };
+    // The model its dispatch chose, by its telemetry label: rollups per model attribute a
+    // profile's cost (a tier left to the provider's default is unknown here).
+    let model = a
+        .group
+        .tasks
+        .get(a.task)
+        .and_then(|t| t.dispatch.as_ref())
+        .and_then(|(_, d)| d.model.as_ref()?.name.as_deref())
+        .filter(|_| !x.synthetic)
+        .map(crate::telemetry::events::model_label);
     let req = Request::Usage {
         session: pseudonym.clone(),
         provider,
-        model: None,
+        model: model.clone(),
         profile: Some(a.group.policy.profile.as_str().to_owned()),
         mode: Some(mode.as_str().to_owned()),
         stratum: None,
@@ -358,7 +368,7 @@ fn usage(
         session: pseudonym.clone(),
         arm: None,
         stratum: None,
-        event: efficiency_event(a, x, source, clock),
+        event: efficiency_event(a, x, source, model.as_deref(), clock),
     };
     events.push(telemetry_decide::decide(telemetry, &efficiency, ids, clock)?.event);
     // The provider's own running totals: not for a fork (they start from its parent's).
@@ -384,6 +394,7 @@ fn efficiency_event(
     a: &Attempt<'_>,
     x: &WorkerEnded,
     source: AccountingSource,
+    model: Option<&str>,
     clock: &dyn Clock,
 ) -> serde_json::Value {
     let d = a.group.tasks.get(a.task).and_then(|t| t.dispatch.as_ref()).map(|(_, d)| d);
@@ -401,7 +412,7 @@ fn efficiency_event(
         "task_corpus_id": null,
         "provider": match a.provider { "claude" => "claude", "codex" => "codex", _ => "other" },
         "runtime": if reported { "cli" } else { "unknown" },
-        "model": null,
+        "model": model,
         "profile": a.group.policy.profile.as_str(),
         "mode": a.mode.as_str(),
         "reason_codes": d.map(|d| d.reason_codes.clone()).unwrap_or_default(),
