@@ -191,6 +191,52 @@ fn a_session_cannot_claim_a_workgroup_worker_s_files_nor_release_them() {
     assert!(stderr(&anon).contains("STRATA-E2608"), "{}", stderr(&anon));
 }
 
+/// A worker's ownership granted with `strata ce route --journal WS` while a daemon holds the
+/// journal: the request goes to that daemon and is recorded there (it used to wait for the lock
+/// and answer JOURNAL_UNAVAILABLE), a session's claim on the same files is refused there, and a
+/// `ce release` through it frees them.
+fn ce_through_the_holder(ws: &Path) {
+    let journal = ws.display().to_string();
+    let route = json!({"lineage_id": "wg/WG-2/T1", "input": {"owned_files": ["src"], "role": "builder"}});
+    let out = strata_with_stdin(BIN, &["ce", "route", "--journal", &journal], route.to_string().as_bytes());
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(line["ok"], true, "{line} {}", stderr(&out));
+    let claimed = strata(BIN, ws, &["claim", "src/lib.rs"]);
+    assert!(
+        stderr(&claimed).contains("STRATA-E2600") && stderr(&claimed).contains("wg/WG-2/T1"),
+        "{}",
+        stderr(&claimed)
+    );
+    // The workspace's journal directory names the same journal.
+    let dir = ws.join(".strata/journal").display().to_string();
+    let release = json!({"lineage_id": "wg/WG-2/T1", "paths": ["src"]});
+    let out = strata_with_stdin(BIN, &["ce", "release", "--journal", &dir], release.to_string().as_bytes());
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(line["ok"], true, "{line} {}", stderr(&out));
+    assert!(strata(BIN, ws, &["claim", "src/lib.rs"]).status.success(), "released, the session may claim it");
+}
+
+fn assert_granted_and_released(ws: &Path) {
+    let events = journal_events(ws);
+    let of = |ty: &str| events.iter().filter(|(_, t, v)| t == ty && v.to_string().contains("wg/WG-2/T1")).count();
+    assert!(of("ce.ownership-claimed") >= 1 && of("ce.ownership-released") >= 1, "{events:?}");
+}
+
+#[test]
+fn ce_route_and_release_go_through_strata_serve_and_strata_mcp_while_they_hold_the_journal() {
+    let (_tmp, ws) = workspace();
+    let daemon = Daemon::start(BIN, &ws, &[]);
+    ce_through_the_holder(&ws);
+    let (status, err) = daemon.stop();
+    assert!(status.success(), "{err}");
+    assert_granted_and_released(&ws);
+    let (_tmp, ws) = workspace();
+    let server = mcp(&ws);
+    ce_through_the_holder(&ws);
+    stop(server);
+    assert_granted_and_released(&ws);
+}
+
 // ---- strata init --claude / --codex
 
 fn init_json(ws: &Path, args: &[&str]) -> Value {

@@ -38,6 +38,31 @@ pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> Ex
         None => respond(operation, &mut stdin.lock(), i128::from(SystemClock.now_ns())),
         Some(dir) => respond_journaled(operation, &mut stdin.lock(), dir),
     };
+    answer(operation, result, explain)
+}
+
+/// `strata ce OPERATION --journal DIR` run by the daemon that holds DIR's journal (`strata serve`
+/// or `strata mcp`): the request is the client's stdin, the decision is recorded through the
+/// daemon's handle, so a served workspace answers at once instead of waiting for its lock.
+pub fn run_served(operation: Option<&str>, journal: &Journal, input: &[u8], explain: bool) -> ExitCode {
+    let result = request(operation, &mut &input[..], true).and_then(|(op, mut payload)| {
+        discover_links(op, &mut payload)?;
+        decide_and_record(journal, op, &payload)
+    });
+    answer(operation, result, explain)
+}
+
+/// The answer to a request a client could not send along (over the size limit or not UTF-8):
+/// the refusal reading it gives.
+pub fn run_served_refusal(operation: Option<&str>, input: &[u8], explain: bool) -> ExitCode {
+    let result = request(operation, &mut &input[..], true)
+        .map(|_| Value::Null)
+        .and_then(|_| Err(CeError::new(Code::InvalidRequest, "the request is not UTF-8 text")));
+    answer(operation, result, explain)
+}
+
+/// Prints the answer line of `result` (and with `explain` a rejection's detail on stderr).
+fn answer(operation: Option<&str>, result: Result<Value, CeError>, explain: bool) -> ExitCode {
     let (line, ok) = match result {
         Ok(result) => (success_line(operation.unwrap_or_default(), &result), true),
         Err(e) => {

@@ -366,6 +366,37 @@ pub fn main() -> ExitCode {
         return hook::main(h, cli.dir);
     }
     init_logging(cli.verbose, cli.quiet);
+    // A journaled `strata ce` goes to the daemon holding that journal, with its request.
+    if let Command::Ce { journal, .. } = &cli.command
+        && let Some(named) = journal.clone().or_else(|| cli.dir_given.then(|| cli.dir.clone()).flatten())
+        && let Some(root) = ce_workspace(&named)
+        && let Some(stream) = crate::daemon::connect(&Workspace::at(&root))
+    {
+        tracing::info!("forwarding the ce request to the daemon serving {}", root.display());
+        let json = cli.json;
+        let bytes = match crate::output::stdin_bytes(strata_engine::ce::REQUEST_BYTES_MAX as u64) {
+            Ok(b) => b,
+            Err(e) => {
+                failure::report(&anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"), json);
+                return ExitCode::from(1);
+            }
+        };
+        // Too long or not UTF-8: refused here as it would be there.
+        let Ok(text) = String::from_utf8(bytes.clone())
+            .map_err(drop)
+            .and_then(|t| if t.len() > strata_engine::ce::REQUEST_BYTES_MAX { Err(()) } else { Ok(t) })
+        else {
+            let Command::Ce { operation, explain, .. } = &cli.command else { unreachable!() };
+            return ce::run_served_refusal(operation.as_deref(), &bytes, *explain);
+        };
+        return match forward(stream, &root, Some(text)) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                failure::report(&e, json);
+                ExitCode::from(1)
+            }
+        };
+    }
     let cwd = std::env::current_dir().ok();
     let dir = locate::workspace_root(
         cli.dir.as_deref(),
@@ -479,6 +510,24 @@ fn http_addr(s: &str) -> Result<std::net::SocketAddr, String> {
     s.parse().map_err(|_| format!("{s:?} is not HOST:PORT with HOST an IP address or localhost (e.g. localhost:7411)"))
 }
 
+/// The workspace whose journal `named` (a `ce --journal` directory) is: a workspace root, or its
+/// `.strata/journal` directory; none for a bare journal directory no daemon serves.
+fn ce_workspace(named: &std::path::Path) -> Option<PathBuf> {
+    if named.join(".strata/journal").is_dir() {
+        return Some(named.to_path_buf());
+    }
+    let parent = named.parent()?;
+    (named.file_name()? == "journal" && parent.file_name()? == ".strata").then(|| parent.parent().map(PathBuf::from))?
+}
+
+/// Whether `a` and `b` are the same directory.
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 fn forward(stream: std::os::unix::net::UnixStream, dir: &std::path::Path, stdin: Option<String>) -> anyhow::Result<u8> {
     let argv = std::env::args_os()
         .map(|a| {
@@ -516,7 +565,7 @@ pub(crate) fn run_served(argv: Vec<String>, ws: crate::app::workspace::Workspace
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
-    if !cli.command.forwardable() {
+    if !cli.command.forwardable() && !matches!(cli.command, Command::Ce { .. }) {
         let e = anyhow::anyhow!("[STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
         failure::report(&e, cli.json);
         return 1;
@@ -589,7 +638,17 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         Command::Mcp => mcp_stdio(&ws),
         Command::Ce { operation, journal, explain } => {
             let journal = journal.or_else(|| cli.dir_given.then(|| dir.clone()));
-            Ok(ce::run(operation.as_deref(), journal.as_deref(), explain))
+            match (ws.served_journal(), journal.as_deref().and_then(ce_workspace)) {
+                // Forwarded by a client: the request came with it, the journal is the daemon's.
+                (Some(served), Some(root)) if same_dir(&root, ws.root()) => {
+                    let input = ws.stdin_bytes(strata_engine::ce::REQUEST_BYTES_MAX as u64)?;
+                    Ok(ce::run_served(operation.as_deref(), served, &input, explain))
+                }
+                (Some(_), _) => anyhow::bail!(
+                    "[STRATA-E1109] the daemon runs `strata ce` only against the journal it holds; run it with --journal naming this workspace"
+                ),
+                (None, _) => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
+            }
         }
         // `--dir` names the journal `eval promote` records in when it names a workspace; a
         // directory that holds none leaves it a trial run, which records and trusts nothing.
