@@ -147,6 +147,34 @@ fn a_reimport_appends_only_what_changed_and_nothing_when_nothing_did() {
 }
 
 #[test]
+fn a_deleted_steering_file_or_section_retires_its_chunks_and_is_never_served_again() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = repository(tmp.path());
+    strata_ok(BIN, &ws, &["knowledge", "import"]);
+    assert!(served(&ws, "steering", None).iter().any(|s| s == "kiro-steering-security-md-security"));
+    std::fs::remove_file(ws.join(".kiro/steering/security.md")).expect("remove");
+    write(&ws, "CLAUDE.md", "## Commits\n\nOne change per commit.\n\n## Style\n\nRun fmt.\n");
+    let before = head(&ws);
+    let out: Value = serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "knowledge", "import"])).expect("json");
+    assert_eq!(out["retired"], serde_json::json!(["claude-md-reviews", "kiro-steering-security-md-security"]), "{out}");
+    assert_eq!(out["created"][0]["slug"], "claude-md-style", "{out}");
+    assert_eq!(head(&ws), before + 4, "the new concern, the new section, then one retirement each: {out}");
+    let now = listed(&ws);
+    assert!(now.get("claude-md-reviews").is_none_or(|c| c["retired"] == true), "{:?}", now.get("claude-md-reviews"));
+    let served_now = served(&ws, "steering", None);
+    assert!(
+        !served_now.iter().any(|s| s == "kiro-steering-security-md-security" || s == "claude-md-reviews"),
+        "{served_now:?}"
+    );
+    // Nothing more to retire: a second import appends nothing; the file back revives its chunk.
+    let again: Value = serde_json::from_str(&strata_ok(BIN, &ws, &["--json", "knowledge", "import"])).expect("json");
+    assert_eq!((again["appended"].as_u64(), again["retired"].as_array().map(Vec::len)), (Some(0), Some(0)), "{again}");
+    write(&ws, ".kiro/steering/security.md", "---\ninclusion: always\nconcerns: [security]\n---\nNever log tokens.\n");
+    strata_ok(BIN, &ws, &["knowledge", "import"]);
+    assert!(served(&ws, "steering", None).iter().any(|s| s == "kiro-steering-security-md-security"));
+}
+
+#[test]
 fn refused_steering_appends_nothing_and_odd_files_never_block() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = repository(tmp.path());

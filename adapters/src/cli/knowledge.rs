@@ -442,7 +442,7 @@ fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result
         };
         outln!(
             "{}",
-            json!({"ok": true, "dry_run": dry_run, "root": root.display().to_string(), "files": files.iter().map(|f| &f.path).collect::<Vec<_>>(), "empty": plan.empty, "declared": {"concerns": plan.declared.0, "projects": plan.declared.1}, "created": rows(&plan.put.created), "updated": rows(&plan.put.updated), "unchanged": plan.put.unchanged, "appended": events, "head": head})
+            json!({"ok": true, "dry_run": dry_run, "root": root.display().to_string(), "files": files.iter().map(|f| &f.path).collect::<Vec<_>>(), "empty": plan.empty, "declared": {"concerns": plan.declared.0, "projects": plan.declared.1}, "created": rows(&plan.put.created), "updated": rows(&plan.put.updated), "unchanged": plan.put.unchanged, "retired": plan.retired, "appended": events, "head": head})
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -455,13 +455,17 @@ fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result
     for f in &plan.empty {
         outln!("empty    {f} (no chunk)");
     }
+    for s in &plan.retired {
+        outln!("retired  {s} (its file or section is gone)");
+    }
     outln!(
-        "{} from {}: {} new, {} changed, {} unchanged; {} and {} declared{}",
+        "{} from {}: {} new, {} changed, {} unchanged, {} retired; {} and {} declared{}",
         if dry_run { "would import" } else { "imported" },
         crate::plural::count(files.len() as u64, "steering file", "steering files"),
         plan.put.created.len(),
         plan.put.updated.len(),
         plan.put.unchanged.len(),
+        plan.retired.len(),
         crate::plural::count(plan.declared.0.len() as u64, "concern", "concerns"),
         crate::plural::count(plan.declared.1.len() as u64, "project", "projects"),
         if dry_run { " (dry run: nothing appended)".to_owned() } else { format!(" (head {head})") }

@@ -444,6 +444,9 @@ pub struct ImportPlan {
     pub declared: (Vec<String>, Vec<String>),
     /// Files that made no chunk.
     pub empty: Vec<String>,
+    /// Steering chunks this import no longer makes (their file or section is gone): retired in
+    /// the same append, so they are never served again.
+    pub retired: Vec<String>,
 }
 
 /// Declares the vocabulary the files need and puts their chunks, in one decision: nothing when
@@ -455,14 +458,23 @@ pub fn import(
     clock: &dyn Clock,
 ) -> Result<ImportPlan, Vec<IntakeProblem>> {
     let imported = chunks(files)?;
-    if imported.drafts.len() >= super::decide::PUT_FILES_MAX {
+    let making: BTreeSet<&str> = imported.drafts.iter().map(|d| d.slug.as_str()).collect();
+    // The import is the workspace's whole steering: a live chunk it put before that it no longer
+    // makes is retired. Chunks are the import's by the steering concern every one of them has.
+    let gone: Vec<String> = k
+        .chunks()
+        .filter(|c| !c.retired && c.concerns.iter().any(|x| x == STEERING_CONCERN) && !making.contains(c.slug.as_str()))
+        .map(|c| c.slug.clone())
+        .collect();
+    if imported.drafts.len() + gone.len() >= super::decide::PUT_FILES_MAX {
         return Err(vec![problem(
             "",
             "",
             "size",
             format!(
-                "the files make {} chunks; one import appends at most {}",
+                "the files make {} chunks and retire {}; one import appends at most {}",
                 imported.drafts.len(),
+                gone.len(),
                 super::decide::PUT_FILES_MAX - 1
             ),
             "import a smaller directory with --root",
@@ -477,10 +489,14 @@ pub fn import(
         concerns.into_iter().filter(|c| !k.has_concern(c)).collect(),
         projects.into_iter().filter(|p| !k.has_project(p)).collect(),
     );
+    for slug in &gone {
+        let reason = "its steering file or section is gone from the import";
+        put.appends.push(super::decide::retire(k, slug, Some(reason), ids, clock).map_err(internal)?);
+    }
     if let Some(v) = vocabulary {
         put.appends.insert(0, v);
     }
-    Ok(ImportPlan { put, declared, empty: imported.empty })
+    Ok(ImportPlan { put, declared, empty: imported.empty, retired: gone })
 }
 
 #[cfg(test)]
