@@ -159,3 +159,42 @@ fn audit_commit_follows_an_example_commit_back_to_its_task_and_refuses_a_commit_
     assert!(String::from_utf8_lossy(&missing.stderr).contains("STRATA-E2659"));
     assert_eq!(json(&at, &["worktrees"])["worktrees"], serde_json::json!([]), "a completed run leaves none");
 }
+
+#[test]
+fn worktrees_an_earlier_strata_left_in_the_temporary_directory_are_listed_and_pruned() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let plan_text = "workgroup = \"done\"\npipeline = \"light\"\n[[task]]\nid = \"w\"\nrole = \"backend-builder\"\nobjective = \"Write it.\"\nowns = [\"src/w.rs\"]\n";
+    let (ws, repo, plan) = run_setting(BIN, tmp.path(), &[("src/lib.rs", "// lib\n")], plan_text);
+    let temp = tmp.path().join("tmpdir");
+    std::fs::create_dir_all(&temp).expect("tmpdir");
+    let strata_in = |args: &[&str]| {
+        std::process::Command::new(BIN).arg("--dir").arg(&ws).args(args).env("TMPDIR", &temp).output().expect("strata")
+    };
+    let run = strata_in(&[
+        "run",
+        plan.to_str().expect("utf-8"),
+        "--repo",
+        repo.to_str().expect("utf-8"),
+        "--time-scale",
+        "0",
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    // The old place: $TMPDIR/strata-worktrees/<first 16 hex of blake3(repository top)>/<workgroup>/.
+    let top = std::fs::canonicalize(&repo).expect("canonical");
+    let key = blake3::hash(top.as_os_str().as_encoded_bytes()).to_hex();
+    let old = temp.join("strata-worktrees").join(&key[..16]).join("done").join("w.1");
+    git(&repo, &["worktree", "add", "--detach", old.to_str().expect("utf-8"), "main"]);
+    let listed: Value = serde_json::from_slice(&strata_in(&["--json", "worktrees"]).stdout).expect("worktrees JSON");
+    let rows = listed["worktrees"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(
+        (rows[0]["workgroup_state"].as_str(), rows[0]["live"].as_bool(), rows[0]["path"].as_str()),
+        (Some("completed"), Some(false), old.to_str())
+    );
+    let pruned: Value =
+        serde_json::from_slice(&strata_in(&["--json", "worktrees", "prune"]).stdout).expect("prune JSON");
+    assert_eq!(pruned["removed"].as_array().map(Vec::len), Some(1), "{pruned}");
+    assert!(!old.exists());
+    let registered = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(!registered.contains(old.to_str().expect("utf-8")), "git forgot it: {registered}");
+}

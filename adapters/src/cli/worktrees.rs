@@ -9,6 +9,10 @@
 //! worktree remove --force` does, through the repository the worktree's `.git` file names, then
 //! runs `git worktree prune` there, so git forgets it too; branches are never touched (the
 //! integration branch holds the result). Nothing is appended to the journal.
+//!
+//! Runs of strata before worktrees moved into the workspace made them under
+//! `$TMPDIR/strata-worktrees/<key>/<workgroup>/`, keyed by the repository's path: for every
+//! workgroup of the journal whose repository is recorded, that place is listed and pruned too.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,17 +71,37 @@ fn entries(dir: &Path) -> anyhow::Result<Vec<(String, PathBuf, std::fs::FileType
     Ok(out)
 }
 
-/// The worktree directories under `root` (`.strata/worktrees`), with their workgroups' states.
-fn find(root: &Path, states: &BTreeMap<String, &'static str>) -> anyhow::Result<Vec<Found>> {
-    let mut out = Vec::new();
-    if !root.is_dir() {
-        return Ok(out);
-    }
-    for (wg, dir, t) in entries(root)? {
-        // Only directories are looked into; a link is never followed out of the workspace.
-        if !t.is_dir() {
-            continue;
+/// Where runs before worktrees moved into the workspace put `workgroup`'s worktrees of the
+/// repository whose top directory is `repo`: the system's temporary directory, keyed by the path.
+fn legacy_dir(repo: &str, workgroup: &str) -> PathBuf {
+    let key = blake3::hash(Path::new(repo).as_os_str().as_encoded_bytes()).to_hex();
+    std::env::temp_dir().join("strata-worktrees").join(&key[..16]).join(workgroup)
+}
+
+/// The worktree directories under `root` (`.strata/worktrees`), then in the old places of the
+/// workgroups in `repos`, with their workgroups' states.
+fn find(
+    root: &Path,
+    states: &BTreeMap<String, &'static str>,
+    repos: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<Found>> {
+    let mut groups = Vec::new();
+    if root.is_dir() {
+        for (wg, dir, t) in entries(root)? {
+            // Only directories are looked into; a link is never followed out of the workspace.
+            if t.is_dir() {
+                groups.push((wg, dir));
+            }
         }
+    }
+    for (wg, repo) in repos {
+        let dir = legacy_dir(repo, wg);
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            groups.push((wg.clone(), dir));
+        }
+    }
+    let mut out = Vec::new();
+    for (wg, dir) in groups {
         for (name, path, t) in entries(&dir)? {
             if !t.is_dir() {
                 continue;
@@ -156,7 +180,9 @@ pub(crate) fn run(ws: &Workspace, cmd: Option<WorktreesCommand>, json: bool) -> 
     let states: BTreeMap<String, &'static str> =
         groups.groups().iter().map(|(n, g)| (n.clone(), super::workgroups::state_of(g))).collect();
     let root = worktrees_dir(ws.root());
-    let found = find(&root, &states)?;
+    let repos: BTreeMap<String, String> =
+        groups.groups().iter().filter_map(|(n, g)| Some((n.clone(), g.started.repo.clone()?))).collect();
+    let found = find(&root, &states, &repos)?;
     let row = |f: &Found| {
         json!({"workgroup": f.workgroup, "task": f.task, "attempt": f.attempt, "integration": f.task.is_none(),
             "path": f.path.display().to_string(), "workgroup_state": f.state, "live": f.live()})
