@@ -299,3 +299,62 @@ fn find_manifest(dir: &Path, task: &str) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+/// A real Claude Code worker of `strata run` (against the fake model server) asks for an item
+/// its prompt offers on demand through the MCP server strata starts for it: served, recorded on
+/// its prompt's stream, in `strata audit session`, and its prompt still verifies.
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn a_real_claude_worker_fetches_an_on_demand_item_through_get_context() {
+    use strata_tests::fake_model::{FakeModel, Turn};
+    use strata_tests::real_cli::{self, CLAUDE_VAR, Scratch};
+    let scratch = Scratch::new().expect("scratch");
+    let at = scratch.root().join("example");
+    let out = strata_tests::strata(
+        BIN,
+        scratch.root(),
+        &["run", "--example", "--at", at.to_str().unwrap(), "--time-scale", "0"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan = at.join("look.toml");
+    std::fs::write(
+        &plan,
+        "workgroup = \"look\"\nparallel = 1\npipeline = \"light\"\nretries = 0\nprovider = \"claude\"\n[[task]]\nid = \"domains\"\nrole = \"analyst\"\nprofile = \"ui-developer\"\nchange_request = \"CR-1\"\nobjective = \"Say which domain rules apply.\"\n",
+    )
+    .unwrap();
+    let lineage = "look.domains";
+    let ask = json!({"task": lineage, "item": "{functionalDomainSpec}", "level": "L2", "reason": "the domain rules"});
+    let fake = FakeModel::start(vec![
+        Turn::claude_mcp(strata_adapters::providers::worker_process::KNOWLEDGE_SERVER, "get_context", ask),
+        Turn::text("Done.").sticky(),
+    ])
+    .expect("fake model");
+    let mut cmd = real_cli::strata_run(Path::new(BIN), &at, &plan, &at, &scratch, &fake);
+    cmd.env("STRATA_CLAUDE", real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}")))
+        .env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+    let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
+    assert_eq!(out.status.and_then(|s| s.code()), Some(0), "{}", out.describe());
+    // The tool's answer went back to the model, served.
+    let results: Vec<String> =
+        fake.model_requests().iter().flat_map(|r| r.tool_results()).map(|t| format!("{t:?}")).collect();
+    assert!(results.iter().any(|t| t.contains("items") && !t.contains("is_error: true")), "{results:?}");
+    let events = strata_tests::journal_events(&at);
+    let fetched: Vec<&Value> = events
+        .iter()
+        .filter(|(_, t, v)| t == "context.fetched" && v.to_string().contains(lineage))
+        .map(|(_, _, v)| v)
+        .collect();
+    assert_eq!(fetched.len(), 1, "{:?}", events.iter().map(|(_, t, _)| t).collect::<Vec<_>>());
+    let run = cli_json(&at, &["audit", "run", "look"]);
+    let session = run["sessions"][0]["session"].as_str().expect("the worker's session").to_owned();
+    let by_session = cli_json(&at, &["audit", "session", &session]);
+    let later = by_session["tasks"][0]["fetched_later"].as_array().expect("fetched_later");
+    assert!(
+        !later.is_empty() && later.iter().all(|f| f["reason"].as_str().unwrap().contains("the domain rules")),
+        "{by_session:#}"
+    );
+    let manifest =
+        find_manifest(&at.join(".strata/prompts/look"), "domains").expect("the run wrote the task's manifest");
+    let v = cli_json(&at, &["prompt", "verify", manifest.to_str().unwrap()]);
+    assert_eq!(v["ok"], true, "{v:#}");
+}
