@@ -186,6 +186,7 @@ fn preflight(groups: &Workgroups) -> Result<plan::Checked, Vec<preflight::Proble
         outside: BTreeMap::new(),
         // The simulated world's prompts: every task's is the one it is dispatched with.
         prompt_tokens: plan().tasks.iter().map(|t| (t.id.clone(), stand_in_prompt(&t.id).tokens)).collect(),
+        discovered: BTreeMap::new(),
     };
     preflight::check(&preflight::Inputs {
         plan: &plan(),

@@ -117,3 +117,67 @@ fn knowledge_chunks_are_discovered_and_refusals_append_nothing() {
     // A word that no document has: an empty ranking, not an error.
     assert!(json(&ws, &["discover", "zanzibar"])["results"].as_array().unwrap().is_empty());
 }
+
+/// A one-task plan whose task gives `task_line` (a `request`, or a request and specs).
+fn request_plan(workgroup: &str, task_line: &str) -> String {
+    format!(
+        "workgroup = \"{workgroup}\"\npipeline = \"light\"\n[[task]]\nid = \"read\"\nrole = \"analyst\"\nobjective = \"Say what it asks.\"\n{task_line}\n"
+    )
+}
+
+#[test]
+fn a_request_is_resolved_to_specifications_by_discovery_recorded_as_evidence_and_followed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let at = tmp.path().join("example");
+    let out = strata_tests::strata(
+        strata_tests::strata_bin!(),
+        tmp.path(),
+        &["run", "--example", "--at", at.to_str().expect("utf-8"), "--time-scale", "0"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bin = strata_tests::strata_bin!();
+    let plan = at.join("asked.toml");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", plan.to_str().expect("utf-8"), "--time-scale", "0"];
+        args.extend_from_slice(extra);
+        strata_tests::strata(bin, &at, &args)
+    };
+    // Nothing in the knowledge base uses these words: refused, recorded nothing.
+    std::fs::write(&plan, request_plan("asked", "request = \"zzyzx quux\"")).expect("plan");
+    let head = strata_tests::head_seq(bin, &at);
+    let out = run(&["--check", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(report["problems"][0]["code"], "STRATA-E2116", "{report}");
+    assert_eq!(strata_tests::head_seq(bin, &at), head);
+    // Specs and a request together: the plan check says give one.
+    std::fs::write(&plan, request_plan("asked", "request = \"Billing requirement 1\"\nspecs = [\"BRD-2.2\"]"))
+        .expect("plan");
+    let report: Value = serde_json::from_slice(&run(&["--check", "--json"]).stdout).expect("JSON");
+    assert!(report["problems"].to_string().contains("give specs or a request, not both"), "{report}");
+    // Resolved: the check shows the ranking and the choice, the run records and follows it.
+    std::fs::write(&plan, request_plan("asked", "request = \"Billing requirement 1\"")).expect("plan");
+    let out = run(&["--check", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let d = &report["discovered"]["read"];
+    assert_eq!(d["chosen"][0], "BRD-2.1", "{report}");
+    assert_eq!(d["candidates"][0]["id"], "BRD-2.1");
+    assert!(d["candidates"][0]["score_milli"].as_u64() > d["candidates"][1]["score_milli"].as_u64(), "{d}");
+    let text = String::from_utf8_lossy(&run(&["--check"]).stdout).into_owned();
+    assert!(text.contains("task read: request resolved to BRD-2.1"), "{text}");
+    let again: Value = serde_json::from_slice(&run(&["--check", "--json"]).stdout).expect("JSON");
+    assert_eq!(again["discovered"], report["discovered"], "the same position and text, the same ranking");
+    assert!(run(&[]).status.success());
+    // The plan as recorded (its tasks in the plan's chunk events) carries the evidence.
+    let recorded: Vec<Value> = strata_tests::journal_events(&at)
+        .into_iter()
+        .filter(|(stream, _, _)| stream == "workgroup/asked")
+        .map(|(_, _, v)| v)
+        .collect();
+    let text = serde_json::to_string(&recorded).expect("json");
+    assert!(text.contains(&format!("\"discovered\":{}", d)), "the evidence is in the plan's events: {text}");
+    assert!(text.contains(&format!("\"specs\":{}", d["chosen"])), "{text}");
+    let prompt = std::fs::read_to_string(at.join(".strata/prompts/asked/read.1.prompt.md")).expect("prompt");
+    assert!(prompt.contains("Specifications to follow: BRD-2.1"), "{prompt}");
+}

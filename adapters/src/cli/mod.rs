@@ -16,7 +16,7 @@ mod ce;
 mod claim;
 pub(crate) mod context;
 mod demo;
-mod discover;
+pub(crate) mod discover;
 mod eval;
 pub(crate) mod failure;
 mod hook;

@@ -221,6 +221,7 @@ fn refuse(
         clis: BTreeMap::new(),
         outside: BTreeMap::new(),
         prompt_tokens: BTreeMap::new(),
+        discovered: BTreeMap::new(),
     };
     let report = check_report(workgroup.unwrap_or("-"), problems, facts.unwrap_or(&nothing), json)?;
     let refusal = format!(
@@ -265,7 +266,7 @@ fn check_report(workgroup: &str, problems: &[Problem], facts: &Facts, json: bool
         let not_checked: Vec<_> =
             NOT_CHECKED.iter().map(|(check, why)| serde_json::json!({"check": check, "why": why})).collect();
         let v = serde_json::json!({"ok": problems.is_empty(), "workgroup": workgroup, "problems": problems,
-            "repository": repo, "providers": providers, "not_checked": not_checked});
+            "repository": repo, "providers": providers, "discovered": facts.discovered, "not_checked": not_checked});
         return Ok(v.to_string());
     }
     let mut out = String::new();
@@ -281,6 +282,17 @@ fn check_report(workgroup: &str, problems: &[Problem], facts: &Facts, json: bool
             out,
             "preflight of workgroup {workgroup}: {}",
             crate::plural::count(problems.len() as u64, "problem", "problems")
+        )?;
+    }
+    for (task, d) in &facts.discovered {
+        let ranked: Vec<String> =
+            d.candidates.iter().map(|c| format!("{} {:.3}", c.id, c.score_milli as f64 / 1000.0)).collect();
+        let chosen = if d.chosen.is_empty() { "nothing".to_owned() } else { d.chosen.join(", ") };
+        writeln!(
+            out,
+            "task {task}: request resolved to {chosen} (ranked at journal {}: {})",
+            d.seq,
+            ranked.join(", ")
         )?;
     }
     match &facts.repo {

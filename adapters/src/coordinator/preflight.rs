@@ -55,7 +55,7 @@ pub fn run(
     let mut groups = Workgroups::default();
     catch_up_one(&mut groups, journal)?;
     let auto = super::from_env::auto();
-    let (plan, provider, repo, resuming) = match subject {
+    let (mut plan, provider, repo, resuming) = match subject {
         Subject::New(plan) => (
             (**plan).clone(),
             provider.map(|p| if p == "auto" { auto } else { p }).map(str::to_owned),
@@ -72,7 +72,9 @@ pub fn run(
     let mut context = ContextState::default();
     catch_up_one(&mut context, journal)?;
     let profiles = preflight::run_profiles(&context.profiles)?;
+    let discovered = resolve_requests(journal, &mut plan)?;
     let mut facts = probe(&plan, provider.as_deref(), auto, repo.as_deref());
+    facts.discovered = discovered;
     facts.prompt_tokens = prompt_tokens(journal, config, &plan, &mut graph, &context, &profiles);
     let result = preflight::check(&Inputs {
         plan: &plan,
@@ -86,6 +88,47 @@ pub fn run(
         configured: &config.efficiency.caps,
     });
     Ok(Some(Report { workgroup: plan.workgroup.clone(), result, facts }))
+}
+
+/// Resolves every task's `request` not resolved yet to specifications: ranks the knowledge base
+/// at the head for it (specification kinds only, [`strata_engine::workgroup::discovery`]) and
+/// fills the task's `specs` and `discovered` with the choice. The index is built only when a
+/// task needs it.
+fn resolve_requests(
+    journal: &Journal,
+    plan: &mut Plan,
+) -> anyhow::Result<BTreeMap<String, strata_engine::workgroup::discovery::Discovered>> {
+    use strata_engine::workgroup::discovery::{self, CANDIDATES_MAX, Candidate, Discovered, SPEC_KINDS};
+    let mut out = BTreeMap::new();
+    // A task naming specs too is refused by the plan check: not ranked.
+    let asking = |t: &strata_engine::workgroup::plan::TaskSpec| {
+        t.request.is_some() && t.discovered.is_none() && t.specs.is_empty()
+    };
+    if !plan.tasks.iter().any(asking) {
+        return Ok(out);
+    }
+    let index = crate::cli::discover::index_at(journal, None)?;
+    for t in plan.tasks.iter_mut().filter(|t| asking(t)) {
+        let Some(request) = t.request.as_deref() else { continue };
+        // A request over the index's limit is refused by the plan check; nothing to rank.
+        let Ok(hits) = index.search(request, CANDIDATES_MAX, &SPEC_KINDS) else { continue };
+        let candidates: Vec<Candidate> = hits
+            .iter()
+            .map(|h| Candidate {
+                rank: u32::try_from(h.rank).unwrap_or(u32::MAX),
+                kind: h.kind.to_owned(),
+                id: h.id.clone(),
+                score_milli: (f64::from(h.score) * 1000.0).round() as u64,
+                matched: h.matched.clone(),
+            })
+            .collect();
+        let chosen = discovery::choose(&candidates);
+        let d = Discovered { seq: index.seq, candidates, chosen };
+        t.specs.clone_from(&d.chosen);
+        t.discovered = Some(d.clone());
+        out.insert(t.id.clone(), d);
+    }
+    Ok(out)
 }
 
 /// Each task's prompt tokens, assembled at the journal's head the way the run assembles it
@@ -146,7 +189,7 @@ pub fn probe(plan: &Plan, provider: Option<&str>, auto: &str, repo: Option<&Path
         _ => BTreeMap::new(),
     };
     let clis = preflight::real_providers(plan, provider, auto).into_iter().map(|p| (p.clone(), cli_fact(&p))).collect();
-    Facts { repo, clis, outside, prompt_tokens: BTreeMap::new() }
+    Facts { repo, clis, outside, prompt_tokens: BTreeMap::new(), discovered: BTreeMap::new() }
 }
 
 /// Runs `program args…` in `dir` (if given) for at most [`PROBE_MS_MAX`]: its exit status and

@@ -27,6 +27,7 @@
 //! * [`warm`]: completed sessions kept warm as ledger lineages with leases, and when a task that
 //!   `continues` one may resume it.
 //! * [`policy`]: the `[context_efficiency]` policy a run works under (`workgroup.policy-set`).
+//! * [`discovery`]: a task's `request` resolved to the specifications it follows, with evidence.
 //! * [`models`]: the model tier the profile gives each role, and its name per provider.
 //! * [`caps`]: hard caps per attempt and per workgroup, the fallback after a cap and the
 //!   safety boundaries that pause a workgroup (`worker.capped`, `workgroup.paused`).
@@ -38,6 +39,7 @@
 
 pub mod caps;
 pub mod decide;
+pub mod discovery;
 pub mod dispatch;
 pub mod driver;
 pub mod events;

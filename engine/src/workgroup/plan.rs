@@ -167,6 +167,13 @@ pub struct TaskSpec {
     /// profile gives its role ([`super::models`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What the task is about, in words, instead of `specs`: the run's preflight resolves it to
+    /// specifications by discovery ([`super::discovery`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// Filled by the preflight, never written: what discovery found for `request` and chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovered: Option<super::discovery::Discovered>,
 }
 
 /// One problem with a plan.
@@ -433,6 +440,20 @@ fn check_task(c: &mut Checker, t: &TaskSpec, default_provider: &str, default_pro
     }
     for (field, rule) in super::verify::problems("verify", &t.verify) {
         c.at(id, field, rule);
+    }
+    if let Some(r) = &t.request {
+        let max = super::discovery::REQUEST_BYTES_MAX;
+        if r.trim().is_empty() || r.len() > max || r.chars().any(|ch| ch.is_control() && ch != '\n') {
+            c.at(id, "request", format!("say what the task is about in 1–{max} bytes, no control characters"));
+        }
+        if t.discovered.is_none() && !t.specs.is_empty() {
+            c.at(id, "request", "give specs or a request, not both");
+        }
+    }
+    match &t.discovered {
+        Some(_) if t.request.is_none() => c.at(id, "discovered", "is filled by the run from a request; remove it"),
+        Some(d) if d.chosen != t.specs => c.at(id, "discovered", "does not match the task's specs; remove it"),
+        _ => {}
     }
     if let Some(m) = t.model.as_deref().filter(|m| super::models::Tier::parse(m).is_none()) {
         let tiers: Vec<&str> = super::models::Tier::ALL.iter().map(|t| t.as_str()).collect();

@@ -20,6 +20,8 @@
 //! * every `never` glob and every glob entry of the profiles the plan uses matches at least one
 //!   virtual path in the knowledge base, unless the profile lists it in `guards`.
 //!
+//! * a task's `request` resolved by discovery to at least one specification (the adapter ranks
+//!   the knowledge base and fills `specs` with [`super::discovery::choose`] before this check);
 //! * budgets: a task's input-token cap holds at least its prompt (as assembled now, strata's own
 //!   count, which the provider's system prompt and tools only add to), and the workgroup's
 //!   input-token cap, less what a resumed run already spent, holds every unfinished task's
@@ -137,6 +139,9 @@ pub struct Facts {
     /// Each task's prompt tokens as assembled now (strata's own count, the one a dispatch
     /// records), for the tasks whose prompt the adapter could assemble: the budgets' lower bound.
     pub prompt_tokens: BTreeMap<String, u64>,
+    /// What discovery found and chose for each task given a `request` (also on the task, as
+    /// recorded), for the report.
+    pub discovered: BTreeMap<String, super::discovery::Discovered>,
 }
 
 /// What [`check`] decides over.
@@ -297,6 +302,26 @@ fn check_task(l: &mut List, i: &Inputs<'_>, t: &TaskSpec) {
             "Codex reports no cost, so a cost cap on a task it runs could never be reached",
             "cap its input_tokens or output_tokens instead, or run it on another provider",
         );
+    }
+    if t.request.is_some() {
+        match &t.discovered {
+            None if t.specs.is_empty() => l.add(
+                "STRATA-E2117",
+                at("request"),
+                "was not resolved to specifications: discovery did not run for it",
+                "name the task's specs instead, or run it where `strata discover` works",
+            ),
+            Some(d) if d.chosen.is_empty() => l.add(
+                "STRATA-E2116",
+                at("request"),
+                format!(
+                    "matched no specification of the knowledge base ({} candidates, none a specification matching its words)",
+                    d.candidates.len()
+                ),
+                "reword it with the words the specifications use (`strata discover \"TEXT\"` shows what ranks), or name specs",
+            ),
+            _ => {}
+        }
     }
     let name = plan::task_profile(i.plan.profile.as_deref(), t);
     if plan::is_name(&name) && !i.profiles.contains_key(&name) {
@@ -592,6 +617,7 @@ mod tests {
             clis: BTreeMap::new(),
             outside: BTreeMap::new(),
             prompt_tokens: BTreeMap::new(),
+            discovered: BTreeMap::new(),
         }
     }
 
