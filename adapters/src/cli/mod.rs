@@ -274,6 +274,20 @@ enum Command {
     /// outside the lineage's owned files (exit 2) and records every decision.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// Internal: runs COMMAND confined by Landlock, writable only under each --write (how
+    /// `strata run`'s checks start without forking the coordinator).
+    #[command(hide = true)]
+    Confine {
+        /// A directory the command may write under.
+        #[arg(long = "write")]
+        write: Vec<PathBuf>,
+        /// Answer that this executable confines, and exit.
+        #[arg(long)]
+        probe: bool,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
     /// Own files for a person's own Claude Code or Codex session (`--for SESSION`, or
     /// `--interactive` for every one): recorded in the same ownership map as `strata run`'s
     /// workers, which the write guard checks. Without paths: list who owns what.
@@ -341,6 +355,7 @@ impl Command {
                 | Command::Rollout { .. }
                 | Command::Completions { .. }
                 | Command::Man { .. }
+                | Command::Confine { .. }
                 | Command::Knowledge(knowledge::KnowledgeCommand::Example { .. })
         )
     }
@@ -364,6 +379,9 @@ pub fn main() -> ExitCode {
     // it names (`strata serve`, or `strata run` while real workers run) or opens it itself.
     if let Command::Hook(h) = cli.command {
         return hook::main(h, cli.dir);
+    }
+    if let Command::Confine { write, probe, command } = cli.command {
+        return crate::coordinator::verify::confine_main(&write, probe, &command);
     }
     init_logging(cli.verbose, cli.quiet);
     // A journaled `strata ce` goes to the daemon holding that journal, with its request.
@@ -656,6 +674,7 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
             let workspace = cli.dir_given && ws.config_path().is_file();
             eval::run(cmd, workspace.then(|| dir.clone()), cli.json)
         }
+        Command::Confine { .. } => anyhow::bail!("[STRATA-E2118] `strata confine` runs only as its own process"),
         Command::Hook(cmd) => Ok(match ws.served_journal() {
             Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd, Some(dir.clone())),

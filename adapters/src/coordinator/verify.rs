@@ -115,17 +115,86 @@ fn ruleset(writable: &[&Path]) -> Result<landlock::RulesetCreated, landlock::Rul
         .add_rules(path_beneath_rules(paths, AccessFs::from_all(abi)))
 }
 
+/// What `strata confine --probe` answers.
+const CONFINE_PROBE: &str = "strata-confine 1";
+
+/// `strata confine --write DIR… -- PROGRAM ARGS…`: restricts itself with the Landlock rules
+/// of a check (read anything, write under the DIRs) and execs PROGRAM; exit 126 when it cannot.
+pub fn confine_main(write: &[PathBuf], probe: bool, command: &[String]) -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt as _;
+    if probe {
+        println!("{CONFINE_PROBE}");
+        return std::process::ExitCode::SUCCESS;
+    }
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("[STRATA-E2118] strata confine: no command given");
+        return std::process::ExitCode::from(126);
+    };
+    let writable: Vec<&Path> = write.iter().map(PathBuf::as_path).collect();
+    let restricted =
+        ruleset(&writable).map_err(|e| e.to_string()).and_then(|r| r.restrict_self().map_err(|e| e.to_string()));
+    if let Err(e) = restricted {
+        eprintln!("[STRATA-E2118] strata confine: its Landlock rules could not be applied: {e}");
+        return std::process::ExitCode::from(126);
+    }
+    let e = std::process::Command::new(program).args(args).exec();
+    eprintln!("[STRATA-E2118] strata confine: {program} could not be started: {e}");
+    std::process::ExitCode::from(126)
+}
+
+/// The strata executable that confines a check in a process of its own (`STRATA_PROGRAM`, else
+/// this one, when `confine --probe` answers): starting it is a plain spawn, where applying the
+/// rules between fork and exec copies this whole process. Probed once per process.
+fn confiner() -> Option<&'static Path> {
+    static FOUND: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let program = super::from_env::strata_program().or_else(|| std::env::current_exe().ok())?;
+            let mut child = std::process::Command::new(&program)
+                .args(["confine", "--probe"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            use wait_timeout::ChildExt as _;
+            let answered = matches!(child.wait_timeout(Duration::from_secs(10)), Ok(Some(s)) if s.success());
+            if !answered {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            let mut out = String::new();
+            use std::io::Read as _;
+            child.stdout.take()?.take(256).read_to_string(&mut out).ok()?;
+            (out.trim() == CONFINE_PROBE).then_some(program)
+        })
+        .as_deref()
+}
+
 async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
     let began = Instant::now();
     let tmp = match crate::providers::worker_process::private_dir(&std::env::temp_dir().join("strata-verify")) {
         Ok(t) => Scratch(t),
         Err(e) => return refused(command, &format!("a private temporary directory: {e}")),
     };
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c").arg(command).current_dir(r.workdir).env("TMPDIR", &tmp.0);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
     let confined = landlock_available();
-    if confined {
+    let trampoline = confiner().filter(|_| confined);
+    let mut cmd = match trampoline {
+        Some(program) => {
+            let mut c = tokio::process::Command::new(program);
+            c.arg("confine").arg("--write").arg(r.workdir).arg("--write").arg(&tmp.0).args(["--", "sh", "-c", command]);
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new("sh");
+            c.arg("-c").arg(command);
+            c
+        }
+    };
+    cmd.current_dir(r.workdir).env("TMPDIR", &tmp.0);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    if confined && trampoline.is_none() {
         let rules = match ruleset(&[r.workdir, &tmp.0]) {
             Ok(rules) => rules,
             Err(e) => return refused(command, &format!("its Landlock rules: {e}")),
