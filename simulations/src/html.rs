@@ -316,40 +316,76 @@ fn verdict_word(v: &str, wide: bool) -> String {
 fn scorecard(windows: &[Value]) -> String {
     let gates = gate_names(windows);
     let names = window_names(windows);
-    let (xl, yl) = ("evaluation window (stage evaluated)", "gate");
+    let (xl, yl) = ("evaluation window (stage evaluated)", "gate (pass condition)");
     let wide = windows.len() <= 7;
     let key = if wide { "" } else { " P Pass, I Inconclusive, E Error, F Fail." };
+    let value = if wide { " and, under it, the estimate (in the gate's own units, as recorded)" } else { "" };
     let desc = format!(
-        "A row per gate, a column per window; each cell says the gate's verdict in that window (its colour repeats it: green Pass, amber Inconclusive, brown Error, red Fail).{key} The table below gives each gate's condition and measured value."
+        "A row per gate, a column per window; each cell says the gate's verdict in that window{value} (its colour repeats it: green Pass, amber Inconclusive, brown Error, red Fail).{key} The table below gives each gate's condition and measured value with its bounds."
     );
-    let height_px = 110 + 30 * gates.len().max(1) as u32;
+    let height_px = 110 + if wide { 42 } else { 30 } * gates.len().max(1) as u32;
     let chart =
         Chart::new("chart-scorecard", "Gate scorecard: each gate's verdict in each window", &desc, height_px, [xl, yl]);
-    // The first gate on top.
-    let rows: Vec<String> = gates.iter().rev().cloned().collect();
+    // The first gate on top, with its pass condition.
+    let rows: Vec<String> = gates
+        .iter()
+        .rev()
+        .map(|g| {
+            let t = windows.first().and_then(|w| gate_of(w, g)).and_then(|x| x["threshold"].as_f64());
+            t.filter(|t| t.is_finite()).map_or_else(|| g.clone(), |t| format!("{g} ({})", short_condition(g, t)))
+        })
+        .collect();
     chart::figure(&chart, |root| {
         let mut c: CatPlot<'_, Categories> =
-            frame(root, 150).build_cartesian_2d(categories(windows.len()), categories(gates.len()))?;
+            frame(root, 250).build_cartesian_2d(categories(windows.len()), categories(gates.len()))?;
         let (xf, yf) = (|v: &f64| category(&names, *v), |v: &f64| category(&rows, *v));
         axes(root, c.configure_mesh().disable_mesh().x_label_formatter(&xf).y_label_formatter(&yf), (xl, yl))?;
-        let mut cells: Vec<(f64, f64, String)> = Vec::new();
+        // (column, row, verdict, estimate)
+        let mut cells: Vec<(f64, f64, String, String)> = Vec::new();
         for (i, w) in windows.iter().enumerate() {
             for (r, g) in gates.iter().enumerate() {
-                let v = gate_of(w, g).and_then(|x| x["verdict"].as_str()).unwrap_or("Error");
-                cells.push((i as f64, (gates.len() - 1 - r) as f64, clean(v)));
+                let x = gate_of(w, g);
+                let v = x.and_then(|x| x["verdict"].as_str()).unwrap_or("Error");
+                cells.push((i as f64, (gates.len() - 1 - r) as f64, clean(v), x.map(estimate).unwrap_or_default()));
             }
         }
         layer(root, "cells", Some(("rect", "cell")))?;
-        c.draw_series(cells.iter().map(|(x, y, v)| {
+        c.draw_series(cells.iter().map(|(x, y, v, _)| {
             Rectangle::new([(x - 0.48, y - 0.45), (x + 0.48, y + 0.45)], chart::verdict_color(v).filled())
         }))?;
+        let ink = |v: &str| if v == "Inconclusive" { INK } else { WHITE };
         layer(root, "verdicts", Some(("text", "verdict")))?;
-        c.draw_series(cells.iter().map(|(x, y, v)| {
-            let ink = if v == "Inconclusive" { INK } else { WHITE };
-            Text::new(verdict_word(v, wide), (*x, *y), anchored(13, ink, HPos::Center, VPos::Center))
+        c.draw_series(cells.iter().map(|(x, y, v, _)| {
+            let at = if wide { y + 0.17 } else { *y };
+            Text::new(verdict_word(v, wide), (*x, at), anchored(13, ink(v), HPos::Center, VPos::Center))
         }))?;
+        if wide {
+            layer(root, "estimates", Some(("text", "cell-value")))?;
+            c.draw_series(cells.iter().map(|(x, y, v, e)| {
+                Text::new(e.clone(), (*x, y - 0.2), anchored(12, ink(v), HPos::Center, VPos::Center))
+            }))?;
+        }
         Ok(())
     })
+}
+
+/// The condition a gate passes on, short: the bound that must clear the threshold.
+fn short_condition(gate: &str, t: f64) -> String {
+    match (gate, gate_sense(gate).2) {
+        ("sample_size", _) => format!("≥ {} pairs", num(t)),
+        ("security", _) => format!("≤ {} findings", num(t)),
+        (_, true) => format!("lower bound ≥ {}", num(t)),
+        (_, false) => format!("upper bound ≤ {}", num(t)),
+    }
+}
+
+/// A gate's estimate, short (a count whole), or "n/a" when not computable.
+fn estimate(x: &Value) -> String {
+    match x["estimate"].as_f64().filter(|v| v.is_finite()) {
+        None => "n/a".to_owned(),
+        Some(e) if matches!(x["gate"].as_str(), Some("sample_size" | "security")) => format!("{e:.0}"),
+        Some(e) => format!("{e:.3}"),
+    }
 }
 
 /// A forest plot's rows: the window's name, the gate's result, and `(estimate, lower, upper)`

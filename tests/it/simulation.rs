@@ -79,9 +79,9 @@ fn texts(svg: &str, class: &str) -> Vec<String> {
 
 /// Every chart of a canary report, as written or as the browser parsed it: a title and a
 /// description, its axes with their two labels (units in them) and tick values, a legend where
-/// marks differ; each forest plot states its sign convention, labels its threshold with its
+/// marks differ; the scorecard's rows name their pass condition; each forest plot states its sign convention, labels its threshold with its
 /// value and prints the measured value and the verdict beside every row; the scorecard's cells
-/// carry their verdicts as words, and the text scorecard has a row per gate.
+/// carry their verdicts as words and their estimates, and the text scorecard has a row per gate.
 fn charts_are_read_as_text(scenario: &str, page: &str, result: &serde_json::Value) {
     let windows = result["rollout"]["windows"].as_array().expect("windows");
     let last = windows.last().expect("a window");
@@ -117,6 +117,18 @@ fn charts_are_read_as_text(scenario: &str, page: &str, result: &serde_json::Valu
     assert_eq!(texts(timeline, "legend-item").len(), 3, "{scenario}: the actions' legend");
     let scorecard = chart(scenario, page, "chart-scorecard");
     assert_eq!(texts(scorecard, "verdict").len(), windows.len() * gates.len(), "{scenario}: a verdict per cell");
+    if windows.len() <= 7 {
+        assert_eq!(
+            texts(scorecard, "cell-value").len(),
+            windows.len() * gates.len(),
+            "{scenario}: an estimate per cell"
+        );
+    }
+    let rows = texts(scorecard, "tick");
+    assert!(
+        rows.iter().any(|r| r.contains("median_cost (lower bound ≥")),
+        "{scenario}: each gate's condition: {rows:?}"
+    );
     for (id, g) in &forests {
         let c = chart(scenario, page, id);
         assert!(c.contains("right is better"), "{scenario} {id}: the sign convention in the title");
