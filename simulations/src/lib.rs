@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod canary;
+pub mod chart;
 pub mod cli;
 pub mod coordinator_faults;
 pub mod html;

@@ -2,7 +2,9 @@
 //! `schemas/simulation-result.schema.json`; every scenario's journal round-trips through
 //! `journal export` and `journal import` byte for byte; `strata simulate` repeats a seed exactly
 //! and names the scenarios it has; the HTML report carries every chart, and headless Chromium (the
-//! Debian package, installed by `.ci/run`) renders it with them.
+//! Debian package, installed by `.ci/run`) renders it with them: each chart with its axes, axis
+//! labels, legend, thresholds and values as text in the DOM, and a screenshot (README's,
+//! `docs/simulation-report.png`, retaken with `STRATA_UPDATE_SCREENSHOT=1`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,16 +29,20 @@ fn every_scenario_s_result_matches_its_schema_and_its_report_carries_the_charts(
     let v = validator();
     for scenario in result::SCENARIOS {
         let steps = if scenario.starts_with("canary") { 100 } else { 200 };
-        let o = result::run(scenario, Config { seed: 2, steps, defects: Defects::default() })
-            .unwrap_or_else(|f| panic!("{f}"));
+        let config = Config { seed: 2, steps, defects: Defects::default() };
+        let o = result::run(scenario, config).unwrap_or_else(|f| panic!("{f}"));
         let errors: Vec<String> = v.iter_errors(&o.result).map(|e| format!("{}: {e}", e.instance_path())).collect();
         assert!(errors.is_empty(), "{scenario}: {errors:?}\n{}", o.result);
         let page = html::render(&o.result);
         assert!(page.starts_with("<!doctype html>") && page.contains("id=\"provenance\""));
         assert!(page.contains(o.result["reproduce"].as_str().expect("reproduce")), "the footer names the reproduction");
+        // Deterministic: the same seed, the same bytes.
+        let again = result::run(scenario, config).unwrap_or_else(|f| panic!("{f}"));
+        assert!(html::render(&again.result) == page, "{scenario}: the report differs between two runs of one seed");
         // Self-contained: no script, and no address but the SVG namespace.
         assert!(!page.contains("<script"));
         assert_eq!(page.matches("http").count(), page.matches("xmlns=\"http://www.w3.org/2000/svg\"").count());
+        assert!(!page.contains("chart-error"), "{scenario}: every chart drawn");
         for id in ["faults", "invariants", "synthetic"] {
             assert!(page.contains(&format!("id=\"{id}\"")), "{scenario}: no {id}");
         }
@@ -51,37 +57,89 @@ fn every_scenario_s_result_matches_its_schema_and_its_report_carries_the_charts(
     assert!(!v.is_valid(&serde_json::json!({"schema": "strata.simulation-result/v1"})));
 }
 
-/// Each chart of a canary report has its axes with labelled scales; each forest plot states its
-/// sign convention, labels its threshold and prints the measured value beside every row; the
-/// scorecard is a text table with a row per gate whose verdict is a word.
+/// The SVG of chart `id` in `page` (the report or the browser's DOM of it).
+fn chart<'a>(scenario: &str, page: &'a str, id: &str) -> &'a str {
+    let from = page.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("{scenario}: no {id}"));
+    let len = page[from..].find("</svg>").expect("closed");
+    &page[from..from + len]
+}
+
+/// The texts of class `class` in `svg`, trimmed.
+fn texts(svg: &str, class: &str) -> Vec<String> {
+    let open = format!("<text class=\"{class}\"");
+    svg.match_indices(&open)
+        .filter_map(|(at, _)| {
+            let body = &svg[at..];
+            let start = body.find('>')? + 1;
+            let end = body.find("</text>")?;
+            Some(body[start..end].trim().to_owned())
+        })
+        .collect()
+}
+
+/// Every chart of a canary report, as written or as the browser parsed it: a title and a
+/// description, its axes with their two labels (units in them) and tick values, a legend where
+/// marks differ; the scorecard's rows name their pass condition; each forest plot states its sign convention, labels its threshold with its
+/// value and prints the measured value and the verdict beside every row; the scorecard's cells
+/// carry their verdicts as words and their estimates, and the text scorecard has a row per gate.
 fn charts_are_read_as_text(scenario: &str, page: &str, result: &serde_json::Value) {
-    let chart = |id: &str| -> &str {
-        let from = page.find(&format!("<svg id=\"{id}\"")).unwrap_or_else(|| panic!("{scenario}: no {id}"));
-        let len = page[from..].find("</svg>").expect("closed");
-        &page[from..from + len]
-    };
-    for id in ["chart-scatter", "chart-ecdf"] {
-        let c = chart(id);
-        assert!(c.contains("axis axis-x") && c.contains("axis axis-y"), "{scenario} {id}: both axes");
-        assert!(
-            c.matches("class=\"tick\"").count() >= 10 && c.contains("(micro-units)"),
-            "{scenario} {id}: scales, units"
-        );
-    }
     let windows = result["rollout"]["windows"].as_array().expect("windows");
     let last = windows.last().expect("a window");
     let gates = last["gates"].as_array().expect("gates");
-    for g in gates {
-        let name = g["gate"].as_str().expect("gate");
-        let id = format!("chart-forest-{}", name.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
-        if !page.contains(&format!("<svg id=\"{id}\"")) {
-            continue; // not computable in any window
-        }
-        let c = chart(&id);
-        assert!(c.contains("right is better") && c.contains("→ better"), "{scenario} {id}: the sign convention");
-        assert!(c.contains("class=\"threshold-label\""), "{scenario} {id}: the threshold's value");
-        assert_eq!(c.matches("class=\"measured\"").count(), c.matches("class=\"estimate\"").count(), "{scenario} {id}");
-        assert!(c.contains("axis axis-x"), "{scenario} {id}: a scale");
+    let mut ids: Vec<String> = CHARTS.iter().map(|s| (*s).to_owned()).collect();
+    let forests: Vec<(String, &serde_json::Value)> = gates
+        .iter()
+        .map(|g| {
+            let name = g["gate"].as_str().expect("gate");
+            (format!("chart-forest-{}", name.replace(|c: char| !c.is_ascii_alphanumeric(), "-")), g)
+        })
+        .filter(|(id, _)| page.contains(&format!("<svg id=\"{id}\"")))
+        .collect();
+    ids.extend(forests.iter().map(|(id, _)| id.clone()));
+    for id in &ids {
+        let c = chart(scenario, page, id);
+        assert!(c.contains(&format!("<title id=\"{id}-title\">")) && c.contains("<desc id="), "{scenario} {id}: title");
+        assert!(c.contains("<g class=\"axes\">"), "{scenario} {id}: axes");
+        let labels = texts(c, "axis-label");
+        assert_eq!(labels.len(), 2, "{scenario} {id}: an x and a y axis label: {labels:?}");
+        assert!(texts(c, "tick").len() >= 4, "{scenario} {id}: scales");
+    }
+    for id in ["chart-scatter", "chart-ecdf"] {
+        let c = chart(scenario, page, id);
+        assert!(texts(c, "axis-label").iter().any(|l| l.contains("(micro-units)")), "{scenario} {id}: units");
+        assert!(texts(c, "legend-item").len() >= 2, "{scenario} {id}: a legend");
+    }
+    let ecdf = chart(scenario, page, "chart-ecdf");
+    assert_eq!(ecdf.matches("class=\"marker\"").count(), 6, "{scenario}: p50/p75/p95 for both arms");
+    assert_eq!(texts(ecdf, "marker-label").len(), 6, "{scenario}: each marker's value");
+    let timeline = chart(scenario, page, "chart-timeline");
+    assert_eq!(texts(timeline, "window").len(), windows.len(), "{scenario}: each window's action as a word");
+    assert_eq!(texts(timeline, "legend-item").len(), 3, "{scenario}: the actions' legend");
+    let scorecard = chart(scenario, page, "chart-scorecard");
+    assert_eq!(texts(scorecard, "verdict").len(), windows.len() * gates.len(), "{scenario}: a verdict per cell");
+    if windows.len() <= 7 {
+        assert_eq!(
+            texts(scorecard, "cell-value").len(),
+            windows.len() * gates.len(),
+            "{scenario}: an estimate per cell"
+        );
+    }
+    let rows = texts(scorecard, "tick");
+    assert!(
+        rows.iter().any(|r| r.contains("median_cost (lower bound ≥")),
+        "{scenario}: each gate's condition: {rows:?}"
+    );
+    for (id, g) in &forests {
+        let c = chart(scenario, page, id);
+        assert!(c.contains("right is better"), "{scenario} {id}: the sign convention in the title");
+        let x = &texts(c, "axis-label");
+        assert!(x.iter().any(|l| l.contains("better →") && l.contains("← worse")), "{scenario} {id}: {x:?}");
+        let threshold = texts(c, "threshold-label");
+        assert!(threshold.len() == 1 && threshold[0].starts_with("threshold "), "{scenario} {id}: {threshold:?}");
+        let measured = texts(c, "measured");
+        assert_eq!(measured.len(), c.matches("class=\"estimate\"").count() + 1, "{scenario} {id}: a value per row");
+        let verdict = g["verdict"].as_str().expect("verdict");
+        assert!(measured.last().is_some_and(|m| m.ends_with(verdict)), "{scenario} {id}: {measured:?}");
     }
     let from = page.find("<table id=\"scorecard-text\"").expect("the text scorecard");
     let table = &page[from..from + page[from..].find("</table>").expect("closed")];
@@ -156,26 +214,38 @@ fn the_report_renders_in_headless_chromium_with_every_chart() {
             .output()
             .unwrap_or_else(|e| panic!("{} runs (set STRATA_TEST_CHROMIUM): {e}", chromium().display()))
     };
-    // The browser's own parse of the page: every chart is an SVG element in the document.
+    // The browser's own parse of the page: every chart is an SVG element in the document, with
+    // its axes, labels, legends, thresholds and values as text (what a reader or a screen reader
+    // gets, not only a tooltip).
     let dom = headless(&["--dump-dom"]);
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
     for id in CHARTS {
         assert!(dom.contains(&format!("<svg id=\"{id}\"")), "the rendered page has {id}");
     }
-    assert!(dom.matches("class=\"window\"").count() >= 4, "the timeline has its windows");
     assert!(dom.matches("class=\"pair\"").count() >= 100, "the scatter has its pairs");
-    assert!(dom.matches("class=\"marker\"").count() == 6, "the ECDFs have p50/p75/p95 for both arms");
-    // As the browser parsed it: axes with their labels, thresholds with their values, the text
-    // scorecard.
-    assert!(dom.matches("class=\"axis-label\"").count() >= 5, "the charts have axis labels");
-    assert!(dom.contains("class=\"threshold-label\"") && dom.contains("id=\"scorecard-text\""));
+    let config = Config { seed: 3, steps: 200, defects: Defects::default() };
+    let o = result::run("canary-marginal", config).unwrap_or_else(|f| panic!("{f}"));
+    charts_are_read_as_text("canary-marginal (as Chromium parsed it)", &dom, &o.result);
+    assert!(dom.contains("id=\"scorecard-text\""));
     // And it paints: a screenshot of the page is a PNG of some substance.
     let shot = tmp.path().join("report.png");
     let painted = headless(&[&format!("--screenshot={}", shot.display())]);
     assert!(painted.status.success(), "{}", String::from_utf8_lossy(&painted.stderr));
     let png = std::fs::read(&shot).expect("the screenshot");
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 50_000, "{} bytes", png.len());
+    // README's screenshot (docs/simulation-report.png, its first screen) is this test's, taken
+    // again with STRATA_UPDATE_SCREENSHOT=1.
+    if std::env::var_os("STRATA_UPDATE_SCREENSHOT").is_some() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("root").join("docs/simulation-report.png");
+        let first = Command::new(chromium())
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"])
+            .args(["--window-size=860,1900", &format!("--screenshot={}", docs.display()), &url])
+            .current_dir(tmp.path())
+            .output()
+            .expect("chromium runs");
+        assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    }
 }
 
 /// The prompts and capsule facts `strata run` used, read back from its journal and prompt files:
