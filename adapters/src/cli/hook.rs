@@ -444,8 +444,19 @@ fn ask_owner(call: &Call, input: &Value, stream: std::os::unix::net::UnixStream,
             reply.code,
             reply.stderr.trim()
         )),
+        // Its read timing out is the deadline passing, whichever of the two clocks sees it first.
+        Err(e) if timed_out(&e) => refused(format!(
+            "[STRATA-E2001] strata did not answer within {} ms (its daemon or journal is stopped, hung or busy); denied",
+            call.deadline_ms
+        )),
         Err(e) => refused(format!("[STRATA-E2003] the journal's owner did not answer ({e:#}); denied")),
     }
+}
+
+/// Whether `e` is a socket read or write that ran out of its time (`EAGAIN` under a timeout).
+fn timed_out(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::{TimedOut, WouldBlock};
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| matches!(io.kind(), WouldBlock | TimedOut)))
 }
 
 /// Decides on `j` and records the verdict under the call's id.
