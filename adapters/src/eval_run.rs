@@ -1,7 +1,7 @@
 //! `strata eval run`: the paired measurement runner. Every chosen corpus task runs once under
 //! the baseline policy and once under the candidate, each arm in a fresh workspace of its own
 //! (`strata init`, the arm's policy as its `[context_efficiency]` table, a new git repository
-//! made from the task's self-contained inputs), by the same `strata run` every plan goes through
+//! made from the task's self-contained inputs: its `files`, a TASK.md, its `verify` checks), by the same `strata run` every plan goes through
 //! (this binary, run as a child process, so an arm is exactly a run a person could repeat). Each
 //! pair is then read from the arm's own journal: the usage reports, the provider's session
 //! totals, the efficiency events' outcome, the task's end and any write outside its ownership.
@@ -189,6 +189,9 @@ pub fn plan_for(t: &Task, workgroup: &str, provider: &str) -> String {
     }
     if let Some(s) = t.routing["sensitivity"].as_str().filter(|s| plan::SENSITIVITIES.contains(s)) {
         task.insert("sensitivity".into(), s.into());
+    }
+    if !t.verify.is_empty() {
+        task.insert("verify".into(), toml::Value::Array(t.verify.iter().cloned().map(toml::Value::String).collect()));
     }
     let mut doc = toml::map::Map::new();
     doc.insert("workgroup".into(), workgroup.into());
@@ -399,11 +402,24 @@ fn git(repo: &Path, args: &[&str]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Makes the arm's repository from the task's self-contained inputs: TASK.md (title and
-/// objective) in one first commit on `main`.
+/// Makes the arm's repository from the task's self-contained inputs: its `files` and TASK.md
+/// (title and objective, unless the files hold one) in one first commit on `main`. The corpus
+/// check has bounded the files and refused any path that leaves the repository.
 fn materialize(repo: &Path, t: &Task) -> anyhow::Result<()> {
     std::fs::create_dir_all(repo)?;
-    std::fs::write(repo.join("TASK.md"), format!("# {}\n\n{}\n", t.title, t.objective))?;
+    if !t.files.contains_key("TASK.md") {
+        std::fs::write(repo.join("TASK.md"), format!("# {}\n\n{}\n", t.title, t.objective))?;
+    }
+    for (path, text) in &t.files {
+        if !corpus::is_input_path(path) {
+            bail!("[STRATA-E2201] task {}: input file {path:?} is not a plain relative path", t.id);
+        }
+        let at = repo.join(path);
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&at, text).with_context(|| format!("cannot write the input file {}", at.display()))?;
+    }
     git(repo, &["init", "-q", "-b", "main"])?;
     git(repo, &["add", "-A"])?;
     git(repo, &["-c", "user.name=strata eval", "-c", "user.email=eval@localhost", "commit", "-q", "-m", "task inputs"])

@@ -77,7 +77,26 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     let ws = tmp.path().join("ws");
     std::fs::create_dir_all(&ws).expect("workspace directory");
     strata_ok(strata_bin!(), &ws, &["init", "--durability", "process"]);
-    let corpus = write_json(tmp.path(), "corpus.json", &measured_corpus());
+    // The first task brings input files and the checks that prove it.
+    let mut c = measured_corpus();
+    c["tasks"][0]["files"] = serde_json::json!({"README.md": "the inputs\n", "src/lib.rs": "// the crate\n"});
+    c["tasks"][0]["verify"] = serde_json::json!(["test -f src/lib.rs", "grep -q inputs README.md"]);
+    let first = c["tasks"][0]["id"].as_str().unwrap().to_owned();
+    // Inputs that would leave the repository are a corpus problem, and eval run refuses it.
+    let mut bad = c.clone();
+    bad["tasks"][1]["files"] = serde_json::json!({"../outside": "x"});
+    let bad = write_json(tmp.path(), "bad.json", &bad);
+    let out = strata(strata_bin!(), &ws, &["--json", "eval", "corpus", "check", &bad]);
+    assert_eq!(out.status.code(), Some(3));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["problems"][0]["rule"], "inputs", "{report}");
+    let out = strata(
+        strata_bin!(),
+        &ws,
+        &["eval", "run", "--corpus", &bad, "--baseline", "fresh", "--candidate", "economy", "--provider", "sim"],
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STRATA-E2201"), "{}", String::from_utf8_lossy(&out.stderr));
+    let corpus = write_json(tmp.path(), "corpus.json", &c);
     let pairs = tmp.path().join("pairs.json").display().to_string();
 
     // A policy that is not one is refused before anything runs.
@@ -108,6 +127,10 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
             assert!(event_types(&dir.join("ws")).iter().any(|e| e == "telemetry.efficiency-recorded"));
             let config = std::fs::read_to_string(dir.join("ws/.strata/config.toml")).unwrap();
             assert!(config.contains("[context_efficiency]"), "{config}");
+            if t["task_id"] == first.as_str() {
+                assert_eq!(a["checks"], serde_json::json!({"passed": 2, "total": 2}), "{t}");
+                assert_eq!(std::fs::read_to_string(dir.join("repo/README.md")).unwrap(), "the inputs\n");
+            }
         }
     }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&pairs).unwrap()).unwrap();
@@ -216,4 +239,61 @@ fn with_real_claude_workers_the_chain_runs_to_a_promotion_decision_recorded_in_t
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status[0]["stage"], "off", "{status}");
     assert_eq!(status[0]["runs"], serde_json::json!([envelope["measurement_run_id"]]), "{status}");
+}
+
+/// The measurement reads each figure from the event that carries it: the provider's session
+/// totals before the usage deltas, the efficiency events for the telemetry side, a write outside
+/// ownership as a high finding; no billed figure on the basis leaves the pair unmeasured.
+#[test]
+fn a_pair_is_read_from_the_journals_own_events() {
+    use serde_json::json;
+    use strata_adapters::eval_run::{measure, pair};
+    let ev = |t: &str, p: Value| (t.to_owned(), p);
+    let counters = |i: u64, o: u64| json!({"input_tokens": i, "cache_creation_tokens": 0, "cache_read_tokens": 0, "output_tokens": o, "cost_micros": null, "wall_ms": 900});
+    let efficiency = |accepted: bool, rework: u64| {
+        json!({"session": "s-1", "arm": null, "stratum": null, "event": {
+            "billed": {"uncached_input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20, "amount": null},
+            "outcome": {"accepted_workgroup": accepted, "verify_passed": 1, "verify_total": 2, "rework_rounds": rework, "elapsed_ms": 900}}})
+    };
+    let events = vec![
+        ev("task.dispatched", json!({})),
+        ev(
+            "telemetry.usage-reported",
+            json!({"session": "s-1", "provider": "claude", "accounting_source": "estimated", "delta": counters(100, 20)}),
+        ),
+        ev("telemetry.efficiency-recorded", efficiency(false, 0)),
+        ev("task.dispatched", json!({})),
+        ev(
+            "telemetry.usage-reported",
+            json!({"session": "s-1", "provider": "claude", "accounting_source": "estimated", "delta": counters(100, 20)}),
+        ),
+        ev("telemetry.session-reported", json!({"session": "s-1", "provider": "claude", "totals": counters(200, 41)})),
+        ev("telemetry.efficiency-recorded", efficiency(true, 1)),
+        ev("task.write-violation", json!({"paths": ["etc/passwd", "etc/passwd"]})),
+        ev("task.completed", json!({})),
+    ];
+    let m = measure(&events, "tokens");
+    assert_eq!((m.cost, m.telemetry_cost, m.wall_ms, m.rework), (Some(241), Some(240), 1800, 1));
+    assert_eq!((m.accepted, m.checks, m.quality(), m.synthetic), (true, Some((1, 2)), 50.0, false));
+    assert_eq!(m.findings.len(), 1);
+    assert_eq!(m.findings[0].severity, "high");
+    // Claude Code's cost is an estimate: on the amount basis nothing is billed.
+    let amount = measure(&events, "amount");
+    assert_eq!((amount.cost, amount.telemetry_cost), (None, None));
+    let corpus: strata_engine::promotion::corpus::Corpus = serde_json::from_value(measured_corpus()).unwrap();
+    let task = &corpus.tasks[0];
+    assert!(pair(task, &amount, &m).unwrap_err().contains("baseline"));
+    let p = pair(task, &m, &m).unwrap();
+    assert!(p.provenance.promotes());
+    assert_eq!(p.baseline.findings.len(), 1);
+    // A simulated usage report makes the pair synthetic.
+    let sim = measure(
+        &[ev(
+            "telemetry.usage-reported",
+            json!({"session": "s-2", "provider": "simulated", "accounting_source": "estimated", "delta": counters(5, 5)}),
+        )],
+        "tokens",
+    );
+    assert_eq!((sim.cost, sim.synthetic), (Some(10), true));
+    assert!(!pair(task, &sim, &m).unwrap().provenance.promotes());
 }
