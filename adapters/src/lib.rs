@@ -23,6 +23,7 @@ pub mod coordinator;
 pub mod daemon;
 pub mod diagnostic;
 pub mod discover;
+pub mod eval_run;
 pub mod files;
 pub mod harness;
 pub mod inflight;

@@ -28,6 +28,7 @@ mod conventions;
 mod crash;
 mod discover;
 mod efficiency;
+mod eval_run;
 mod git_inproc;
 mod graph_snapshot;
 mod guard;

@@ -40,6 +40,11 @@ pub enum EvalCommand {
     /// The evaluation corpus.
     #[command(subcommand)]
     Corpus(CorpusCommand),
+    /// Measure pairs: run every chosen corpus task under the baseline and the candidate policy,
+    /// each in a fresh workspace and repository through `strata run`, and read each pair from
+    /// the arms' journals (on the simulated provider the pairs are synthetic). Exit 3 when some
+    /// task could not be measured.
+    Run(Box<crate::eval_run::RunArgs>),
     /// Write seeded synthetic pairs for a corpus (marked synthetic: they never promote).
     Synthesize {
         /// Corpus file (default: the bundled synthetic corpus).
@@ -155,11 +160,14 @@ fn pretty(v: &impl serde::Serialize) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(v)?)
 }
 
-/// Runs `strata eval …`.
-/// Runs an `eval` command; `dir_journal` is the workspace `--dir` named on the command line,
-/// which `promote` records in when `--journal` is not given.
-pub fn run(cmd: EvalCommand, dir_journal: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+/// Runs an `eval` command in directory `dir`; `dir_journal` is the workspace `--dir` named on
+/// the command line, which `promote` records in when `--journal` is not given.
+pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
+        EvalCommand::Run(args) => {
+            let doc = corpus_doc(args.corpus.as_deref())?;
+            crate::eval_run::run(dir, *args, &doc, json)
+        }
         EvalCommand::Corpus(CorpusCommand::Check { file }) => corpus_check(file.as_deref(), json),
         EvalCommand::Synthesize { corpus: path, seed } => {
             let doc = corpus_doc(path.as_deref())?;

@@ -672,7 +672,7 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         // directory that holds none leaves it a trial run, which records and trusts nothing.
         Command::Eval(cmd) => {
             let workspace = cli.dir_given && ws.config_path().is_file();
-            eval::run(cmd, workspace.then(|| dir.clone()), cli.json)
+            eval::run(cmd, &dir, workspace.then(|| dir.clone()), cli.json)
         }
         Command::Confine { .. } => anyhow::bail!("[STRATA-E2118] `strata confine` runs only as its own process"),
         Command::Hook(cmd) => Ok(match ws.served_journal() {

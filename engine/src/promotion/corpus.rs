@@ -29,6 +29,14 @@ pub const TASKS_MAX: usize = 10_000;
 pub const TITLE_CHARS_MAX: usize = 200;
 /// Longest objective, characters.
 pub const OBJECTIVE_CHARS_MAX: usize = 8_000;
+/// Most input files of one task.
+pub const FILES_MAX: usize = 64;
+/// Largest input file, bytes.
+pub const FILE_BYTES_MAX: usize = 64 * 1024;
+/// Largest input files of one task together, bytes.
+pub const FILES_BYTES_MAX: usize = 1024 * 1024;
+/// Longest input file path, bytes.
+pub const PATH_BYTES_MAX: usize = 255;
 
 /// A corpus document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -62,6 +70,14 @@ pub struct Task {
     pub objective: String,
     /// The routing facts (`strata ce route` input).
     pub routing: Value,
+    /// The task's input files (repository-relative path → text) the measured repository starts
+    /// from, so the task is self-contained.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub files: BTreeMap<String, String>,
+    /// The commands that prove the task's criterion, run in the worker's worktree (a plan
+    /// task's `verify`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verify: Vec<String>,
     /// For recovery tasks: a worker lineage record and the current facts it is checked against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<LineageCase>,
@@ -216,6 +232,9 @@ pub fn check(doc: &Value) -> Result<Report, CorpusError> {
                 problem(id, "text", format!("{field}: 1 to {max} characters, not blank ({n} given)"));
             }
         }
+        for detail in input_problems(t) {
+            problem(id, "inputs", detail);
+        }
         if let Some(now_ns) = now_ns {
             match replay(t, now_ns) {
                 Ok(got) if got == t.oracle => agreeing += 1,
@@ -262,6 +281,45 @@ pub fn check(doc: &Value) -> Result<Report, CorpusError> {
         problems,
         ok,
     })
+}
+
+/// Whether `p` is a plain repository-relative path: 1–[`PATH_BYTES_MAX`] bytes, no leading `/`,
+/// no empty, `.` or `..` component, nothing under `.git`, no control character.
+pub fn is_input_path(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= PATH_BYTES_MAX
+        && !p.starts_with('/')
+        && !p.chars().any(char::is_control)
+        && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        && p.split('/').next() != Some(".git")
+}
+
+/// What is wrong with `t`'s input files and checks.
+fn input_problems(t: &Task) -> Vec<String> {
+    let mut out = Vec::new();
+    if t.files.len() > FILES_MAX {
+        out.push(format!("files: {} files; at most {FILES_MAX}", t.files.len()));
+    }
+    if let Some(p) = t.files.keys().find(|p| !is_input_path(p)) {
+        out.push(format!("files: {p:?} is not a plain relative path (no /, ., .. or .git at its start, no control characters, at most {PATH_BYTES_MAX} bytes)"));
+    }
+    if let Some((p, _)) = t.files.iter().find(|(_, text)| text.len() > FILE_BYTES_MAX) {
+        out.push(format!("files: {p} is above {FILE_BYTES_MAX} bytes"));
+    }
+    let total: usize = t.files.values().map(String::len).sum();
+    if total > FILES_BYTES_MAX {
+        out.push(format!("files: {total} bytes together; at most {FILES_BYTES_MAX}"));
+    }
+    let all: Vec<&String> = t.files.keys().collect();
+    if let Some((a, b)) =
+        all.iter().flat_map(|a| all.iter().map(move |b| (a, b))).find(|(a, b)| b.starts_with(&format!("{a}/")))
+    {
+        out.push(format!("files: {a} is a file and the directory of {b}"));
+    }
+    out.extend(
+        crate::workgroup::verify::problems("verify", &t.verify).into_iter().map(|(f, rule)| format!("{f}: {rule}")),
+    );
+    out
 }
 
 /// What dispatch decides for `task` at `now_ns`, in oracle form.
