@@ -346,6 +346,17 @@ fn on_the_seed_fixture_a_product_change_reaches_the_shared_modules_and_their_cha
     let marks = &g.suspects()[&n];
     assert_eq!(g.key(marks[0].cause).id, *foundation);
     assert_eq!(marks[0].path.len(), 1, "billing-api-1 depends on {foundation} directly");
-    // Only modules are suspect: nothing else derives from a module.
-    assert!(g.suspects().keys().all(|&s| g.key(s).kind == ArtifactKind::BackendModule), "{:?}", g.suspects().keys());
+    // Only modules are suspect, and the implementation references of the changed module: nothing
+    // else derives from a module.
+    let changed = ArtifactKey::new(ArtifactKind::BackendModule, foundation);
+    assert!(
+        g.suspects().keys().all(|&s| {
+            let k = g.key(s);
+            k.kind == ArtifactKind::BackendModule
+                || (k.kind == ArtifactKind::ImplementationRef
+                    && g.node(s).fields.get("backendModule").and_then(|v| v.as_str()) == Some(changed.id.as_str()))
+        }),
+        "{:?}",
+        g.suspects().keys()
+    );
 }

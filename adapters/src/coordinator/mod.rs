@@ -676,6 +676,9 @@ impl<'j> Coordinator<'j> {
         // The prompt its phase was planned with, read back from its file (the planning gate then
         // checks it is that one); read only for an attempt no claim blocks.
         let (assembly, factor) = self.planned_prompt(wg, &t, &lineage)?;
+        // A retry: the planned prompt with what the earlier attempts did, where its profile asks
+        // for the continuation status.
+        let (assembly, planned_as) = self.with_continuation(wg, &t, &lineage, assembly)?;
         let brief = Brief {
             prompt: PromptRef {
                 prompt_task: lineage.clone(),
@@ -685,6 +688,7 @@ impl<'j> Coordinator<'j> {
             prompt_text: assembly.prompt.clone(),
             baseline_tokens: self.baseline(factor),
             facts: self.facts_of(&assembly),
+            planned_as,
         };
         let d = match cleared.brief(self.group(wg)?, &t, brief, &mut V7Ids, &SystemClock)? {
             Planned::Held { appends, held } => return self.hold(appends, &held),
@@ -913,9 +917,31 @@ impl<'j> Coordinator<'j> {
                     .map(|p| p.position)
                     .filter(|p| *p > 0 && missing);
                 self.progress(format_args!("{}: its planned prompt cannot be read ({e:#}); assembled again", t.id()));
-                self.assemble_prompt_at(t, lineage, at)
+                self.assemble_prompt_at(t, lineage, at, None)
             }
         }
+    }
+
+    /// The prompt of a retry of `t`: `planned` assembled again at its own position with the
+    /// continuation status (what the task's earlier attempts did, read from the journal at its
+    /// head), with the hash of the planned prompt it extends; `planned` itself when no attempt
+    /// ended yet or its profile does not ask for the status.
+    fn with_continuation(
+        &mut self,
+        wg: &str,
+        t: &strata_engine::workgroup::plan::Task,
+        lineage: &str,
+        planned: strata_engine::context::assemble::Assembly,
+    ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, Option<String>)> {
+        let head = self.journal.head().seq;
+        let read = strata_engine::context::continuation::read(self.journal, wg, t.id(), head);
+        let Some(c) = read.map_err(anyhow::Error::msg)? else { return Ok((planned, None)) };
+        let (a, _) = self.assemble_prompt_at(t, lineage, Some(planned.manifest.position), Some(&c))?;
+        if a.manifest.prompt_hash == planned.manifest.prompt_hash {
+            return Ok((planned, None));
+        }
+        let base = a.manifest.continuation.as_ref().map(|c| c.base_prompt_hash.clone());
+        Ok((a, base))
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token
@@ -925,15 +951,17 @@ impl<'j> Coordinator<'j> {
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
-        self.assemble_prompt_at(t, lineage, None)
+        self.assemble_prompt_at(t, lineage, None, None)
     }
 
-    /// [`Self::assemble_prompt`] at journal position `at` (default: the head).
+    /// [`Self::assemble_prompt`] at journal position `at` (default: the head), with the task's
+    /// continuation status when given.
     fn assemble_prompt_at(
         &mut self,
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
         at: Option<u64>,
+        continuation: Option<&strata_engine::context::continuation::Continuation>,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
         let id = t.id();
         let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
@@ -952,7 +980,8 @@ impl<'j> Coordinator<'j> {
             head.seq = seq;
             head.hash = hash;
         }
-        let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
+        let mut inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
+        inputs.continuation = continuation;
         let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
         let assembly = assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?;
         Ok((assembly, factor))

@@ -601,6 +601,11 @@ impl Graph {
                 | ArtifactKind::UiScreen
                 | ArtifactKind::ResearchNote
                 | ArtifactKind::Devlog
+                | ArtifactKind::DesignProfile
+                | ArtifactKind::StackConcern
+                | ArtifactKind::TechSkill
+                | ArtifactKind::ImplementationRef
+                | ArtifactKind::ModificationRoute
         );
         let entity = if filed { self.entity_field(n).unwrap_or("_") } else { "" };
         Some(Group { kind: node.key.kind, entity: entity.to_owned() })
