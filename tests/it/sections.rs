@@ -347,3 +347,74 @@ fn a_retry_in_strata_run_carries_the_continuation_status_passes_the_planning_gat
     let v = strata(strata_bin!(), &at, &["prompt", "verify", m.to_str().unwrap(), "--prompt", p.to_str().unwrap()]);
     assert!(v.status.success(), "{}{}", String::from_utf8_lossy(&v.stdout), String::from_utf8_lossy(&v.stderr));
 }
+
+#[test]
+fn the_new_kinds_are_taken_in_validated_and_suspected_like_every_other_kind() {
+    use strata_engine::kb::intake::{SourceFile, plan};
+    let (j, mut g, _) = seed_kb(7);
+    let file = |path: &str, text: &str| SourceFile { path: path.into(), bytes: text.as_bytes().to_vec() };
+    let take = |g: &strata_engine::kb::graph::Graph, files: &[SourceFile], n: u128| {
+        plan(g, files, &mut CountingIds::new((1 << 41) + (n << 20)), &FixedClock(0))
+    };
+    // The schema: an implementation reference names exactly one specification, a colour is
+    // #rrggbb, a source path stays inside the repository; unknown fields are refused.
+    let bad = [
+        file(
+            "a.md",
+            "---\nkind: implementation-ref\nid: two-specs\nentity: billing\ntitle: T\nstate: active\nbackendModule: billing-api-1\nuiScreen: billing-screen-1\nsources: [\"src/a.rs\"]\n---\n",
+        ),
+        file(
+            "b.md",
+            "---\nkind: design-profile\nid: pale\nentity: billing\ntitle: T\nstate: active\nbrand: B\nvoice: V\ncolours: {\"primary\": \"blue\"}\n---\n",
+        ),
+        file(
+            "c.md",
+            "---\nkind: modification-route\nid: out\nentity: billing\ntitle: T\nstate: active\nchange: C\nwhere: [\"../etc\"]\n---\n",
+        ),
+        file(
+            "d.md",
+            "---\nkind: tech-skill\nid: x\nentity: billing\ntitle: T\nstate: active\ntechnology: rust\nskill: S\nflavour: 1\n---\n",
+        ),
+        file(
+            "e.md",
+            "---\nkind: stack-concern\nid: y\nentity: nowhere\ntitle: T\nstate: active\nstack: rust\nconcern: C\n---\n",
+        ),
+    ];
+    let problems = take(&g, &bad, 0).expect_err("refused");
+    for f in ["a.md", "b.md", "c.md", "d.md", "e.md"] {
+        assert!(problems.iter().any(|p| p.file == f), "{f}: {problems:#?}");
+    }
+    assert_eq!(j.head().seq, g.seq(), "a refused intake appends nothing");
+    // A reference to a module that does not exist is dangling; created as active it may be
+    // deprecated and reactivated, never sent back to draft.
+    let dangling = file(
+        "impl.md",
+        "---\nkind: implementation-ref\nid: ghost-impl\nentity: billing\ntitle: T\nstate: active\nbackendModule: ghost-api\nsources: [\"src/ghost.rs\"]\n---\n",
+    );
+    let p = take(&g, &[dangling], 1).expect("taken in");
+    j.append_multi_blocking(p.appends).unwrap().unwrap();
+    apply_tail(&j, &mut g);
+    let findings = g.validate();
+    assert!(
+        findings.iter().any(|f| f.rule == "dangling" && f.artifact.id == "ghost-impl" && f.field == "backendModule"),
+        "{findings:#?}"
+    );
+    assert!(strata_engine::kb::lifecycle::can_transition(ArtifactKind::ImplementationRef, "active", "deprecated"));
+    assert!(!strata_engine::kb::lifecycle::can_transition(ArtifactKind::DesignProfile, "active", "draft"));
+    // A change to a module makes its implementation reference suspect.
+    let module = strata_engine::kb::ArtifactKey::new(ArtifactKind::BackendModule, "billing-api-1");
+    let before = g.node(g.node_id(&module).unwrap()).clone();
+    let mut d = strata_engine::kb::fixture::generate(&strata_engine::kb::fixture::FixtureSpec::seed_scale(7))
+        .drafts
+        .into_iter()
+        .find(|d| d.key == module)
+        .unwrap();
+    d.body.push_str("\nChanged.\n");
+    let p = take(&g, &[strata_engine::kb::fixture::render(&d)], 2).expect("taken in");
+    j.append_multi_blocking(p.appends).unwrap().unwrap();
+    apply_tail(&j, &mut g);
+    assert_ne!(g.node(g.node_id(&module).unwrap()).hash, before.hash);
+    let r =
+        g.node_id(&strata_engine::kb::ArtifactKey::new(ArtifactKind::ImplementationRef, "billing-api-1-impl")).unwrap();
+    assert!(g.suspects().contains_key(&r), "the module's implementation reference is suspect");
+}

@@ -268,6 +268,11 @@ mod tests {
             "**/requirements/**/*".into(),
             "changes//*".into(),
             "changes/".into(),
+            "design/*/*".into(),
+            "stack/*/skills/*".into(),
+            "**/concerns/*".into(),
+            "impl/**".into(),
+            format!("routes/{entity}/*"),
         ];
         for glob in globs {
             let want: Vec<NodeId> = g
@@ -293,6 +298,16 @@ mod tests {
         let backend = virtual_paths(&g, "specs/*/backend/**");
         assert!(!backend.is_empty() && backend.iter().all(|p| p.split('/').nth(2) == Some("backend")));
         assert!(virtual_paths(&g, "specs/*/modules/**").is_empty());
+        for (glob, kind) in [
+            ("design/*/*", ArtifactKind::DesignProfile),
+            ("stack/*/concerns/*", ArtifactKind::StackConcern),
+            ("stack/*/skills/*", ArtifactKind::TechSkill),
+            ("impl/*/*", ArtifactKind::ImplementationRef),
+            ("routes/*/*", ArtifactKind::ModificationRoute),
+        ] {
+            let n = g.artifacts().iter().filter(|a| a.key.kind == kind).count();
+            assert!(n > 0 && virtual_paths(&g, glob).len() == n, "{glob}");
+        }
         assert!(!any_virtual_path(&g, "specs/*/modules/**"));
         assert!(any_virtual_path(&g, "summaries/L2/*") && any_virtual_path(&g, "specs/*/backend/**"));
     }

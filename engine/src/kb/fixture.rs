@@ -327,7 +327,7 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
     // (entity, tier, modules) per entity, for the module dependencies across entities.
     let mut entity_modules: Vec<(String, &str, Vec<String>)> = Vec::new();
     // (entity, name, tier, modules, screens) per entity, for the sections' artifacts.
-    let mut described: Vec<(String, String, &str, Vec<String>, Vec<String>)> = Vec::new();
+    let mut described: Vec<Described> = Vec::new();
     // Cross-cutting first, so product requirements can use its modules.
     let mut ordered: Vec<&(String, String, &str, usize, usize, usize, usize)> =
         spec.entities.iter().filter(|e| e.2 == "cross-cutting").collect();
@@ -624,6 +624,9 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
     Fixture { drafts }
 }
 
+/// An entity as the sections' artifacts need it: id, name, tier, modules, screens.
+type Described = (String, String, &'static str, Vec<String>, Vec<String>);
+
 const STACKS: &[&str] = &["postgresql", "rust", "react", "kafka", "redis", "terraform"];
 const VOICES: &[&str] = &[
     "Plain and exact; second person; numbers always with their unit",
@@ -635,7 +638,7 @@ const VOICES: &[&str] = &[
 /// concerns and tech skills (more for the cross-cutting entity), an implementation reference
 /// per module and screen, and two modification routes. Drawn from their own sequence after
 /// everything else, so the rest of the fixture is what it was without them.
-fn sections(b: &mut Builder, seed: u64, described: &[(String, String, &str, Vec<String>, Vec<String>)]) {
+fn sections(b: &mut Builder, seed: u64, described: &[Described]) {
     use ArtifactKind as K;
     let mut rng = Sequence::new(seed ^ 0x5ec7_1095_5ec7_1095);
     for (eid, name, tier, modules, screens) in described {

@@ -116,6 +116,20 @@ impl ArtifactKind {
         )
     }
 
+    /// True for the five kinds behind the seed's further prompt sections (design profile, stack
+    /// concern, tech skill, implementation reference, modification route): slug ids, classified
+    /// under an entity, the specifications' lifecycle.
+    pub fn is_section(self) -> bool {
+        matches!(
+            self,
+            ArtifactKind::DesignProfile
+                | ArtifactKind::StackConcern
+                | ArtifactKind::TechSkill
+                | ArtifactKind::ImplementationRef
+                | ArtifactKind::ModificationRoute
+        )
+    }
+
     /// The JSON Schema (2020-12) of this kind, compiled into the binary.
     pub fn schema(self) -> &'static str {
         match self {
