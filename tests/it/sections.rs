@@ -52,6 +52,14 @@ fn billing_cr(fx: &strata_engine::kb::fixture::Fixture) -> String {
         .expect("billing has a change request")
 }
 
+/// The seed-scale knowledge base with its summaries, and a task on a billing change request.
+fn billing_task(id: &str) -> (strata_journal::Journal, strata_engine::kb::graph::Graph, Summaries, Task) {
+    let (j, mut g, fx) = seed_kb(7);
+    let s = Summaries::build(&mut g);
+    let task = Task { id: id.into(), objective: "Carry it out.".into(), plan: Some(billing_cr(&fx)) };
+    (j, g, s, task)
+}
+
 fn kind_of(item: &str) -> &str {
     item.split_once(':').map_or("", |(k, _)| k)
 }
@@ -122,10 +130,7 @@ fn each_kind_enters_a_prompt_through_its_entry_at_its_level_and_verify_recompute
 
 #[test]
 fn the_new_items_are_budgeted_stepped_down_before_the_specifications_and_refused_when_mandatory() {
-    let (j, mut g, fx) = seed_kb(7);
-    let s = Summaries::build(&mut g);
-    let cr = billing_cr(&fx);
-    let task = Task { id: "sections-2".into(), objective: "Carry it out.".into(), plan: Some(cr) };
+    let (j, g, s, task) = billing_task("sections-2");
     let run = |p: &Profile| assemble(&Inputs::at_head(&g, &s, p, 1, &task, &j.head()), &mut TokenCounter::new(1000));
     // The change request and its modules in full first, the five after them.
     let with_specs = |budget: u32| {
@@ -186,10 +191,7 @@ fn the_new_items_are_budgeted_stepped_down_before_the_specifications_and_refused
 
 #[test]
 fn a_never_glob_excludes_each_kind_and_an_implementation_of_a_never_listed_spec() {
-    let (j, mut g, fx) = seed_kb(7);
-    let s = Summaries::build(&mut g);
-    let cr = billing_cr(&fx);
-    let task = Task { id: "sections-3".into(), objective: "Carry it out.".into(), plan: Some(cr) };
+    let (j, g, s, task) = billing_task("sections-3");
     let never = ["design/**", "stack/*/concerns/*", "stack/*/skills/*", "routes/**", "specs/*/backend/**"];
     let p = profile_with(["L1"; 5], &never, 60_000);
     let a = assemble(&Inputs::at_head(&g, &s, &p, 1, &task, &j.head()), &mut TokenCounter::new(1000)).unwrap();

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
 
-use super::paths::{SYSTEM_SUMMARY, any_matching, artifact_path, entity_summary, glob_match, matching};
+use super::paths::{SYSTEM_SUMMARY, any_matching, artifact_path, entity_summary, glob_match, matching, node_path};
 use super::profile::{Entry, Profile};
 use super::render::{Level, render};
 use super::summary::Summaries;
@@ -414,17 +414,20 @@ impl Ctx<'_> {
                     .and_then(|t| t.as_str())
                     == Some("cross-cutting")
         };
-        let out: Vec<(Ref, String, String)> = self
+        // By path group (kind and entity), so the cost follows the groups, not the base.
+        let mut found: Vec<(NodeId, &str)> = self
             .g
-            .artifacts_of(kind)
+            .groups()
+            .iter()
+            .filter(|(group, _)| group.kind == kind && (group.entity == *en || cross(&group.entity)))
+            .flat_map(|(group, members)| members.iter().map(move |&n| (n, group.entity.as_str())))
+            .collect();
+        found.sort_by(|a, b| self.g.key(a.0).cmp(self.g.key(b.0)));
+        let out: Vec<(Ref, String, String)> = found
             .into_iter()
-            .filter_map(|n| {
-                let of = n.fields.get("entity").and_then(|v| v.as_str())?;
-                (of == en || cross(of)).then(|| {
-                    let id = self.g.node_id(&n.key)?;
-                    let via = if of == en { format!("entity {en}") } else { format!("cross-cutting entity {of}") };
-                    Some((Ref::Artifact(id), artifact_path(n), format!("{}: {} ({via})", class.name(), e.path)))
-                })?
+            .map(|(n, of)| {
+                let via = if of == en { format!("entity {en}") } else { format!("cross-cutting entity {of}") };
+                (Ref::Artifact(n), node_path(self.g, n), format!("{}: {} ({via})", class.name(), e.path))
             })
             .collect();
         if out.is_empty() {
@@ -510,7 +513,11 @@ impl Ctx<'_> {
                 out.push((Ref::Entity(l.entity.clone()), p, why("")));
             }
         }
-        if self.continuation.is_some() && glob_match(&glob, &super::paths::continuation(self.task)) {
+        // The continuation status is read when the prompt is assembled: never offered for later.
+        if self.continuation.is_some()
+            && class != Class::OnDemand
+            && glob_match(&glob, &super::paths::continuation(self.task))
+        {
             out.push((Ref::Continuation, super::paths::continuation(self.task), why("")));
         }
         for id in matching(self.g, &glob) {
