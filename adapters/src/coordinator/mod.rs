@@ -678,7 +678,7 @@ impl<'j> Coordinator<'j> {
         let (assembly, factor) = self.planned_prompt(wg, &t, &lineage)?;
         // A retry: the planned prompt with what the earlier attempts did, where its profile asks
         // for the continuation status.
-        let (assembly, planned_as) = self.with_continuation(wg, &t, &lineage, assembly)?;
+        let (assembly, planned_as) = self.with_continuation(wg, &t, attempt, assembly)?;
         let brief = Brief {
             prompt: PromptRef {
                 prompt_task: lineage.clone(),
@@ -917,26 +917,50 @@ impl<'j> Coordinator<'j> {
                     .map(|p| p.position)
                     .filter(|p| *p > 0 && missing);
                 self.progress(format_args!("{}: its planned prompt cannot be read ({e:#}); assembled again", t.id()));
-                self.assemble_prompt_at(t, lineage, at, None)
+                self.assemble_prompt_at(t, lineage, at)
             }
         }
     }
 
-    /// The prompt of a retry of `t`: `planned` assembled again at its own position with the
-    /// continuation status (what the task's earlier attempts did, read from the journal at its
-    /// head), with the hash of the planned prompt it extends; `planned` itself when no attempt
-    /// ended yet or its profile does not ask for the status.
+    /// The prompt of attempt `attempt` of `t`: for a retry, `planned` assembled again as `prompt
+    /// verify` re-assembles it (the graph replayed to its position, its profile version, task and
+    /// token factor) with the continuation status (what the task's earlier attempts did, read
+    /// from the journal at its head), and the hash of the planned prompt it extends; `planned`
+    /// itself for a first attempt, or when its profile does not ask for the status.
     fn with_continuation(
         &mut self,
         wg: &str,
         t: &strata_engine::workgroup::plan::Task,
-        lineage: &str,
+        attempt: u32,
         planned: strata_engine::context::assemble::Assembly,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, Option<String>)> {
+        if attempt <= 1 {
+            return Ok((planned, None));
+        }
         let head = self.journal.head().seq;
         let read = strata_engine::context::continuation::read(self.journal, wg, t.id(), head);
         let Some(c) = read.map_err(anyhow::Error::msg)? else { return Ok((planned, None)) };
-        let (a, _) = self.assemble_prompt_at(t, lineage, Some(planned.manifest.position), Some(&c))?;
+        let m = &planned.manifest;
+        let Some(profile) = self.context.profiles.version(&m.profile, m.profile_version).cloned() else {
+            return Ok((planned, None));
+        };
+        let Some(position_hash) = self.journal.hash_at(m.position)? else { return Ok((planned, None)) };
+        let mut g = strata_engine::kb::graph::Graph::at(self.journal, m.position).map_err(anyhow::Error::msg)?;
+        let summaries = strata_engine::context::summary::Summaries::build(&mut g);
+        let task =
+            AssemblyTask { id: m.task.id.clone(), objective: m.task.objective.clone(), plan: m.task.plan.clone() };
+        let inputs = Inputs {
+            graph: &g,
+            summaries: &summaries,
+            profile: &profile,
+            profile_version: m.profile_version,
+            task: &task,
+            position: m.position,
+            position_hash,
+            continuation: Some(&c),
+        };
+        let a = assemble(&inputs, &mut TokenCounter::new(m.factor_milli))
+            .with_context(|| format!("task {}: assembling its retry's prompt", t.id()))?;
         if a.manifest.prompt_hash == planned.manifest.prompt_hash {
             return Ok((planned, None));
         }
@@ -951,17 +975,15 @@ impl<'j> Coordinator<'j> {
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
-        self.assemble_prompt_at(t, lineage, None, None)
+        self.assemble_prompt_at(t, lineage, None)
     }
 
-    /// [`Self::assemble_prompt`] at journal position `at` (default: the head), with the task's
-    /// continuation status when given.
+    /// [`Self::assemble_prompt`] at journal position `at` (default: the head).
     fn assemble_prompt_at(
         &mut self,
         t: &strata_engine::workgroup::plan::Task,
         lineage: &str,
         at: Option<u64>,
-        continuation: Option<&strata_engine::context::continuation::Continuation>,
     ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, u32)> {
         let id = t.id();
         let profile_name = t.spec.profile.clone().unwrap_or_else(|| "backend-developer".into());
@@ -980,8 +1002,7 @@ impl<'j> Coordinator<'j> {
             head.seq = seq;
             head.hash = hash;
         }
-        let mut inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
-        inputs.continuation = continuation;
+        let inputs = Inputs::at_head(&self.graph, &self.summaries, &profile, profile_version, &task, &head);
         let tc = self.counters.entry(factor).or_insert_with(|| TokenCounter::new(factor));
         let assembly = assemble(&inputs, tc).with_context(|| format!("task {id}: assembling its prompt"))?;
         Ok((assembly, factor))
