@@ -80,9 +80,17 @@ pub fn measure(seed: u64) -> anyhow::Result<Report> {
     for (name, text) in BUILTIN {
         let p = profile::parse(name, text)?;
         let factor = Config::default().token_factor(&p.model);
+        // The same profile without the entries of the seed's further sections, for their effect.
+        let mut without = p.clone();
+        for list in [&mut without.context_profile.always, &mut without.context_profile.for_current_task] {
+            list.retain(|e| !FURTHER_SECTIONS.contains(&e.path.as_str()));
+        }
         let mut sizes = Vec::new();
+        let mut sizes_without = Vec::new();
         let mut items = Vec::new();
+        let mut section_items = Vec::new();
         let mut degraded = 0usize;
+        let mut section_degraded = 0usize;
         for cr in fx.of(ArtifactKind::ChangeRequest) {
             let task = Task {
                 id: format!("{}-{name}", cr.key.id),
@@ -93,18 +101,39 @@ pub fn measure(seed: u64) -> anyhow::Result<Report> {
             let a = assemble(&inp, &mut TokenCounter::new(factor))?;
             sizes.push(a.manifest.total_tokens);
             items.push(a.manifest.included.len());
+            section_items
+                .push(a.manifest.included.iter().filter(|i| SECTION_NAMES.contains(&i.section.as_str())).count());
+            let inp = Inputs::at_head(&g, &s, &without, 1, &task, &head);
+            sizes_without.push(assemble(&inp, &mut TokenCounter::new(factor))?.manifest.total_tokens);
             degraded += a.manifest.included.iter().filter(|i| i.degraded_from.is_some()).count();
+            section_degraded += a
+                .manifest
+                .included
+                .iter()
+                .filter(|i| i.degraded_from.is_some() && SECTION_NAMES.contains(&i.section.as_str()))
+                .count();
         }
         let (min, p50, max) = stats(sizes.clone());
         let (_, items_p50, _) = stats(items);
+        let (_, section_items_p50, _) = stats(section_items);
+        let (_, p50_without, _) = stats(sizes_without);
         profiles.push(json!({"profile": name, "model": p.model, "factor_milli": factor, "budget": p.context_profile.token_budget,
-                             "tasks": sizes.len(), "min": min, "p50": p50, "max": max, "items_p50": items_p50, "degraded_items": degraded}));
+                             "tasks": sizes.len(), "min": min, "p50": p50, "max": max, "items_p50": items_p50, "degraded_items": degraded,
+                             "section_items_p50": section_items_p50, "section_items_stepped_down": section_degraded, "p50_without_sections": p50_without}));
     }
 
     let discovery = discovery_recall(&g, &fx, head.seq)?;
+    let section_kinds = [
+        ArtifactKind::DesignProfile,
+        ArtifactKind::StackConcern,
+        ArtifactKind::TechSkill,
+        ArtifactKind::ImplementationRef,
+        ArtifactKind::ModificationRoute,
+    ];
 
     let figures = json!({
-        "fixture": {"seed": seed, "entities": spec.entities.len(), "artifacts": g.artifacts().len(), "journal_sequence": head.seq},
+        "fixture": {"seed": seed, "entities": spec.entities.len(), "artifacts": g.artifacts().len(), "journal_sequence": head.seq,
+                    "section_artifacts": section_kinds.iter().map(|k| json!({"kind": k.name(), "count": fx.of(*k).count()})).collect::<Vec<_>>()},
         "tokenizer": TOKENIZER_ID,
         "claude_factor_milli": claude,
         "orchestrator_orientation": {"l3": l3, "pipeline_rules": rules, "total": orchestrator, "total_claude": scaled(orchestrator, claude), "target": ORCHESTRATOR_TARGET},
@@ -117,6 +146,13 @@ pub fn measure(seed: u64) -> anyhow::Result<Report> {
     let markdown = render(&figures, &per_entity, &system.text);
     Ok(Report { markdown, figures })
 }
+
+/// The template variables of the seed's further sections, which resolve from the knowledge base.
+const FURTHER_SECTIONS: [&str; 5] =
+    ["{designProfile}", "{stackConcerns}", "{techSkills}", "{implementationRefs}", "{modificationRoutes}"];
+/// The prompt sections they fill.
+const SECTION_NAMES: [&str; 5] =
+    ["Design profile", "Stack concerns", "Tech skills", "Implementation references", "Modification routes"];
 
 /// Share (in per mille) of `want` found in `got`.
 fn found_milli(want: &[String], got: &[&str]) -> usize {
@@ -232,10 +268,10 @@ fn render(f: &Value, per_entity: &[(String, usize, usize)], system: &str) -> Str
     md.push_str("- **L2** (one entity): name, id, tier, state; every domain with its actors; every module with its method count; every screen id; every requirement id; every change request in flight with its state and title. That is enough to choose which specifications to load at L1; their content is at L1 only.\n");
     md.push_str("- **Pipeline rules**: the seven gates and the routing rule, each in one or two sentences.\n\n");
     md.push_str("Every summary records the content hash and state of each artifact it was made from; `strata summary check` reports a published summary whose sources changed.\n\n");
-    md.push_str("## Per-task prompt sizes (one task per change request)\n\n| Profile | Model | Budget | Tasks | Min | p50 | Max | Items (p50) | Items stepped down |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("## Per-task prompt sizes (one task per change request)\n\n| Profile | Model | Budget | Tasks | Min | p50 | Max | Items (p50) | Items stepped down (in the sections) | Section items (p50) | p50 without them |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for p in f["profiles"].as_array().into_iter().flatten() {
         md.push_str(&format!(
-            "| {} | {} (x{:.1}) | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} (x{:.1}) | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |\n",
             p["profile"].as_str().unwrap_or(""),
             p["model"].as_str().unwrap_or(""),
             p["factor_milli"].as_f64().unwrap_or(1000.0) / 1000.0,
@@ -245,10 +281,23 @@ fn render(f: &Value, per_entity: &[(String, usize, usize)], system: &str) -> Str
             p["p50"],
             p["max"],
             p["items_p50"],
-            p["degraded_items"]
+            p["degraded_items"],
+            p["section_items_stepped_down"],
+            p["section_items_p50"],
+            p["p50_without_sections"]
         ));
     }
     md.push_str("\nPrompt sizes are scaled by the profile model's family factor and include the task header, the section headings and every item; each is at most the profile's budget by construction (assembly refuses rather than exceed it).\n\n");
+    let kinds: Vec<String> = fx["section_artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| format!("{} {}", k["count"], k["kind"].as_str().unwrap_or("")))
+        .collect();
+    md.push_str(&format!(
+        "**The seed's further sections.** The fixture holds {} artifacts for them. *Section items* are the prompt's items in the sections they fill (design profile, stack concerns, tech skills, implementation references, modification routes), reached through the profile entries `{{designProfile}}`, `{{stackConcerns}}`, `{{techSkills}}`, `{{implementationRefs}}` and `{{modificationRoutes}}`; *p50 without them* is the same profile with those entries removed, so the difference is what the sections cost. Listed after the specifications, they are the first forCurrentTask items stepped down when a prompt is over budget (the figure in parentheses). The continuation status (`{{continuationStatus}}`) is read from a run's journal and appears only in a retry's prompt, so it adds nothing here.\n\n",
+        kinds.join(", ")
+    ));
     let d = &f["discovery"];
     md.push_str(&format!(
         "## Discovery (`strata discover`)\n\nA BM25 index (tantivy, in memory) of the fixture's {} entities and specifications. For each of the {} change requests, its title as the query:\n\n| Figure | Top-5 recall |\n|---|---:|\n| Its own requirements among the first 5 results of any kind | {}% |\n| Its own requirements among the first 5 requirements | {}% |\n| Check: each of the {} requirements, its acceptance criterion as the query, among the first 5 requirements | {}% |\n\n",

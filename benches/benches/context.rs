@@ -86,6 +86,7 @@ fn bench_assembly(c: &mut Criterion) {
             task,
             position: head.seq,
             position_hash: head.hash,
+            continuation: None,
         }
     };
     for i in 0..tasks.len() {
@@ -124,6 +125,7 @@ fn bench_assembly(c: &mut Criterion) {
                                 task,
                                 position: head.seq,
                                 position_hash: head.hash,
+                                continuation: None,
                             };
                             std::hint::black_box(assemble(&inp, &mut TokenCounter::new(1300)).expect("assembles"));
                         }

@@ -171,6 +171,7 @@ fn bench_growth(c: &mut Criterion) {
             task: &tasks[i % tasks.len()],
             position: g.seq(),
             position_hash: strata_journal::Hash::ZERO,
+            continuation: None,
         };
         for i in 0..tasks.len() {
             assemble(&inputs(i), &mut tc).expect("assembles");

@@ -432,6 +432,7 @@ impl Run {
             prompt_text: String::new(),
             baseline_tokens: 600_000,
             facts: Self::capsule_facts(&self.ledger, task),
+            planned_as: None,
         };
         let g = self.groups.get(WG).ok_or_else(|| self.fail("decide", "no workgroup".to_owned()))?;
         let d = match cleared

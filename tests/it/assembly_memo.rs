@@ -35,6 +35,7 @@ fn assemble_all(
                 task: &task,
                 position: g.seq(),
                 position_hash: strata_journal::Hash::ZERO,
+                continuation: None,
             };
             out.push(assemble(&inputs, tc).expect("assembles"));
         }

@@ -346,6 +346,22 @@ fn on_the_seed_fixture_a_product_change_reaches_the_shared_modules_and_their_cha
     let marks = &g.suspects()[&n];
     assert_eq!(g.key(marks[0].cause).id, *foundation);
     assert_eq!(marks[0].path.len(), 1, "billing-api-1 depends on {foundation} directly");
-    // Only modules are suspect: nothing else derives from a module.
-    assert!(g.suspects().keys().all(|&s| g.key(s).kind == ArtifactKind::BackendModule), "{:?}", g.suspects().keys());
+    // Only modules are suspect, and the implementation references of the changed module and of
+    // suspect modules (each derives from the module it implements): nothing else derives from a
+    // module.
+    let suspects = g.suspects();
+    assert!(
+        suspects.keys().all(|&s| {
+            let k = g.key(s);
+            k.kind == ArtifactKind::BackendModule
+                || (k.kind == ArtifactKind::ImplementationRef
+                    && g.node(s).fields.get("backendModule").and_then(|v| v.as_str()).is_some_and(|m| {
+                        m == foundation.as_str()
+                            || g.node_id(&ArtifactKey::new(ArtifactKind::BackendModule, m))
+                                .is_some_and(|n| suspects.contains_key(&n))
+                    }))
+        }),
+        "{:?}",
+        suspects.keys().map(|&s| g.key(s).to_string()).collect::<Vec<_>>()
+    );
 }

@@ -60,6 +60,7 @@ mod rollout;
 mod run_real;
 mod runner;
 mod schemas;
+mod sections;
 mod simulation;
 mod snapshots;
 mod steering;

@@ -110,7 +110,7 @@ fn artifact_examples_pass_or_fail_at_the_expected_pointer() {
         assert_eq!(pointers, vec![expected.to_owned()], "{kind}: invalid example should fail exactly at {expected}");
         checked += 2;
     }
-    assert_eq!(checked, 20);
+    assert_eq!(checked, 30);
 }
 
 #[test]

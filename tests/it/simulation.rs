@@ -263,6 +263,13 @@ struct Recorded {
 }
 
 impl Recorded {
+    fn planned_as(&self, task: &str, attempt: u32) -> Option<String> {
+        let p = self.prompts.join(&self.workgroup).join(format!("{task}.{attempt}.prompt.manifest.json"));
+        let m: strata_engine::context::assemble::Manifest =
+            serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()?;
+        m.continuation.map(|c| c.base_prompt_hash)
+    }
+
     fn capsule(&self, task: &str, attempt: u32) -> Result<serde_json::Value, String> {
         let p = self.prompts.join(&self.workgroup).join(format!("{task}.{attempt}.prompt.capsule.json"));
         let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -300,6 +307,9 @@ impl strata_simulations::plan_run::Briefing for Recorded {
             prompt_text: String::new(),
             baseline_tokens: d.baseline_tokens,
             facts,
+            // A retry's prompt extends the planned one by its continuation status, as its
+            // manifest records.
+            planned_as: self.planned_as(task.id(), attempt),
         })
     }
 

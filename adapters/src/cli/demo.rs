@@ -152,6 +152,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
         task: &task,
         position: at_head.seq,
         position_hash: at_head.hash,
+        continuation: None,
     };
     let assembly = assemble(&inputs, &mut TokenCounter::new(config.token_factor(&profile.model)))?;
     record(&journal, &mut state, |_| {

@@ -676,6 +676,9 @@ impl<'j> Coordinator<'j> {
         // The prompt its phase was planned with, read back from its file (the planning gate then
         // checks it is that one); read only for an attempt no claim blocks.
         let (assembly, factor) = self.planned_prompt(wg, &t, &lineage)?;
+        // A retry: the planned prompt with what the earlier attempts did, where its profile asks
+        // for the continuation status.
+        let (assembly, planned_as) = self.with_continuation(wg, &t, attempt, assembly)?;
         let brief = Brief {
             prompt: PromptRef {
                 prompt_task: lineage.clone(),
@@ -685,6 +688,7 @@ impl<'j> Coordinator<'j> {
             prompt_text: assembly.prompt.clone(),
             baseline_tokens: self.baseline(factor),
             facts: self.facts_of(&assembly),
+            planned_as,
         };
         let d = match cleared.brief(self.group(wg)?, &t, brief, &mut V7Ids, &SystemClock)? {
             Planned::Held { appends, held } => return self.hold(appends, &held),
@@ -916,6 +920,52 @@ impl<'j> Coordinator<'j> {
                 self.assemble_prompt_at(t, lineage, at)
             }
         }
+    }
+
+    /// The prompt of attempt `attempt` of `t`: for a retry, `planned` assembled again as `prompt
+    /// verify` re-assembles it (the graph replayed to its position, its profile version, task and
+    /// token factor) with the continuation status (what the task's earlier attempts did, read
+    /// from the journal at its head), and the hash of the planned prompt it extends; `planned`
+    /// itself for a first attempt, or when its profile does not ask for the status.
+    fn with_continuation(
+        &mut self,
+        wg: &str,
+        t: &strata_engine::workgroup::plan::Task,
+        attempt: u32,
+        planned: strata_engine::context::assemble::Assembly,
+    ) -> anyhow::Result<(strata_engine::context::assemble::Assembly, Option<String>)> {
+        if attempt <= 1 {
+            return Ok((planned, None));
+        }
+        let head = self.journal.head().seq;
+        let read = strata_engine::context::continuation::read(self.journal, wg, t.id(), head);
+        let Some(c) = read.map_err(anyhow::Error::msg)? else { return Ok((planned, None)) };
+        let m = &planned.manifest;
+        let Some(profile) = self.context.profiles.version(&m.profile, m.profile_version).cloned() else {
+            return Ok((planned, None));
+        };
+        let Some(position_hash) = self.journal.hash_at(m.position)? else { return Ok((planned, None)) };
+        let mut g = strata_engine::kb::graph::Graph::at(self.journal, m.position).map_err(anyhow::Error::msg)?;
+        let summaries = strata_engine::context::summary::Summaries::build(&mut g);
+        let task =
+            AssemblyTask { id: m.task.id.clone(), objective: m.task.objective.clone(), plan: m.task.plan.clone() };
+        let inputs = Inputs {
+            graph: &g,
+            summaries: &summaries,
+            profile: &profile,
+            profile_version: m.profile_version,
+            task: &task,
+            position: m.position,
+            position_hash,
+            continuation: Some(&c),
+        };
+        let a = assemble(&inputs, &mut TokenCounter::new(m.factor_milli))
+            .with_context(|| format!("task {}: assembling its retry's prompt", t.id()))?;
+        if a.manifest.prompt_hash == planned.manifest.prompt_hash {
+            return Ok((planned, None));
+        }
+        let base = a.manifest.continuation.as_ref().map(|c| c.base_prompt_hash.clone());
+        Ok((a, base))
     }
 
     /// The prompt of `t` for lineage `lineage`, assembled at the journal's head, with the token

@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use strata_journal::Hash;
 
-use super::paths::{SYSTEM_SUMMARY, any_matching, artifact_path, entity_summary, glob_match, matching};
+use super::paths::{SYSTEM_SUMMARY, any_matching, artifact_path, entity_summary, glob_match, matching, node_path};
 use super::profile::{Entry, Profile};
 use super::render::{Level, render};
 use super::summary::Summaries;
@@ -41,19 +41,30 @@ pub const PIPELINE_RULES: &str = include_str!("pipeline-rules.md");
 /// Virtual path of the pipeline rules.
 pub const PIPELINE_RULES_PATH: &str = "rules/pipeline";
 
-/// The fixed section order of every prompt.
-pub const SECTIONS: [&str; 10] = [
+/// The fixed section order of every prompt (the seed's: orientation, then how the entity looks
+/// and what its stack demands, then the change and its specifications, then where they are
+/// implemented and how a change is made, then what earlier attempts did).
+pub const SECTIONS: [&str; 16] = [
     "Pipeline rules",
     "System summary",
     "Entity summary",
+    "Design profile",
+    "Stack concerns",
+    "Tech skills",
     "Change request",
     "Requirements",
     "Domains",
     "Modules",
     "Screens",
+    "Implementation references",
+    "Modification routes",
     "Related",
+    CONTINUATION,
     ON_DEMAND,
 ];
+
+/// The section of the continuation status (what earlier attempts of the task did).
+pub const CONTINUATION: &str = "Continuation status";
 
 /// The section that offers the onDemand items (one line each; their content is fetched later).
 pub const ON_DEMAND: &str = "On demand";
@@ -173,10 +184,30 @@ pub struct Manifest {
     pub included: Vec<Item>,
     /// Excluded items with their reasons.
     pub excluded: Vec<Item>,
+    /// Where the continuation status was read from, when the assembly was given one (a retry in
+    /// `strata run`): `prompt verify` reads it again there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<ContinuationSource>,
     /// The onDemand items the prompt offers (a line each in its "On demand" section), with the
     /// hash and tokens of their content at the level offered; a worker fetches them later.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub offered: Vec<Item>,
+}
+
+/// Where a prompt's continuation status comes from: the workgroup stream through a journal
+/// sequence, and the hash of the prompt the same assembly gives without it (the prompt its phase
+/// was planned with, for the planning gate).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ContinuationSource {
+    /// The workgroup.
+    pub workgroup: String,
+    /// The plan's task id.
+    pub task: String,
+    /// Journal sequence the attempts were read through.
+    pub position: u64,
+    /// blake3 of the prompt assembled from the same inputs without the continuation (hex).
+    pub base_prompt_hash: String,
 }
 
 /// Format marker of manifests.
@@ -240,6 +271,7 @@ pub(super) enum Ref {
     System,
     Entity(String),
     Artifact(NodeId),
+    Continuation,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -287,6 +319,8 @@ pub struct Inputs<'a> {
     pub position: u64,
     /// Hash of the event at `position`.
     pub position_hash: Hash,
+    /// What earlier attempts of the task did (a retry), for `{continuationStatus}`.
+    pub continuation: Option<&'a super::continuation::Continuation>,
 }
 
 impl<'a> Inputs<'a> {
@@ -299,7 +333,16 @@ impl<'a> Inputs<'a> {
         task: &'a Task,
         head: &strata_journal::Head,
     ) -> Inputs<'a> {
-        Inputs { graph, summaries, profile, profile_version, task, position: head.seq, position_hash: head.hash }
+        Inputs {
+            graph,
+            summaries,
+            profile,
+            profile_version,
+            task,
+            position: head.seq,
+            position_hash: head.hash,
+            continuation: None,
+        }
     }
 }
 
@@ -309,16 +352,22 @@ fn valid_task_id(id: &str) -> bool {
 
 pub(super) fn section_of(g: &Graph, r: &Ref) -> &'static str {
     match r {
-        Ref::Rules => SECTIONS[0],
-        Ref::System => SECTIONS[1],
-        Ref::Entity(_) => SECTIONS[2],
+        Ref::Rules => "Pipeline rules",
+        Ref::System => "System summary",
+        Ref::Entity(_) => "Entity summary",
+        Ref::Continuation => CONTINUATION,
         Ref::Artifact(n) => match g.node(*n).key.kind {
-            ArtifactKind::ChangeRequest => SECTIONS[3],
-            ArtifactKind::BrdRequirement => SECTIONS[4],
-            ArtifactKind::FunctionalDomain => SECTIONS[5],
-            ArtifactKind::BackendModule => SECTIONS[6],
-            ArtifactKind::UiScreen => SECTIONS[7],
-            _ => SECTIONS[8],
+            ArtifactKind::DesignProfile => "Design profile",
+            ArtifactKind::StackConcern => "Stack concerns",
+            ArtifactKind::TechSkill => "Tech skills",
+            ArtifactKind::ChangeRequest => "Change request",
+            ArtifactKind::BrdRequirement => "Requirements",
+            ArtifactKind::FunctionalDomain => "Domains",
+            ArtifactKind::BackendModule => "Modules",
+            ArtifactKind::UiScreen => "Screens",
+            ArtifactKind::ImplementationRef => "Implementation references",
+            ArtifactKind::ModificationRoute => "Modification routes",
+            _ => "Related",
         },
     }
 }
@@ -333,12 +382,63 @@ pub(super) struct Ctx<'a> {
     plan: Option<NodeId>,
     entity: Option<String>,
     closure: Option<crate::kb::graph::Closure>,
+    continuation: Option<&'a super::continuation::Continuation>,
+    /// The task's id (the virtual path of its continuation status).
+    task: &'a str,
 }
 
 impl Ctx<'_> {
     fn closure_of(&self, kind: ArtifactKind) -> Vec<(NodeId, String)> {
         let Some(c) = &self.closure else { return Vec::new() };
         c.steps.iter().filter(|&&v| self.g.node(v).key.kind == kind).map(|&v| (v, c.path(self.g, v))).collect()
+    }
+
+    /// The artifacts of `kind` classified under the task's entity (and, with `shared`, under every
+    /// cross-cutting entity), sorted by key.
+    fn of_entity(
+        &self,
+        e: &Entry,
+        class: Class,
+        kind: ArtifactKind,
+        shared: bool,
+    ) -> Result<Vec<(Ref, String, String)>, String> {
+        let Some(en) = &self.entity else {
+            return Err(format!("{} resolves from the task's change request; assemble with --plan", e.path));
+        };
+        let cross = |entity: &str| {
+            shared
+                && self
+                    .g
+                    .get(&ArtifactKey::new(ArtifactKind::Entity, entity))
+                    .and_then(|n| n.fields.get("tier"))
+                    .and_then(|t| t.as_str())
+                    == Some("cross-cutting")
+        };
+        // By path group (kind and entity), so the cost follows the groups, not the base.
+        let mut found: Vec<(NodeId, &str)> = self
+            .g
+            .groups()
+            .iter()
+            .filter(|(group, _)| group.kind == kind && (group.entity == *en || cross(&group.entity)))
+            .flat_map(|(group, members)| members.iter().map(move |&n| (n, group.entity.as_str())))
+            .collect();
+        found.sort_by(|a, b| self.g.key(a.0).cmp(self.g.key(b.0)));
+        let out: Vec<(Ref, String, String)> = found
+            .into_iter()
+            .map(|(n, of)| {
+                let via = if of == en { format!("entity {en}") } else { format!("cross-cutting entity {of}") };
+                (Ref::Artifact(n), node_path(self.g, n), format!("{}: {} ({via})", class.name(), e.path))
+            })
+            .collect();
+        if out.is_empty() {
+            Err(format!(
+                "entity {en} has no {}{}",
+                kind.group(),
+                if shared { ", nor has any cross-cutting entity" } else { "" }
+            ))
+        } else {
+            Ok(out)
+        }
     }
 
     /// Expands one entry into `(item, path, reason)` candidates, or a note of why it resolved to
@@ -364,10 +464,24 @@ impl Ctx<'_> {
                     None => Err(needs_plan("{crFile}")),
                 };
             }
+            "{continuationStatus}" => {
+                return match self.continuation {
+                    Some(_) => Ok(vec![(Ref::Continuation, super::paths::continuation(self.task), why(""))]),
+                    None => Err(format!(
+                        "no earlier attempt of task {} had ended (a first attempt, or assembled outside a run)",
+                        self.task
+                    )),
+                };
+            }
+            "{designProfile}" => return self.of_entity(e, class, ArtifactKind::DesignProfile, false),
+            "{stackConcerns}" => return self.of_entity(e, class, ArtifactKind::StackConcern, true),
+            "{techSkills}" => return self.of_entity(e, class, ArtifactKind::TechSkill, true),
+            "{modificationRoutes}" => return self.of_entity(e, class, ArtifactKind::ModificationRoute, true),
             "{targetRequirements}" => Some(ArtifactKind::BrdRequirement),
             "{functionalDomainSpec}" => Some(ArtifactKind::FunctionalDomain),
             "{targetModuleSpec}" => Some(ArtifactKind::BackendModule),
             "{targetScreenSpec}" => Some(ArtifactKind::UiScreen),
+            "{implementationRefs}" => Some(ArtifactKind::ImplementationRef),
             _ => None,
         };
         if let Some(kind) = closure_kind {
@@ -398,6 +512,13 @@ impl Ctx<'_> {
             if glob_match(&glob, &p) {
                 out.push((Ref::Entity(l.entity.clone()), p, why("")));
             }
+        }
+        // The continuation status is read when the prompt is assembled: never offered for later.
+        if self.continuation.is_some()
+            && class != Class::OnDemand
+            && glob_match(&glob, &super::paths::continuation(self.task))
+        {
+            out.push((Ref::Continuation, super::paths::continuation(self.task), why("")));
         }
         for id in matching(self.g, &glob) {
             out.push((Ref::Artifact(id), artifact_path(self.g.node(id)), why("")));
@@ -448,8 +569,22 @@ pub(super) fn render_item(
     level: Level,
     tc: &mut TokenCounter,
 ) -> Rendered {
+    render_with(g, s, w, None, r, level, tc)
+}
+
+/// [`render_item`], with the task's continuation status for [`Ref::Continuation`].
+pub(super) fn render_with(
+    g: &Graph,
+    s: &Summaries,
+    w: &Withheld<'_>,
+    continuation: Option<&super::continuation::Continuation>,
+    r: &Ref,
+    level: Level,
+    tc: &mut TokenCounter,
+) -> Rendered {
     let keep = |n: &crate::kb::graph::Node| !w.holds(n);
     let (text, content_hash) = match r {
+        Ref::Continuation => continuation.map(|c| (c.render(level), c.hash())).unwrap_or_default(),
         Ref::Rules => (PIPELINE_RULES.to_owned(), Hash(*blake3::hash(PIPELINE_RULES.as_bytes()).as_bytes())),
         Ref::System if w.touches(g, r) => s.system_without(g, w.never, &keep),
         Ref::System => s.system_text(g),
@@ -475,6 +610,7 @@ pub(super) fn item_id(g: &Graph, r: &Ref) -> String {
         Ref::System => "summary:L3".into(),
         Ref::Entity(e) => format!("summary:L2/{e}"),
         Ref::Artifact(n) => g.node(*n).key.to_string(),
+        Ref::Continuation => "continuation:status".into(),
     }
 }
 
@@ -503,6 +639,8 @@ impl<'a> Scope<'a> {
         summaries: &'a Summaries,
         profile: &'a Profile,
         plan: Option<&str>,
+        task: &'a str,
+        continuation: Option<&'a super::continuation::Continuation>,
     ) -> Result<Scope<'a>, Refusal> {
         let cp = &profile.context_profile;
         let plan = match plan {
@@ -516,7 +654,7 @@ impl<'a> Scope<'a> {
             None => None,
         };
         let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
-        let ctx = Ctx { g, s: summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)) };
+        let ctx = Ctx { g, s: summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)), continuation, task };
         let withheld = Withheld {
             never: &cp.never,
             any: summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
@@ -568,6 +706,21 @@ impl<'a> Scope<'a> {
                                 ));
                                 continue;
                             }
+                            // An implementation reference says where a specification lives: it
+                            // is withheld with the specification it implements.
+                            let implemented = implemented_path(g, &what);
+                            if let Some((spec, glob)) = implemented
+                                .as_ref()
+                                .and_then(|p| cp.never.iter().find(|n| glob_match(n, p)).map(|n| (p, n)))
+                            {
+                                excluded.push(empty(
+                                    item_id(g, &what),
+                                    path,
+                                    level,
+                                    format!("never: {glob} (implements {spec}; {reason})"),
+                                ));
+                                continue;
+                            }
                             if !seen.insert(what.clone()) {
                                 continue;
                             }
@@ -594,6 +747,25 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// The virtual path of the specification an implementation reference implements.
+pub(super) fn implemented_path(g: &Graph, r: &Ref) -> Option<String> {
+    let Ref::Artifact(n) = r else { return None };
+    let node = g.node(*n);
+    if node.key.kind != ArtifactKind::ImplementationRef {
+        return None;
+    }
+    [
+        ("functionalDomain", ArtifactKind::FunctionalDomain),
+        ("backendModule", ArtifactKind::BackendModule),
+        ("uiScreen", ArtifactKind::UiScreen),
+    ]
+    .into_iter()
+    .find_map(|(field, kind)| {
+        let id = node.fields.get(field)?.as_str()?;
+        g.get(&ArtifactKey::new(kind, id)).map(artifact_path)
+    })
+}
+
 /// The block a candidate takes in the prompt: its content, or for an onDemand item the line that
 /// offers it.
 fn section_for(g: &Graph, c: &Candidate) -> &'static str {
@@ -616,14 +788,40 @@ fn offer_line(item: &str, level: Level, path: &str, content: &Rendered) -> Strin
     format!("- {item} at {}, {} tokens: {path}\n", level.name(), content.tokens)
 }
 
-/// Assembles a prompt.
+/// Assembles a prompt. Given a continuation status, the manifest names where it was read and
+/// the hash of the prompt the same inputs give without it ([`ContinuationSource`]).
 pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Refusal> {
+    let mut a = assemble_once(inp, tc)?;
+    if let Some(c) = inp.continuation {
+        let base = Inputs {
+            graph: inp.graph,
+            summaries: inp.summaries,
+            profile: inp.profile,
+            profile_version: inp.profile_version,
+            task: inp.task,
+            position: inp.position,
+            position_hash: inp.position_hash,
+            continuation: None,
+        };
+        let base_prompt_hash = assemble_once(&base, tc)?.manifest.prompt_hash;
+        a.manifest.continuation = Some(ContinuationSource {
+            workgroup: c.workgroup.clone(),
+            task: c.task.clone(),
+            position: c.position,
+            base_prompt_hash,
+        });
+    }
+    Ok(a)
+}
+
+fn assemble_once(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Refusal> {
     let g = inp.graph;
     let cp = &inp.profile.context_profile;
     if !valid_task_id(&inp.task.id) {
         return Err(Refusal::BadTaskId(inp.task.id.clone()));
     }
-    let scope = Scope::new(g, inp.summaries, inp.profile, inp.task.plan.as_deref())?;
+    let scope = Scope::new(g, inp.summaries, inp.profile, inp.task.plan.as_deref(), &inp.task.id, inp.continuation)?;
+    let cont = inp.continuation;
     let withheld = &scope.withheld;
     // 1–3: expand, apply the never-list, de-duplicate.
     let (mut kept, mut excluded) = scope.candidates(inp.profile);
@@ -634,7 +832,7 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
             full += 1;
             if full > cp.max_full_specs {
                 let why = format!("maxFullSpecs {}: included at L2 instead ({})", cp.max_full_specs, c.reason);
-                excluded.push(given_up(g, inp.summaries, withheld, c, why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, cont, c, why, tc));
                 c.level = Level::L2;
                 c.reason = format!("{} (stepped to L2: maxFullSpecs {})", c.reason, cp.max_full_specs);
             }
@@ -654,7 +852,7 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
     loop {
         for c in &kept {
             if let std::collections::btree_map::Entry::Vacant(e) = rendered.entry((c.what.clone(), c.level)) {
-                e.insert(render_item(g, inp.summaries, withheld, &c.what, c.level, tc));
+                e.insert(render_with(g, inp.summaries, withheld, cont, &c.what, c.level, tc));
             }
             if c.class == Class::OnDemand
                 && !offers.contains_key(&c.what)
@@ -744,6 +942,7 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
                 sections: present.iter().map(|s| (*s).to_owned()).collect(),
                 included,
                 excluded,
+                continuation: None,
                 offered,
             };
             return Ok(Assembly { prompt, manifest });
@@ -752,14 +951,14 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
         if let Some(i) = kept.iter().rposition(|c| c.class == Class::OnDemand) {
             let c = kept.remove(i);
             let why = format!("over budget: onDemand dropped from the offer ({})", c.reason);
-            excluded.push(given_up(g, inp.summaries, withheld, &c, why, tc));
+            excluded.push(given_up(g, inp.summaries, withheld, cont, &c, why, tc));
             continue;
         }
         for from in [Level::L1, Level::L2] {
             if let Some(i) = kept.iter().rposition(|c| c.class == Class::ForCurrentTask && c.level == from) {
                 let to = from.coarser().unwrap_or(from);
                 let why = format!("over budget: included at {} instead ({})", to.name(), kept[i].reason);
-                excluded.push(given_up(g, inp.summaries, withheld, &kept[i], why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, cont, &kept[i], why, tc));
                 kept[i].level = to;
                 kept[i].reason = format!("{} (stepped to {} to fit the budget)", kept[i].reason, kept[i].level.name());
                 break;
@@ -769,8 +968,16 @@ pub fn assemble(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Ref
 }
 
 /// The excluded entry for the level a candidate is about to give up.
-fn given_up(g: &Graph, s: &Summaries, w: &Withheld<'_>, c: &Candidate, reason: String, tc: &mut TokenCounter) -> Item {
-    let b = render_item(g, s, w, &c.what, c.level, tc);
+fn given_up(
+    g: &Graph,
+    s: &Summaries,
+    w: &Withheld<'_>,
+    cont: Option<&super::continuation::Continuation>,
+    c: &Candidate,
+    reason: String,
+    tc: &mut TokenCounter,
+) -> Item {
+    let b = render_with(g, s, w, cont, &c.what, c.level, tc);
     Item {
         item: item_id(g, &c.what),
         path: c.path.clone(),

@@ -28,7 +28,8 @@ use serde::{Deserialize, Serialize};
 use strata_journal::{ExpectedVersion, Hash, StreamAppend};
 
 use super::assemble::{
-    Candidate, Class, Item, PIPELINE_RULES_PATH, Ref, Scope, TokenCounter, is_spec, item_id, render_item, section_of,
+    Candidate, Class, Item, PIPELINE_RULES_PATH, Ref, Scope, TokenCounter, implemented_path, is_spec, item_id,
+    render_item, section_of,
 };
 use super::paths::{SYSTEM_SUMMARY, artifact_path, entity_summary, glob_match, matching};
 use super::profile::Profile;
@@ -392,7 +393,7 @@ pub fn decide(
     let (version, rec) = resolve(prompts, &Ask { prompt_version: Some(version), ..ask.clone() })?;
     let m = &rec.manifest;
     let cp = &profile.context_profile;
-    let scope = Scope::new(graph, summaries, profile, m.task.plan.as_deref())
+    let scope = Scope::new(graph, summaries, profile, m.task.plan.as_deref(), &m.task.id, None)
         .map_err(|e| FetchError::Unresolvable { task: ask.task.clone(), detail: e.to_string() })?;
     let (kept, _) = scope.candidates(profile);
     let allowed: Vec<&Candidate> = kept.iter().filter(|c| c.class == Class::OnDemand).collect();
@@ -423,7 +424,11 @@ pub fn decide(
     } else {
         match locate(graph, summaries, &ask.item) {
             None => Err(Refusal::Unknown { asked: ask.item.clone(), position: m.position }),
-            Some((what, path)) => match cp.never.iter().find(|n| glob_match(n, &path)) {
+            Some((what, path)) => match cp
+                .never
+                .iter()
+                .find(|n| glob_match(n, &path) || implemented_path(graph, &what).is_some_and(|p| glob_match(n, &p)))
+            {
                 Some(glob) => Err(Refusal::Never {
                     asked: ask.item.clone(),
                     path,
@@ -580,10 +585,11 @@ pub fn verify_fetched(rec: &PromptRecord, profile: &Profile, graph: &Graph, summ
     if rec.fetched.is_empty() {
         return problems;
     }
-    let scope = match Scope::new(graph, summaries, profile, rec.manifest.task.plan.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return vec![format!("the fetched items cannot be re-rendered: {e}")],
-    };
+    let scope =
+        match Scope::new(graph, summaries, profile, rec.manifest.task.plan.as_deref(), &rec.manifest.task.id, None) {
+            Ok(s) => s,
+            Err(e) => return vec![format!("the fetched items cannot be re-rendered: {e}")],
+        };
     let mut tc = TokenCounter::new(rec.manifest.factor_milli);
     for (seq, f) in &rec.fetched {
         for i in &f.items {

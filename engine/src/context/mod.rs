@@ -7,12 +7,15 @@
 //! * [`profile`]: context profiles, validated and versioned.
 //! * [`assemble`]: the assembler and its bill of materials, enforcing budget, never-list and
 //!   `maxFullSpecs`.
+//! * [`continuation`]: what earlier attempts of a task did, read from the workgroup's journal
+//!   stream, as the "Continuation status" section.
 //! * [`fetch`]: on-demand context: a worker's later request for an `onDemand` item, served
 //!   within the prompt's remaining budget or refused, recorded either way.
 //! * [`prompts`]: assembled prompts in the journal, superseded context, verification.
 //! * [`state`]: the `context` projection over profiles, published summaries and prompts.
 
 pub mod assemble;
+pub mod continuation;
 pub mod fetch;
 pub mod paths;
 pub mod profile;

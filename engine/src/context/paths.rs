@@ -9,7 +9,12 @@ use crate::kb::graph::{Graph, Group, Node, NodeId};
 use crate::kb::kind::ArtifactKind;
 
 /// Where virtual paths lie, in one line (for messages about a glob that matches nothing).
-pub const LAYOUT: &str = "virtual paths are entities/<id>, specs/<entity>/{requirements,domains,backend,screens}/<id>, changes/<id>, backlog/<id>, issues/<id>, docs/<entity>/{research,devlog}/<id>, summaries/L3, summaries/L2/<entity>, rules/pipeline";
+pub const LAYOUT: &str = "virtual paths are entities/<id>, specs/<entity>/{requirements,domains,backend,screens}/<id>, changes/<id>, backlog/<id>, issues/<id>, docs/<entity>/{research,devlog}/<id>, design/<entity>/<id>, stack/<entity>/{concerns,skills}/<id>, impl/<entity>/<id>, routes/<entity>/<id>, summaries/L3, summaries/L2/<entity>, rules/pipeline, continuation/<task>";
+
+/// The virtual path of a task's continuation status (what its earlier attempts did).
+pub fn continuation(task: &str) -> String {
+    format!("continuation/{task}")
+}
 
 /// The virtual path of the system summary.
 pub const SYSTEM_SUMMARY: &str = "summaries/L3";
@@ -44,6 +49,11 @@ fn path_for(key: &crate::kb::kind::ArtifactKey, entity: Option<&str>) -> String 
         ArtifactKind::Issue => format!("issues/{id}"),
         ArtifactKind::ResearchNote => format!("docs/{entity}/research/{id}"),
         ArtifactKind::Devlog => format!("docs/{entity}/devlog/{id}"),
+        ArtifactKind::DesignProfile => format!("design/{entity}/{id}"),
+        ArtifactKind::StackConcern => format!("stack/{entity}/concerns/{id}"),
+        ArtifactKind::TechSkill => format!("stack/{entity}/skills/{id}"),
+        ArtifactKind::ImplementationRef => format!("impl/{entity}/{id}"),
+        ArtifactKind::ModificationRoute => format!("routes/{entity}/{id}"),
     }
 }
 
@@ -61,6 +71,11 @@ fn group_dir(g: &Group) -> Vec<&str> {
         ArtifactKind::Issue => vec!["issues"],
         ArtifactKind::ResearchNote => vec!["docs", e, "research"],
         ArtifactKind::Devlog => vec!["docs", e, "devlog"],
+        ArtifactKind::DesignProfile => vec!["design", e],
+        ArtifactKind::StackConcern => vec!["stack", e, "concerns"],
+        ArtifactKind::TechSkill => vec!["stack", e, "skills"],
+        ArtifactKind::ImplementationRef => vec!["impl", e],
+        ArtifactKind::ModificationRoute => vec!["routes", e],
     }
 }
 
@@ -253,6 +268,11 @@ mod tests {
             "**/requirements/**/*".into(),
             "changes//*".into(),
             "changes/".into(),
+            "design/*/*".into(),
+            "stack/*/skills/*".into(),
+            "**/concerns/*".into(),
+            "impl/**".into(),
+            format!("routes/{entity}/*"),
         ];
         for glob in globs {
             let want: Vec<NodeId> = g
@@ -278,6 +298,16 @@ mod tests {
         let backend = virtual_paths(&g, "specs/*/backend/**");
         assert!(!backend.is_empty() && backend.iter().all(|p| p.split('/').nth(2) == Some("backend")));
         assert!(virtual_paths(&g, "specs/*/modules/**").is_empty());
+        for (glob, kind) in [
+            ("design/*/*", ArtifactKind::DesignProfile),
+            ("stack/*/concerns/*", ArtifactKind::StackConcern),
+            ("stack/*/skills/*", ArtifactKind::TechSkill),
+            ("impl/*/*", ArtifactKind::ImplementationRef),
+            ("routes/*/*", ArtifactKind::ModificationRoute),
+        ] {
+            let n = g.artifacts().iter().filter(|a| a.key.kind == kind).count();
+            assert!(n > 0 && virtual_paths(&g, glob).len() == n, "{glob}");
+        }
         assert!(!any_virtual_path(&g, "specs/*/modules/**"));
         assert!(any_virtual_path(&g, "summaries/L2/*") && any_virtual_path(&g, "specs/*/backend/**"));
     }

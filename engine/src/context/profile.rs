@@ -95,6 +95,12 @@ pub const VARIABLES: &[&str] = &[
     "targetScreenSpec",
     "docRoot",
     "entity",
+    "designProfile",
+    "stackConcerns",
+    "techSkills",
+    "implementationRefs",
+    "modificationRoutes",
+    "continuationStatus",
 ];
 
 static SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
@@ -150,6 +156,13 @@ pub fn parse(source_name: &str, text: &str) -> Result<Profile, ProfileError> {
         }
     }
     let cp = &p.context_profile;
+    for (i, e) in cp.on_demand.iter().enumerate() {
+        if e.path.contains("{continuationStatus}") {
+            problems.push(format!(
+                "onDemand[{i}] is {{continuationStatus}}, which is read from the run's journal when the prompt is assembled and cannot be fetched later; list it under always or forCurrentTask (/contextProfile/onDemand/{i})"
+            ));
+        }
+    }
     for (i, g) in cp.guards.iter().enumerate() {
         let written = cp.never.contains(g)
             || cp.always.iter().chain(&cp.for_current_task).chain(&cp.on_demand).any(|e| e.path == *g);

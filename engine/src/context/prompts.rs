@@ -278,6 +278,24 @@ fn verify_with(
         problems.push("the profile recorded differs from the registered one".into());
     }
     let task = Task { id: m.task.id.clone(), objective: m.task.objective.clone(), plan: m.task.plan.clone() };
+    // The continuation status, read again from the workgroup stream where the manifest says.
+    let continuation = match &m.continuation {
+        None => None,
+        Some(src) if journal.hash_at(src.position).map_err(|e| e.to_string())?.is_none() => {
+            problems.push(format!("the journal has no event {} to read the continuation status through", src.position));
+            return Ok(problems);
+        }
+        Some(src) => match super::continuation::read(journal, &src.workgroup, &src.task, src.position)? {
+            Some(c) => Some(c),
+            None => {
+                problems.push(format!(
+                    "the journal shows no ended attempt of task {} of workgroup {} through sequence {}, but the prompt has a continuation status",
+                    src.task, src.workgroup, src.position
+                ));
+                return Ok(problems);
+            }
+        },
+    };
     let inputs = Inputs {
         graph: g,
         summaries,
@@ -286,6 +304,7 @@ fn verify_with(
         task: &task,
         position: m.position,
         position_hash: at.unwrap_or_default(),
+        continuation: continuation.as_ref(),
     };
     match assemble(&inputs, &mut TokenCounter::new(m.factor_milli)) {
         Ok(a) => {

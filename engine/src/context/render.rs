@@ -2,9 +2,10 @@
 //!
 //! * **L1** (full): every field and the whole body; what an implementation agent needs for the
 //!   artifact it works on.
-//! * **L2** (summary): title, state, its links, and the first paragraph of the body (at most
-//!   [`L2_BODY_CHARS_MAX`] characters); enough to know what the artifact is about and where it
-//!   connects.
+//! * **L2** (summary): title, state, its links, the fields that state what the kind is for (a
+//!   design profile's brand, colours and voice; an implementation reference's sources; …), and
+//!   the first paragraph of the body (at most [`L2_BODY_CHARS_MAX`] characters); enough to know
+//!   what the artifact is about and where it connects.
 //! * **L3** (line): one line with id, kind, state and title; enough to know it exists.
 //!
 //! Rendering is a pure function of the artifact's content and state, so a level's text (and its
@@ -77,6 +78,24 @@ fn label(kind: ArtifactKind) -> &'static str {
         ArtifactKind::UiScreen => "UI screen",
         ArtifactKind::ResearchNote => "Research note",
         ArtifactKind::Devlog => "Devlog",
+        ArtifactKind::DesignProfile => "Design profile",
+        ArtifactKind::StackConcern => "Stack concern",
+        ArtifactKind::TechSkill => "Tech skill",
+        ArtifactKind::ImplementationRef => "Implementation reference",
+        ArtifactKind::ModificationRoute => "Modification route",
+    }
+}
+
+/// Fields an L2 rendering keeps besides the links: what the kind is for, stated in a field rather
+/// than in the body (a design profile's palette, an implementation reference's source paths).
+fn l2_fields(kind: ArtifactKind) -> &'static [&'static str] {
+    match kind {
+        ArtifactKind::DesignProfile => &["brand", "colours", "voice"],
+        ArtifactKind::StackConcern => &["stack", "severity", "concern"],
+        ArtifactKind::TechSkill => &["technology", "skill"],
+        ArtifactKind::ImplementationRef => &["sources"],
+        ArtifactKind::ModificationRoute => &["change", "where"],
+        _ => &[],
     }
 }
 
@@ -124,6 +143,11 @@ pub fn render(node: &Node, level: Level) -> String {
                     if !t.is_empty() {
                         out.push_str(&format!("{}: {t}\n", spec.field));
                     }
+                }
+            }
+            for f in l2_fields(k.kind) {
+                if let Some(v) = node.fields.get(*f) {
+                    out.push_str(&format!("{f}: {}\n", value_text(v)));
                 }
             }
             let para = first_paragraph(&node.body);

@@ -1,6 +1,8 @@
 //! A deterministic, seed-scale knowledge base: 15 entities across the four tiers, 164
 //! specification files (requirements, domains, modules, screens) totalling about 615,000 o200k
-//! tokens, plus change requests, initiatives, issues, research notes and devlogs, all with
+//! tokens, plus change requests, initiatives, issues, research notes and devlogs, the artifacts
+//! of the seed's further prompt sections (a design profile, stack concerns and tech skills per
+//! entity, an implementation reference per module and screen, modification routes), all with
 //! consistent two-way cross-references (module dependencies within an entity and from products to
 //! foundation and cross-cutting modules, screens calling `module#method`), and a way to inject
 //! known defects.
@@ -64,6 +66,9 @@ pub struct FixtureSpec {
     pub change_requests: usize,
     /// Issues per entity.
     pub issues: usize,
+    /// Whether to generate the artifacts of the seed's further prompt sections (design profiles,
+    /// stack concerns, tech skills, implementation references, modification routes).
+    pub sections: bool,
 }
 
 impl FixtureSpec {
@@ -93,6 +98,7 @@ impl FixtureSpec {
             tokens: [560, 6900, 5900, 5050],
             change_requests: 4,
             issues: 3,
+            sections: true,
         }
     }
 
@@ -112,6 +118,7 @@ impl FixtureSpec {
             tokens: [20, 20, 20, 20],
             change_requests: (per_entity / 10).max(1),
             issues: (per_entity / 20).max(1),
+            sections: false,
         }
     }
 }
@@ -319,6 +326,8 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
     let mut shared_modules: Vec<String> = Vec::new();
     // (entity, tier, modules) per entity, for the module dependencies across entities.
     let mut entity_modules: Vec<(String, &str, Vec<String>)> = Vec::new();
+    // (entity, name, tier, modules, screens) per entity, for the sections' artifacts.
+    let mut described: Vec<Described> = Vec::new();
     // Cross-cutting first, so product requirements can use its modules.
     let mut ordered: Vec<&(String, String, &str, usize, usize, usize, usize)> =
         spec.entities.iter().filter(|e| e.2 == "cross-cutting").collect();
@@ -446,6 +455,7 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
             b.push_link(K::BackendModule, &modules[0], "dependedOnBy", m);
         }
         entity_modules.push((eid.clone(), *tier, modules.clone()));
+        described.push((eid.clone(), name.clone(), *tier, modules.clone(), screens.clone()));
         // `module#method` of the entity's method tracing each requirement (the first one).
         let mut method_for: BTreeMap<String, String> = BTreeMap::new();
         for m in &modules {
@@ -607,8 +617,96 @@ pub fn generate(spec: &FixtureSpec) -> Fixture {
             b.push_link(K::BackendModule, p, "dependedOnBy", m);
         }
     }
+    if spec.sections {
+        sections(&mut b, spec.seed, &described);
+    }
     let drafts = b.order.iter().filter_map(|k| b.drafts.remove(k)).collect();
     Fixture { drafts }
+}
+
+/// An entity as the sections' artifacts need it: id, name, tier, modules, screens.
+type Described = (String, String, &'static str, Vec<String>, Vec<String>);
+
+const STACKS: &[&str] = &["postgresql", "rust", "react", "kafka", "redis", "terraform"];
+const VOICES: &[&str] = &[
+    "Plain and exact; second person; numbers always with their unit",
+    "Warm and brief; first person plural; no jargon on screens",
+    "Neutral and precise; third person; every warning says what to do next",
+];
+
+/// The artifacts behind the seed's further prompt sections, per entity: a design profile, stack
+/// concerns and tech skills (more for the cross-cutting entity), an implementation reference
+/// per module and screen, and two modification routes. Drawn from their own sequence after
+/// everything else, so the rest of the fixture is what it was without them.
+fn sections(b: &mut Builder, seed: u64, described: &[Described]) {
+    use ArtifactKind as K;
+    let mut rng = Sequence::new(seed ^ 0x5ec7_1095_5ec7_1095);
+    for (eid, name, tier, modules, screens) in described {
+        let title = format!("{name} design profile");
+        let body = prose(&mut rng, &title, 120);
+        let colour = |rng: &mut Sequence| format!("#{:06x}", rng.next_u64() & 0xff_ffff);
+        let colours = json!({"primary": colour(&mut rng), "accent": colour(&mut rng), "surface": "#ffffff"});
+        let brand = format!("{name}: the {} {} for every {}", rng.pick(ADJECTIVES), rng.pick(WORDS), rng.pick(ACTORS));
+        let voice = rng.pick(VOICES);
+        let id = format!("{eid}-design");
+        let fields = json!({"entity": eid, "title": title, "brand": brand, "colours": colours, "voice": voice});
+        b.add(K::DesignProfile, &id, "active", fields, body, format!("{eid}/design/{id}.md"));
+        let shared = *tier == "cross-cutting";
+        for i in 1..=(if shared { 3 } else { 1 }) {
+            let id = format!("{eid}-concern-{i}");
+            let stack = rng.pick(STACKS);
+            let title = format!("{name}: {stack} concern {i}");
+            let body = prose(&mut rng, &title, 80);
+            let severity = if rng.chance(50) { "must" } else { "advice" };
+            let fields = json!({"entity": eid, "title": title, "stack": stack, "concern": sentence(&mut rng), "severity": severity, "appliesTo": [format!("src/{eid}/**")]});
+            b.add(K::StackConcern, &id, "active", fields, body, format!("{eid}/stack/{id}.md"));
+        }
+        for i in 1..=(if shared { 2 } else { 1 }) {
+            let id = format!("{eid}-skill-{i}");
+            let technology = rng.pick(STACKS);
+            let title = format!("{name}: working with {technology}");
+            let body = prose(&mut rng, &title, 80);
+            let fields = json!({"entity": eid, "title": title, "technology": technology, "skill": sentence(&mut rng), "commands": [format!("cargo test -p {eid}")]});
+            b.add(K::TechSkill, &id, "active", fields, body, format!("{eid}/stack/{id}.md"));
+        }
+        for m in modules {
+            let id = format!("{m}-impl");
+            let title = format!("{m} in the repository");
+            let body = prose(&mut rng, &title, 60);
+            let symbol = format!("{}{}", capitalise(rng.pick(WORDS)), capitalise(rng.pick(WORDS)));
+            let fields = json!({"entity": eid, "title": title, "backendModule": m, "sources": [format!("src/{eid}/{m}.rs"), format!("src/{eid}/{m}/tests.rs")], "symbols": [symbol]});
+            b.add(K::ImplementationRef, &id, "active", fields, body, format!("{eid}/impl/{id}.md"));
+        }
+        for s in screens {
+            let id = format!("{s}-impl");
+            let title = format!("{s} in the repository");
+            let body = prose(&mut rng, &title, 60);
+            let fields =
+                json!({"entity": eid, "title": title, "uiScreen": s, "sources": [format!("web/{eid}/{s}.tsx")]});
+            b.add(K::ImplementationRef, &id, "active", fields, body, format!("{eid}/impl/{id}.md"));
+        }
+        let (m0, s0) = (modules.first().cloned().unwrap_or_default(), screens.first().cloned().unwrap_or_default());
+        let routes = [
+            (
+                "add-api-method",
+                "add an API method",
+                vec![format!("schemas/{eid}/api.json"), format!("src/{eid}/{m0}.rs"), format!("web/{eid}/client.ts")],
+            ),
+            (
+                "add-screen-field",
+                "add a field to a screen",
+                vec![format!("web/{eid}/{s0}.tsx"), format!("src/{eid}/{m0}.rs")],
+            ),
+        ];
+        for (slug, change, places) in routes {
+            let id = format!("{eid}-{slug}");
+            let title = format!("{name}: {change}");
+            let body = prose(&mut rng, &title, 60);
+            let steps = ["update the specification", "change the code where listed", "add a test beside it"];
+            let fields = json!({"entity": eid, "title": title, "change": change, "where": places, "steps": steps});
+            b.add(K::ModificationRoute, &id, "active", fields, body, format!("{eid}/routes/{id}.md"));
+        }
+    }
 }
 
 /// The cross-cutting entity's modules (every one of them may be called from a product).

@@ -593,15 +593,9 @@ impl Graph {
         if !node.exists {
             return None;
         }
-        let filed = matches!(
-            node.key.kind,
-            ArtifactKind::BrdRequirement
-                | ArtifactKind::FunctionalDomain
-                | ArtifactKind::BackendModule
-                | ArtifactKind::UiScreen
-                | ArtifactKind::ResearchNote
-                | ArtifactKind::Devlog
-        );
+        let kind = node.key.kind;
+        let filed =
+            kind.is_spec() || kind.is_section() || matches!(kind, ArtifactKind::ResearchNote | ArtifactKind::Devlog);
         let entity = if filed { self.entity_field(n).unwrap_or("_") } else { "" };
         Some(Group { kind: node.key.kind, entity: entity.to_owned() })
     }

@@ -1,4 +1,4 @@
-//! The ten artifact kinds, their id rules and their schemas.
+//! The fifteen artifact kinds, their id rules and their schemas.
 
 use std::fmt;
 
@@ -26,11 +26,21 @@ pub enum ArtifactKind {
     ResearchNote,
     /// DL-n.
     Devlog,
+    /// How an entity presents itself: brand, colours, voice.
+    DesignProfile,
+    /// A rule a technology of the stack imposes on changes (migrations reversible, …).
+    StackConcern,
+    /// What an agent must know to work with one technology of the stack.
+    TechSkill,
+    /// Which source paths in the repository implement one specification.
+    ImplementationRef,
+    /// Where a kind of change is made: the paths and the steps.
+    ModificationRoute,
 }
 
 impl ArtifactKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ArtifactKind; 10] = [
+    pub const ALL: [ArtifactKind; 15] = [
         ArtifactKind::Entity,
         ArtifactKind::Issue,
         ArtifactKind::ChangeRequest,
@@ -41,6 +51,11 @@ impl ArtifactKind {
         ArtifactKind::UiScreen,
         ArtifactKind::ResearchNote,
         ArtifactKind::Devlog,
+        ArtifactKind::DesignProfile,
+        ArtifactKind::StackConcern,
+        ArtifactKind::TechSkill,
+        ArtifactKind::ImplementationRef,
+        ArtifactKind::ModificationRoute,
     ];
 
     /// The name used in front matter, streams and schemas (`change-request`).
@@ -56,6 +71,11 @@ impl ArtifactKind {
             ArtifactKind::UiScreen => "ui-screen",
             ArtifactKind::ResearchNote => "research-note",
             ArtifactKind::Devlog => "devlog",
+            ArtifactKind::DesignProfile => "design-profile",
+            ArtifactKind::StackConcern => "stack-concern",
+            ArtifactKind::TechSkill => "tech-skill",
+            ArtifactKind::ImplementationRef => "implementation-ref",
+            ArtifactKind::ModificationRoute => "modification-route",
         }
     }
 
@@ -77,6 +97,11 @@ impl ArtifactKind {
             ArtifactKind::UiScreen => "screens",
             ArtifactKind::ResearchNote => "research notes",
             ArtifactKind::Devlog => "devlogs",
+            ArtifactKind::DesignProfile => "design profiles",
+            ArtifactKind::StackConcern => "stack concerns",
+            ArtifactKind::TechSkill => "tech skills",
+            ArtifactKind::ImplementationRef => "implementation references",
+            ArtifactKind::ModificationRoute => "modification routes",
         }
     }
 
@@ -88,6 +113,20 @@ impl ArtifactKind {
                 | ArtifactKind::FunctionalDomain
                 | ArtifactKind::BackendModule
                 | ArtifactKind::UiScreen
+        )
+    }
+
+    /// True for the five kinds behind the seed's further prompt sections (design profile, stack
+    /// concern, tech skill, implementation reference, modification route): slug ids, classified
+    /// under an entity, the specifications' lifecycle.
+    pub fn is_section(self) -> bool {
+        matches!(
+            self,
+            ArtifactKind::DesignProfile
+                | ArtifactKind::StackConcern
+                | ArtifactKind::TechSkill
+                | ArtifactKind::ImplementationRef
+                | ArtifactKind::ModificationRoute
         )
     }
 
@@ -104,6 +143,11 @@ impl ArtifactKind {
             ArtifactKind::UiScreen => include_str!("../../../schemas/ui-screen.schema.json"),
             ArtifactKind::ResearchNote => include_str!("../../../schemas/research-note.schema.json"),
             ArtifactKind::Devlog => include_str!("../../../schemas/devlog.schema.json"),
+            ArtifactKind::DesignProfile => include_str!("../../../schemas/design-profile.schema.json"),
+            ArtifactKind::StackConcern => include_str!("../../../schemas/stack-concern.schema.json"),
+            ArtifactKind::TechSkill => include_str!("../../../schemas/tech-skill.schema.json"),
+            ArtifactKind::ImplementationRef => include_str!("../../../schemas/implementation-ref.schema.json"),
+            ArtifactKind::ModificationRoute => include_str!("../../../schemas/modification-route.schema.json"),
         }
     }
 
@@ -119,7 +163,12 @@ impl ArtifactKind {
             ArtifactKind::Entity
             | ArtifactKind::FunctionalDomain
             | ArtifactKind::BackendModule
-            | ArtifactKind::UiScreen => is_slug(id),
+            | ArtifactKind::UiScreen
+            | ArtifactKind::DesignProfile
+            | ArtifactKind::StackConcern
+            | ArtifactKind::TechSkill
+            | ArtifactKind::ImplementationRef
+            | ArtifactKind::ModificationRoute => is_slug(id),
             ArtifactKind::Issue => numbered("ISS-"),
             ArtifactKind::ChangeRequest => numbered("CR-"),
             ArtifactKind::BacklogItem => numbered("BI-"),

@@ -12,9 +12,14 @@ pub fn states(kind: ArtifactKind) -> &'static [&'static str] {
         ArtifactKind::ChangeRequest => &["draft", "proposed", "approved", "in-progress", "review", "done", "cancelled"],
         ArtifactKind::BacklogItem => &["planned", "in-progress", "done", "cancelled"],
         ArtifactKind::BrdRequirement => &["draft", "approved", "implemented", "deprecated"],
-        ArtifactKind::FunctionalDomain | ArtifactKind::BackendModule | ArtifactKind::UiScreen => {
-            &["draft", "active", "deprecated"]
-        }
+        ArtifactKind::FunctionalDomain
+        | ArtifactKind::BackendModule
+        | ArtifactKind::UiScreen
+        | ArtifactKind::DesignProfile
+        | ArtifactKind::StackConcern
+        | ArtifactKind::TechSkill
+        | ArtifactKind::ImplementationRef
+        | ArtifactKind::ModificationRoute => &["draft", "active", "deprecated"],
         ArtifactKind::ResearchNote => &["draft", "published", "archived"],
         ArtifactKind::Devlog => &["recorded", "archived"],
     }
@@ -69,7 +74,14 @@ pub fn can_transition(kind: ArtifactKind, from: &str, to: &str) -> bool {
                 | ("approved", "implemented")
                 | ("approved" | "implemented", "deprecated")
         ),
-        K::FunctionalDomain | K::BackendModule | K::UiScreen => {
+        K::FunctionalDomain
+        | K::BackendModule
+        | K::UiScreen
+        | K::DesignProfile
+        | K::StackConcern
+        | K::TechSkill
+        | K::ImplementationRef
+        | K::ModificationRoute => {
             matches!((from, to), ("draft", "active") | ("active", "deprecated") | ("deprecated", "active"))
         }
         K::ResearchNote => matches!((from, to), ("draft", "published") | ("published", "archived")),

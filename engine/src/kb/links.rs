@@ -8,7 +8,9 @@
 //!   artifacts become suspect until reviewed: implementations derive from requirements, a change
 //!   request's plan derives from the requirements it references, an initiative's (backlog item)
 //!   from the change requests and requirements it links, a dependent derives from what it
-//!   depends on (a module from the modules it calls). References that only mention (research notes, devlogs) carry no suspicion.
+//!   depends on (a module from the modules it calls), an implementation reference from the
+//!   specification it implements. References that only mention (research notes, devlogs) carry
+//!   no suspicion.
 
 use super::kind::ArtifactKind;
 
@@ -70,6 +72,11 @@ pub const LINKS: &[LinkSpec] = &[
     link(K::UiScreen, "entity", K::Entity, false, None, NoFlow, NoFlow),
     link(K::ResearchNote, "entity", K::Entity, false, None, NoFlow, NoFlow),
     link(K::Devlog, "entity", K::Entity, false, None, NoFlow, NoFlow),
+    link(K::DesignProfile, "entity", K::Entity, false, None, NoFlow, NoFlow),
+    link(K::StackConcern, "entity", K::Entity, false, None, NoFlow, NoFlow),
+    link(K::TechSkill, "entity", K::Entity, false, None, NoFlow, NoFlow),
+    link(K::ImplementationRef, "entity", K::Entity, false, None, NoFlow, NoFlow),
+    link(K::ModificationRoute, "entity", K::Entity, false, None, NoFlow, NoFlow),
     // Backlog items group change requests and requirements; an initiative's plan derives from
     // them, as a change request's does from its requirements.
     link(K::BacklogItem, "linkedCrIds", K::ChangeRequest, true, Some("linkedBacklogItem"), Forward, Backward),
@@ -112,6 +119,12 @@ pub const LINKS: &[LinkSpec] = &[
     // Across entities only towards foundation or cross-cutting modules (`graph::validate`).
     link(K::BackendModule, "dependsOn", K::BackendModule, true, Some("dependedOnBy"), Forward, Backward),
     link(K::BackendModule, "dependedOnBy", K::BackendModule, true, Some("dependsOn"), Backward, Forward),
+    // Implementation references: the source paths that implement one specification. A change
+    // to the specification reaches them (impact) and makes them suspect until reviewed; no
+    // inverse, so a specification's own file does not list its implementations.
+    link(K::ImplementationRef, "functionalDomain", K::FunctionalDomain, false, None, Backward, Backward),
+    link(K::ImplementationRef, "backendModule", K::BackendModule, false, None, Backward, Backward),
+    link(K::ImplementationRef, "uiScreen", K::UiScreen, false, None, Backward, Backward),
     // Mentions: no inverse, no flow.
     link(K::Issue, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),
     link(K::ResearchNote, "relatedIssues", K::Issue, true, None, NoFlow, NoFlow),

@@ -213,6 +213,11 @@ pub struct Brief {
     pub baseline_tokens: u64,
     /// The facts of this attempt's own capsule.
     pub facts: CapsuleFacts,
+    /// For a prompt that adds a continuation status to the one its phase was planned with (a
+    /// retry): the hash of the prompt the same assembly gives without it, as its manifest
+    /// records (`continuation.basePromptHash`, which `prompt verify` recomputes). The planning
+    /// gate checks that one.
+    pub planned_as: Option<String>,
 }
 
 /// Something the edge does before it appends a dispatch, in order.
@@ -515,7 +520,8 @@ impl Cleared {
         let id = t.id();
         // The planning gate: the phase's prompts were all assembled and verified before its
         // first worker, and this prompt is the one its phase was planned with.
-        if let Some(check) = super::gates::planning_gate(g, t, &brief.prompt.prompt_hash) {
+        let planned_as = brief.planned_as.as_deref().unwrap_or(&brief.prompt.prompt_hash);
+        if let Some(check) = super::gates::planning_gate(g, t, planned_as) {
             let held = Held {
                 task: id.to_owned(),
                 blocked_by: Vec::new(),
