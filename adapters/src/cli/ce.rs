@@ -55,8 +55,8 @@ pub fn run_served(operation: Option<&str>, journal: &Journal, input: &[u8], expl
 /// The answer to a request a client could not send along (over the size limit or not UTF-8):
 /// the refusal reading it gives.
 pub fn run_served_refusal(operation: Option<&str>, input: &[u8], explain: bool) -> ExitCode {
+    // Reading it refuses it (too long, or not JSON, which is UTF-8); the fallback is for form.
     let result = request(operation, &mut &input[..], true)
-        .map(|_| Value::Null)
         .and_then(|_| Err(CeError::new(Code::InvalidRequest, "the request is not UTF-8 text")));
     answer(operation, result, explain)
 }

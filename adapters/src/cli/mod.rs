@@ -16,7 +16,7 @@ mod ce;
 mod claim;
 pub(crate) mod context;
 mod demo;
-pub(crate) mod discover;
+mod discover;
 mod eval;
 pub(crate) mod failure;
 mod hook;
@@ -385,7 +385,7 @@ pub fn main() -> ExitCode {
     }
     init_logging(cli.verbose, cli.quiet);
     // A journaled `strata ce` goes to the daemon holding that journal, with its request.
-    if let Command::Ce { journal, .. } = &cli.command
+    if let Command::Ce { journal, operation, explain } = &cli.command
         && let Some(named) = journal.clone().or_else(|| cli.dir_given.then(|| cli.dir.clone()).flatten())
         && let Some(root) = ce_workspace(&named)
         && let Some(stream) = crate::daemon::connect(&Workspace::at(&root))
@@ -404,7 +404,6 @@ pub fn main() -> ExitCode {
             .map_err(drop)
             .and_then(|t| if t.len() > strata_engine::ce::REQUEST_BYTES_MAX { Err(()) } else { Ok(t) })
         else {
-            let Command::Ce { operation, explain, .. } = &cli.command else { unreachable!() };
             return ce::run_served_refusal(operation.as_deref(), &bytes, *explain);
         };
         return match forward(stream, &root, Some(text)) {

@@ -72,7 +72,7 @@ pub fn run(
     let mut context = ContextState::default();
     catch_up_one(&mut context, journal)?;
     let profiles = preflight::run_profiles(&context.profiles)?;
-    let discovered = resolve_requests(journal, &mut plan)?;
+    let discovered = resolve_requests(journal, &graph, &mut plan)?;
     let mut facts = probe(&plan, provider.as_deref(), auto, repo.as_deref());
     facts.discovered = discovered;
     facts.prompt_tokens = prompt_tokens(journal, config, &plan, &mut graph, &context, &profiles);
@@ -96,6 +96,7 @@ pub fn run(
 /// task needs it.
 fn resolve_requests(
     journal: &Journal,
+    graph: &strata_engine::kb::graph::Graph,
     plan: &mut Plan,
 ) -> anyhow::Result<BTreeMap<String, strata_engine::workgroup::discovery::Discovered>> {
     use strata_engine::workgroup::discovery::{self, CANDIDATES_MAX, Candidate, Discovered, SPEC_KINDS};
@@ -107,7 +108,11 @@ fn resolve_requests(
     if !plan.tasks.iter().any(asking) {
         return Ok(out);
     }
-    let index = crate::cli::discover::index_at(journal, None)?;
+    // The graph the preflight loaded, with the knowledge chunks, as `strata discover` indexes them.
+    let mut knowledge = strata_engine::knowledge::state::Knowledge::default();
+    catch_up_one(&mut knowledge, journal)?;
+    let docs = strata_engine::kb::discover::documents(graph, Some(&knowledge));
+    let index = crate::discover::Discovery::build(docs, journal.head().seq)?;
     for t in plan.tasks.iter_mut().filter(|t| asking(t)) {
         let Some(request) = t.request.as_deref() else { continue };
         // A request over the index's limit is refused by the plan check; nothing to rank.
