@@ -302,6 +302,42 @@ fn never_list_holds_through_templates_globs_and_summaries() {
     assert!(s.entity("billing").unwrap().text.contains("billing-api-1"), "the unfiltered summary does list them");
 }
 
+/// One heading per section: a prompt is `# Task` over `##` sections, and no block repeats its
+/// section's heading or opens with a heading above it (the system summary's and the pipeline
+/// rules' own titles are dropped, an entity summary's title is a `###` like an artifact's).
+#[test]
+fn every_prompt_section_has_one_heading_and_no_block_heads_above_it() {
+    let kb = Kb::new();
+    let mut g = kb.g;
+    let s = Summaries::build(&mut g);
+    let head = kb.j.head();
+    let task = Task { id: "T-3".into(), objective: "Change it.".into(), plan: Some("CR-4".into()) };
+    for name in ["orchestrator", "ui-developer", "backend-developer", "reviewer"] {
+        let mut p = builtin(name);
+        p.context_profile.token_budget = 200_000;
+        let inp = Inputs::at_head(&g, &s, &p, 1, &task, &head);
+        let a = assemble(&inp, &mut TokenCounter::new(1000)).unwrap();
+        let lines: Vec<&str> = a.prompt.lines().collect();
+        let tops: Vec<&&str> = lines.iter().filter(|l| l.starts_with("# ")).collect();
+        assert_eq!(tops, [&"# Task T-3"], "{name}: one top heading, the task's");
+        let sections: Vec<&str> = lines.iter().filter(|l| l.starts_with("## ")).copied().collect();
+        let unique: std::collections::BTreeSet<&str> = sections.iter().copied().collect();
+        assert_eq!(unique.len(), sections.len(), "{name}: a section heading repeated: {sections:?}");
+        assert!(
+            sections.iter().any(|h| *h == "## System summary" || *h == "## Entity summary"),
+            "{name}: {sections:?}"
+        );
+        for (i, l) in lines.iter().enumerate().filter(|(_, l)| l.starts_with("## ")) {
+            let next = lines[i + 1..].iter().find(|x| !x.is_empty()).copied().unwrap_or("");
+            assert!(
+                !next.starts_with("# ") && !next.starts_with("## "),
+                "{name}: under {l:?} the block opens with {next:?}"
+            );
+            assert_ne!(next.trim_start_matches('#').trim(), l[3..].trim(), "{name}: {l:?} repeated by its block");
+        }
+    }
+}
+
 #[test]
 fn changed_context_supersedes_exactly_the_prompts_that_included_it() {
     let mut kb = Kb::new();

@@ -409,7 +409,7 @@ fn strata_run_and_the_simulation_record_the_same_decisions_for_one_plan_and_seed
     let tmp = tempfile::tempdir().unwrap();
     let at = tmp.path().join("example");
     let at_arg = at.display().to_string();
-    let args = ["run", "--example", "--at", &at_arg, "--provider", "sim", "--seed", "2", "--time-scale", "20"];
+    let args = ["run", "--example", "--at", &at_arg, "--provider", "sim", "--seed", "6", "--time-scale", "20"];
     let out = strata(strata_bin!(), tmp.path(), &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run = simulated_alike(&at, "cr-1-rollout");

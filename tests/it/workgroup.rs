@@ -311,7 +311,7 @@ fn a_sigkilled_coordinator_resumes_without_rerunning_completed_tasks_or_owning_a
             "--time-scale",
             "40",
             "--seed",
-            "5",
+            "3",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

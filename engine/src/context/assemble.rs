@@ -210,16 +210,21 @@ pub struct ContinuationSource {
     pub base_prompt_hash: String,
 }
 
+/// The item id of a retry's continuation status in a manifest.
+pub const CONTINUATION_ITEM: &str = "continuation:status";
+
 /// Format marker of manifests.
 pub const MANIFEST_FORMAT: &str = "strata-context-manifest/1";
 
 impl Manifest {
     /// A digest of the knowledge the prompt was assembled from: each included item with its
     /// level and content hash, in prompt order. Unlike `prompt_hash` it ignores the journal
-    /// position in the header, so it changes only when what the prompt says changes.
+    /// position in the header, so it changes only when what the prompt says changes. The
+    /// continuation status is left out: it is the task's own history from the journal, not
+    /// knowledge, so a retried task's knowledge is the same as its first attempt's.
     pub fn knowledge_digest(&self) -> String {
         let mut h = blake3::Hasher::new();
-        for i in &self.included {
+        for i in self.included.iter().filter(|i| i.item != CONTINUATION_ITEM) {
             for part in [&i.item, &i.level, &i.content_hash] {
                 h.update(part.as_bytes());
                 h.update(b"\t");
@@ -600,8 +605,26 @@ pub(super) fn render_with(
             (render(node, level), node.hash)
         }
     };
+    let text = under_its_section(r, text);
     let tokens = tc.count(&text);
     Rendered { text, tokens, content_hash }
+}
+
+/// A block as it sits under its section's `##` heading, so the prompt has one heading per
+/// section: the system summary's own `# System summary` line is dropped (the section says it),
+/// and an entity summary's `# Name (…)` title becomes a `###` heading like every artifact's.
+fn under_its_section(r: &Ref, text: String) -> String {
+    match r {
+        Ref::System => match text.strip_prefix("# System summary\n") {
+            Some(rest) => rest.to_owned(),
+            None => text,
+        },
+        Ref::Entity(_) => match text.strip_prefix("# ") {
+            Some(rest) => format!("### {rest}"),
+            None => text,
+        },
+        _ => text,
+    }
 }
 
 pub(super) fn item_id(g: &Graph, r: &Ref) -> String {
@@ -610,7 +633,7 @@ pub(super) fn item_id(g: &Graph, r: &Ref) -> String {
         Ref::System => "summary:L3".into(),
         Ref::Entity(e) => format!("summary:L2/{e}"),
         Ref::Artifact(n) => g.node(*n).key.to_string(),
-        Ref::Continuation => "continuation:status".into(),
+        Ref::Continuation => CONTINUATION_ITEM.into(),
     }
 }
 

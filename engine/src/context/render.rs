@@ -167,10 +167,34 @@ pub fn render(node: &Node, level: Level) -> String {
             }
             if !node.body.is_empty() {
                 out.push('\n');
-                out.push_str(node.body.trim_end());
+                push_demoted(&mut out, node.body.trim_end());
                 out.push('\n');
             }
             out
+        }
+    }
+}
+
+/// Appends `body` with its Markdown headings moved below the artifact's own `###` (`#` becomes
+/// `####`, down to `######`), outside fenced code, so a prompt keeps one `#` (the task) and one
+/// `##` per section.
+fn push_demoted(out: &mut String, body: &str) {
+    let mut fenced = false;
+    for (i, line) in body.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+        }
+        let hashes = line.bytes().take_while(|&b| b == b'#').count();
+        let heading = !fenced && (1..=6).contains(&hashes) && line[hashes..].starts_with(' ');
+        if heading {
+            out.push_str(&"#".repeat((hashes + 3).min(6)));
+            out.push_str(&line[hashes..]);
+        } else {
+            out.push_str(line);
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The simulated provider's model: for a task, an attempt and a mode, a seeded draw of success,
 //! latency, token usage and cost. Nothing here is measured; everything it produces is marked
-//! synthetic. The same seed, task, attempt, mode and prompt size always give the same outcome
-//! (ChaCha8 seeded from blake3 of those inputs), independent of the order tasks run in.
+//! synthetic. The same seed, workgroup, task, attempt and mode always give the same outcome
+//! (ChaCha8 seeded from blake3 of those inputs), independent of the order tasks run in; the
+//! prompt's size scales the usage but is not drawn on, so a change to how prompts are written
+//! changes what a turn costs, never whether it succeeds.
 //!
 //! The shape of the model, per mode: `local` is cheap and quick (the coordinator's own context
 //! is already warm); `resume` and the inherit modes read most of the prompt from cache; a fresh
@@ -58,14 +60,13 @@ pub struct Model {
 impl Model {
     /// The turn of `task`'s `attempt` in `mode` with a prompt of `prompt_tokens`.
     pub fn turn(&self, workgroup: &str, task: &str, attempt: u32, mode: Mode, prompt_tokens: u64) -> Turn {
-        let mut h = blake3::Hasher::new_derive_key("strata sim provider v1");
+        let mut h = blake3::Hasher::new_derive_key("strata sim provider v2");
         h.update(&self.seed.to_le_bytes());
         for part in [workgroup, task, mode.as_str()] {
             h.update(&(part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         }
         h.update(&attempt.to_le_bytes());
-        h.update(&prompt_tokens.to_le_bytes());
         let mut rng = ChaCha8Rng::from_seed(*h.finalize().as_bytes());
         let fail_per_mille = if attempt <= 1 { FIRST_FAILURE_PER_MILLE } else { RETRY_FAILURE_PER_MILLE };
         let succeeded = rng.next_u32() % 1000 >= fail_per_mille;
