@@ -39,6 +39,9 @@ pub enum HarnessError {
         "[STRATA-E2313] the shared journal could not be read before answering ({0}); nothing was appended; check that its database is reachable, then retry the call"
     )]
     Refresh(String),
+    /// A `suggest_for` text could not be ranked (no searchable word, too long).
+    #[error(transparent)]
+    Suggest(#[from] crate::discover::DiscoverError),
     /// A `get_context` request was refused (and recorded), malformed, or not recorded.
     #[error(transparent)]
     Context(#[from] crate::app::fetch::FetchFailed),
@@ -67,6 +70,12 @@ pub struct GetArgs {
     /// Token cap of the answer (default 20000); chunks beyond it are listed as omitted.
     #[serde(default)]
     pub max_tokens: Option<u32>,
+    /// A task text ("multi-currency rounding is wrong on invoices"): the answer also suggests
+    /// concerns for it (`suggested`), ranked by a full-text match of the chunks that carry them
+    /// and apply to the project. With no concerns given, the call only suggests: nothing is
+    /// served or recorded.
+    #[serde(default)]
+    pub suggest_for: Option<String>,
     /// Retrying with the same key records the serve once and answers with the first serve's
     /// chunks (duplicate: true), even if the knowledge changed since.
     #[serde(default)]
@@ -95,7 +104,7 @@ pub struct ChunkOut {
 }
 
 /// `get_knowledge` result.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
 pub struct GetResult {
     /// Matching chunks, by slug.
     pub chunks: Vec<ChunkOut>,
@@ -109,6 +118,23 @@ pub struct GetResult {
     /// recorded then, and nothing new was recorded.
     #[serde(default)]
     pub duplicate: bool,
+    /// Concerns suggested for `suggest_for`, best first (empty without it); the concerns asked
+    /// for are not repeated.
+    #[serde(default)]
+    pub suggested: Vec<SuggestedOut>,
+}
+
+/// One concern suggested for a task text.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, JsonSchema)]
+pub struct SuggestedOut {
+    /// The concern (pass it in `concerns` to be served its chunks).
+    pub concern: String,
+    /// Summed BM25 score of the chunks that suggest it, four decimals.
+    pub score: f64,
+    /// Those chunks, best first (at most five).
+    pub chunks: Vec<String>,
+    /// The words of the text they matched.
+    pub matched: Vec<String>,
 }
 
 /// One catalogue line.
@@ -288,6 +314,8 @@ pub struct ContextResult {
 struct Cached {
     k: Knowledge,
     seq: u64,
+    /// The full-text index of the live chunks, and the position it was built at.
+    chunks: Option<(u64, crate::discover::Discovery)>,
 }
 
 /// The harness over one journal.
@@ -308,7 +336,7 @@ impl Harness {
         let seq = journal.head().seq;
         Ok(Arc::new(Harness {
             journal,
-            state: Mutex::new(Cached { k, seq }),
+            state: Mutex::new(Cached { k, seq, chunks: None }),
             in_flight: Arc::new(InFlight::default()),
             closing: AtomicBool::new(false),
             positions: crate::app::fetch::PositionCache::default(),
@@ -365,6 +393,33 @@ impl Harness {
         Ok(f(&st.k))
     }
 
+    /// The concerns suggested for `text` at the head ([`strata_engine::knowledge::suggest`]),
+    /// from a full-text index of the live chunks built once per journal position.
+    fn suggest(&self, text: &str, project: Option<&str>, asked: &[String]) -> Result<Vec<SuggestedOut>, HarnessError> {
+        use strata_engine::knowledge::suggest::{ChunkHit, concerns};
+        self.read(|_| ())?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let seq = st.seq;
+        if st.chunks.as_ref().is_none_or(|(at, _)| *at != seq) {
+            let docs = strata_engine::kb::discover::documents(&strata_engine::kb::graph::Graph::new(), Some(&st.k));
+            st.chunks = Some((seq, crate::discover::Discovery::build(docs, seq)?));
+        }
+        let Cached { k, chunks, .. } = &*st;
+        let Some((_, index)) = chunks else { return Ok(Vec::new()) };
+        let hits = index.search(text, crate::discover::RESULTS_MAX, &["chunk"])?;
+        let hits: Vec<ChunkHit<'_>> =
+            hits.iter().map(|h| ChunkHit { slug: &h.id, score: h.score, matched: &h.matched }).collect();
+        Ok(concerns(k, project, asked, &hits)?
+            .into_iter()
+            .map(|s| SuggestedOut {
+                concern: s.concern,
+                score: (s.score * 10_000.0).round() / 10_000.0,
+                chunks: s.chunks,
+                matched: s.matched,
+            })
+            .collect())
+    }
+
     async fn append(&self, a: StreamAppend) -> Result<Logged, HarnessError> {
         self.append_counted(a, false).await
     }
@@ -396,6 +451,20 @@ impl Harness {
     /// `get_knowledge`.
     pub async fn get_knowledge(&self, a: GetArgs) -> Result<GetResult, HarnessError> {
         self.refresh().await?;
+        let suggested = match &a.suggest_for {
+            Some(text) => self.suggest(text, a.project.as_deref(), &a.concerns)?,
+            None => Vec::new(),
+        };
+        if a.concerns.is_empty() && a.suggest_for.is_some() {
+            return Ok(GetResult {
+                chunks: Vec::new(),
+                omitted: Vec::new(),
+                total_tokens: 0,
+                logged_at: 0,
+                duplicate: false,
+                suggested,
+            });
+        }
         let req = Request { concerns: a.concerns, project: a.project, max_tokens: a.max_tokens.map(|t| t as usize) };
         let (mut result, append) = self.read(|k| {
             let (answer, append) = decide::serve(
@@ -423,7 +492,14 @@ impl Harness {
                 .collect();
             let omitted = answer.omitted.iter().map(ToString::to_string).collect();
             Ok::<_, HarnessError>((
-                GetResult { chunks, omitted, total_tokens: answer.total_tokens, logged_at: 0, duplicate: false },
+                GetResult {
+                    chunks,
+                    omitted,
+                    total_tokens: answer.total_tokens,
+                    logged_at: 0,
+                    duplicate: false,
+                    suggested,
+                },
                 append,
             ))
         })??;

@@ -18,7 +18,8 @@ use crate::harness::{
 /// What the server tells clients at `initialize`.
 pub const INSTRUCTIONS: &str = "strata's Knowledge API. Call list_knowledge to see the concern \
 vocabulary, projects and chunks; start_session once per task; get_knowledge(concerns, project, \
-session) for the chunks that apply; log_learning / log_decision as you work; log_outcome at the \
+session) for the chunks that apply (suggest_for: \"task text\" with no concerns suggests which \
+concerns to ask for); log_learning / log_decision as you work; log_outcome at the \
 end; get_context(task, item, reason) for an item your prompt lists under \"On demand\". Every call is \
 recorded in the journal; pass idempotency_key when you may retry.";
 
@@ -40,7 +41,10 @@ impl KnowledgeServer {
 impl KnowledgeServer {
     #[tool(description = "Knowledge chunks whose concerns overlap the given ones and whose \
 project scope holds the project or is shared (empty). Sorted by slug; capped at max_tokens \
-(default 20000). The serve is recorded with each chunk's version, hash and tokens.")]
+(default 20000). The serve is recorded with each chunk's version, hash and tokens. Give \
+suggest_for (a task text) to also get the concerns suggested for it, ranked by a full-text match of \
+the chunks that carry them; with suggest_for and no concerns the call only suggests and records \
+nothing.")]
     async fn get_knowledge(&self, Parameters(a): Parameters<GetArgs>) -> Result<Json<GetResult>, String> {
         self.harness.get_knowledge(a).await.map(Json).map_err(|e| e.to_string())
     }

@@ -606,3 +606,79 @@ fn mcp_inspector_lists_and_calls_tools() {
     assert_eq!(code, Some(5), "{out}{err}");
     assert!(out.contains("STRATA-E1001"), "{out}");
 }
+
+/// `get_knowledge` suggests concerns for a task text: ranked from the chunks that match it and
+/// apply to the project, without the concerns already asked for; a call that only suggests
+/// serves and records nothing; a text with no searchable word is refused.
+#[test]
+fn get_knowledge_suggests_concerns_for_a_task_text_and_a_suggestion_alone_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = example_workspace(tmp.path());
+    let text = "totals across currencies are summed with the wrong daily rate";
+    let head = |ws: &Path| {
+        let j = Journal::open(&ws.join(".strata/journal"), &options(Durability::Process)).unwrap();
+        let h = j.head().seq;
+        j.close_blocking().unwrap();
+        h
+    };
+    let before = head(&ws);
+    let (scoped, shared, served) = rt().block_on(async {
+        let c = client(&ws).await;
+        let scoped =
+            ok(&c, "get_knowledge", serde_json::json!({"concerns": [], "project": "way2save", "suggest_for": text}))
+                .await;
+        let shared = ok(&c, "get_knowledge", serde_json::json!({"concerns": [], "suggest_for": text})).await;
+        let served = ok(
+            &c,
+            "get_knowledge",
+            serde_json::json!({"concerns": ["multicurrency"], "project": "way2save", "suggest_for": text}),
+        )
+        .await;
+        let bad = refused(&c, "get_knowledge", serde_json::json!({"concerns": [], "suggest_for": "the and of"})).await;
+        assert!(bad.contains("STRATA-E2500"), "{bad}");
+        let unknown =
+            refused(&c, "get_knowledge", serde_json::json!({"concerns": [], "project": "nope", "suggest_for": text}))
+                .await;
+        assert!(unknown.contains("STRATA-E1003"), "{unknown}");
+        c.cancel().await.unwrap();
+        (scoped, shared, served)
+    });
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["suggested"].as_array().unwrap().iter().map(|s| s["concern"].as_str().unwrap().to_owned()).collect()
+    };
+    // The project's multi-currency chunk suggests its concerns, with the words it matched.
+    let multi = scoped["suggested"].as_array().unwrap().iter().find(|s| s["concern"] == "multicurrency");
+    let multi = multi.unwrap_or_else(|| panic!("multicurrency suggested for way2save: {scoped}"));
+    assert!(multi["chunks"].as_array().unwrap().iter().any(|c| c == "way2save-multicurrency"), "{multi}");
+    let matched: Vec<&str> = multi["matched"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(matched.contains(&"currencies") && matched.contains(&"daily"), "{matched:?}");
+    // Best first, ties by name.
+    let scores: Vec<(f64, String)> = scoped["suggested"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["score"].as_f64().unwrap(), s["concern"].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0].0 > w[1].0 || (w[0].0 == w[1].0 && w[0].1 < w[1].1)), "{scores:?}");
+    // The chunk is scoped to way2save: without the project it suggests nothing.
+    assert!(!names(&shared).contains(&"multicurrency".to_owned()), "{shared}");
+    assert!(scoped["chunks"].as_array().unwrap().is_empty() && scoped["logged_at"] == 0, "{scoped}");
+    // With concerns, the serve happens as always and the asked concern is not suggested again.
+    assert!(served["chunks"].as_array().unwrap().iter().any(|c| c["slug"] == "way2save-multicurrency"));
+    assert!(!names(&served).contains(&"multicurrency".to_owned()), "{served}");
+    assert_eq!(
+        names(&served),
+        names(&scoped).into_iter().filter(|c| c != "multicurrency").collect::<Vec<_>>(),
+        "the same ranking less what was asked"
+    );
+    // Only the call with concerns was recorded.
+    let ev = events_of(&ws, &["knowledge.served"]);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert!(ev.keys().all(|&s| s > before));
+    assert_eq!(head(&ws), before + 1);
+    // The CLI says the same.
+    let out = strata_ok(BIN, &ws, &["--json", "knowledge", "get", "--project", "way2save", "--suggest-for", text]);
+    let cli: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cli["suggested"], scoped["suggested"]);
+    assert_eq!(head(&ws), before + 1, "a suggestion through the CLI records nothing either");
+}

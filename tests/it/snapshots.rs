@@ -174,10 +174,15 @@ fn dir_bytes(dir: &Path) -> u64 {
     total
 }
 
-/// Disk growth: 30 one-file intakes through the real binary. The bound is what BENCHMARKS.md
+/// Disk growth: 30 one-file intakes through the real binary. The bounds are what BENCHMARKS.md
 /// states: the workspace on disk stays within 3× the live data (the journal's export) plus 8 MiB
-/// (sled's preallocated segments), and the 30 intakes together add at most 4 MiB. Before chunked
-/// snapshots every intake added a whole graph snapshot (about 4 MB at seed scale): 131 MB.
+/// (sled's preallocated segments); the snapshot chunks strata writes grow by at most 1 MiB (an
+/// edit rewrites only the chunks it changed); and the whole workspace by at most 8 MiB. The last
+/// bound is loose because sled stores a large tree node as a blob file of its own (the journal's
+/// tail leaf is about 370 KB at seed scale), writes the node again when it consolidates it, and
+/// deletes the old file only when it reclaims its segment, at times strata does not choose: runs
+/// have grown by 1 to 4.6 MB. Before chunked snapshots every intake added a whole graph snapshot
+/// (about 4 MB at seed scale): 131 MB.
 #[test]
 fn disk_after_one_file_intakes_is_bounded_by_live_data() {
     let tmp = tempfile::tempdir().unwrap();
@@ -196,7 +201,9 @@ fn disk_after_one_file_intakes_is_bounded_by_live_data() {
         }
     }
     let file = file.expect("a requirement file in the fixture");
+    let chunks = ws.join(".strata/journal/snapshot-chunks");
     let first = dir_bytes(&ws) - dir_bytes(&kb);
+    let first_chunks = dir_bytes(&chunks);
     for n in 0..30 {
         let mut text = std::fs::read_to_string(&file).unwrap();
         text.push_str(&format!("\nEdit number {n}.\n"));
@@ -209,7 +216,9 @@ fn disk_after_one_file_intakes_is_bounded_by_live_data() {
     let disk = dir_bytes(&ws) - dir_bytes(&kb);
     let bound = 3 * live + 8 * 1024 * 1024;
     assert!(disk <= bound, "{disk} bytes on disk for {live} bytes of live data (bound {bound})");
-    assert!(disk <= first + 4 * 1024 * 1024, "30 one-file intakes took the disk from {first} to {disk} bytes");
+    let grown_chunks = dir_bytes(&chunks).saturating_sub(first_chunks);
+    assert!(grown_chunks <= 1024 * 1024, "30 one-file intakes added {grown_chunks} bytes of snapshot chunks");
+    assert!(disk <= first + 8 * 1024 * 1024, "30 one-file intakes took the disk from {first} to {disk} bytes");
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {

@@ -62,11 +62,15 @@ pub(crate) enum KnowledgeCommand {
         reason: Option<String>,
     },
     /// get_knowledge: chunks whose concerns overlap and whose scope holds the project or is
-    /// shared. The serve is recorded.
+    /// shared. The serve is recorded. With `--suggest-for TEXT`, also the concerns suggested for
+    /// that task text; with it and no `--concern`, only the suggestions (nothing recorded).
     Get {
         /// Concerns (repeatable).
-        #[arg(long = "concern", required = true)]
+        #[arg(long = "concern", required_unless_present = "suggest_for")]
         concerns: Vec<String>,
+        /// A task text to suggest concerns for ("multi-currency rounding is wrong on invoices").
+        #[arg(long)]
+        suggest_for: Option<String>,
         /// Project (omit: shared chunks only).
         #[arg(long)]
         project: Option<String>,
@@ -285,7 +289,8 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             }
             ExitCode::SUCCESS
         }
-        KnowledgeCommand::Get { concerns, project, session, task_context, max_tokens, key } => {
+        KnowledgeCommand::Get { concerns, suggest_for, project, session, task_context, max_tokens, key } => {
+            let only_suggest = concerns.is_empty();
             let r = rt.block_on(h.get_knowledge(GetArgs {
                 concerns,
                 project,
@@ -293,9 +298,12 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                 task_context,
                 max_tokens,
                 idempotency_key: key,
+                suggest_for,
             }))?;
             if json {
                 outln!("{}", serde_json::to_string(&r)?);
+            } else if only_suggest {
+                print_suggested(&r.suggested);
             } else {
                 for c in &r.chunks {
                     let scope =
@@ -320,6 +328,9 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                 );
                 if !r.omitted.is_empty() {
                     outln!("left out by the token cap: {}", r.omitted.join(", "));
+                }
+                if !r.suggested.is_empty() {
+                    print_suggested(&r.suggested);
                 }
             }
             ExitCode::SUCCESS
@@ -551,6 +562,23 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
     if let Some((p, x)) = custom {
         show("your proposal", p, x);
     }
+}
+
+fn print_suggested(suggested: &[crate::harness::SuggestedOut]) {
+    if suggested.is_empty() {
+        outln!("no concern suggested: no live chunk that applies matches the text");
+        return;
+    }
+    let mut t = Table::new(&["CONCERN", "SCORE", "CHUNKS", "MATCHED"]);
+    for s in suggested {
+        t.row(vec![s.concern.clone(), format!("{:.4}", s.score), s.chunks.join(","), s.matched.join(" ")]);
+    }
+    out!("{}", t.render());
+    let n = suggested.len();
+    outln!(
+        "{n} suggested {} (pass one with --concern to be served its chunks)",
+        if n == 1 { "concern" } else { "concerns" }
+    );
 }
 
 fn example(out: &Path, json: bool) -> anyhow::Result<ExitCode> {

@@ -323,20 +323,7 @@ mod tests {
     use strata_journal::{Journal, projection::catch_up_one};
 
     use super::*;
-
-    struct Fixed(u128);
-    impl Ids for Fixed {
-        fn next_id(&mut self) -> uuid::Uuid {
-            self.0 += 1;
-            uuid::Uuid::from_u128(self.0)
-        }
-    }
-    struct Zero;
-    impl Clock for Zero {
-        fn now_ns(&self) -> i64 {
-            0
-        }
-    }
+    use crate::ports::{CountingIds, FixedClock};
 
     fn apply(j: &Journal, a: Option<StreamAppend>) -> Ledger {
         if let Some(a) = a {
@@ -354,7 +341,7 @@ mod tests {
     #[test]
     fn two_sessions_never_own_one_path_and_a_release_frees_it() {
         let j = Journal::in_memory("strata.test/interactive").unwrap();
-        let (mut ids, clock) = (Fixed(0), Zero);
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
         let a = session_lineage("A");
         let b = session_lineage("B");
         let l = apply(&j, claim(&Ledger::default(), &a, &s(&["src/lib.rs", "docs"]), &mut ids, &clock).unwrap().append);
@@ -383,7 +370,7 @@ mod tests {
     #[test]
     fn a_worker_s_paths_are_never_released_here_and_bad_input_is_refused() {
         let j = Journal::in_memory("strata.test/interactive").unwrap();
-        let (mut ids, clock) = (Fixed(0), Zero);
+        let (mut ids, clock) = (CountingIds::new(1), FixedClock(0));
         let l = apply(&j, claim(&Ledger::default(), "wg/WG-1/T1", &s(&["src"]), &mut ids, &clock).unwrap().append);
         assert!(matches!(release(&l, None, &s(&["src/a.rs"]), &mut ids, &clock), Err(ClaimError::Worker { .. })));
         assert!(matches!(release(&l, None, &s(&["src"]), &mut ids, &clock), Err(ClaimError::Worker { .. })));

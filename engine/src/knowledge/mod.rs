@@ -9,6 +9,7 @@
 //! * [`insights`]: merge, removal, review and bundle candidates, and proposal replay.
 //! * [`steering`]: existing steering files (AGENTS.md, CLAUDE.md, Cursor rules, Kiro steering)
 //!   as chunks, for `strata knowledge import`.
+//! * [`suggest`]: concerns suggested for a task text, from a full-text ranking of the chunks.
 //! * [`fixture`]: the bundled example catalogue and a generator of large ones.
 //!
 //! Query semantics are the seed's, exactly: a chunk is served when its concerns overlap the
@@ -21,6 +22,7 @@ pub mod fixture;
 pub mod insights;
 pub mod state;
 pub mod steering;
+pub mod suggest;
 
 /// Why a knowledge request was refused; every message names the input, the rule and the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
