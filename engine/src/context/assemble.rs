@@ -615,7 +615,7 @@ pub(super) fn render_with(
 /// and an entity summary's `# Name (…)` title becomes a `###` heading like every artifact's.
 fn under_its_section(r: &Ref, text: String) -> String {
     match r {
-        Ref::System => match text.strip_prefix("# System summary\n") {
+        Ref::System => match text.strip_prefix(super::summary::SYSTEM_HEADING) {
             Some(rest) => rest.to_owned(),
             None => text,
         },

@@ -404,6 +404,9 @@ fn system_of(g: &Graph, lines: Vec<&Summary>) -> Summary {
     Summary { level: "L3", entity: String::new(), hash, text, sources }
 }
 
+/// The first line of the system summary's text (a prompt drops it: its section says the same).
+pub(super) const SYSTEM_HEADING: &str = "# System summary\n";
+
 /// The system summary's text from `(entity, L3 line)` pairs, and its hash.
 fn system_text(g: &Graph, mut lines: Vec<(&str, &str)>) -> (String, Hash) {
     lines.sort_by_key(|(e, _)| (tier_rank(g, e), e.to_string()));
@@ -414,8 +417,9 @@ fn system_text(g: &Graph, mut lines: Vec<(&str, &str)>) -> (String, Hash) {
         tiers.entry(r).or_insert((name, 0)).1 += 1;
     }
     let counts: Vec<String> = tiers.values().map(|(t, n)| format!("{n} {t}")).collect();
-    let mut text = format!(
-        "# System summary\n{} entities ({}). Line: id (tier, state): counts of domains, modules, screens, requirements; CR = change requests in flight/done; iss = open issues.\n",
+    let mut text = SYSTEM_HEADING.to_owned();
+    text += &format!(
+        "{} entities ({}). Line: id (tier, state): counts of domains, modules, screens, requirements; CR = change requests in flight/done; iss = open issues.\n",
         lines.len(),
         counts.join(", ")
     );
