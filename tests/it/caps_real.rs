@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use strata_adapters::coordinator::git::worktree_path;
 use strata_tests::fake_model::{FakeModel, Turn, Usage};
-use strata_tests::real_cli::{self, CLAUDE_VAR, CODEX_VAR, Scratch};
+use strata_tests::real_cli::{self, Scratch};
 use strata_tests::{git, run_setting, strata_bin};
 
 fn plan(provider: &str, caps: &str) -> String {
@@ -49,15 +49,7 @@ fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) 
     let top = std::fs::canonicalize(&ws).expect("the workspace");
     let fake = FakeModel::start(turns(&top)).expect("fake model");
     let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan_path, &repo, &scratch, &fake);
-    if provider == "claude" {
-        let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
-        cmd.env("STRATA_CLAUDE", claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
-    } else {
-        let codex = real_cli::cli_path(CODEX_VAR).unwrap_or_else(|e| panic!("{e}"));
-        cmd.env("STRATA_CODEX", codex)
-            .env("STRATA_CODEX_MODEL", real_cli::CODEX_MODEL)
-            .env("STRATA_CODEX_BASE_URL", format!("{}/v1", fake.base_url()));
-    }
+    cmd.envs(real_cli::worker_env_vars(provider, &fake).unwrap_or_else(|e| panic!("{e}")));
     let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
     let code = out.status.and_then(|s| s.code());
     Ran { _fake: fake, ws, repo, code, described: out.describe(), _scratch: scratch }

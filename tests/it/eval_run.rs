@@ -1,6 +1,6 @@
 //! `strata eval run`, the paired measurement runner, through the whole chain it feeds: run →
-//! pairs → `eval sign` → `eval promote`. With real Claude Code workers against the fake model
-//! server the pairs are measured and the promotion decision is recorded in the journal (the
+//! pairs → `eval sign` → `eval promote`. With real Claude Code or Codex workers against the fake
+//! model server the pairs are measured and the promotion decision is recorded in the journal (the
 //! run's consumption and the rollout's stage decision); on the simulated provider the same
 //! chain is refused as synthetic and records nothing.
 
@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 use strata_tests::eval::{measured_corpus, promote_args, write_json};
 use strata_tests::fake_model::{FakeModel, Turn};
-use strata_tests::real_cli::{self, CLAUDE_VAR, Scratch};
+use strata_tests::real_cli::{self, Scratch};
 use strata_tests::{strata, strata_bin, strata_ok};
 
 const RUNTIME: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -22,30 +22,31 @@ fn event_types(ws: &Path) -> Vec<String> {
     v.as_array().expect("events").iter().filter_map(|e| e["type"].as_str().map(str::to_owned)).collect()
 }
 
+/// `eval sign` over `pairs` with `key`, for candidate `cand-1` on [`RUNTIME`].
+fn sign_args<'a>(pairs: &'a str, key: &'a str) -> Vec<&'a str> {
+    vec![
+        "eval",
+        "sign",
+        "--pairs",
+        pairs,
+        "--key",
+        key,
+        "--key-id",
+        "measurement-key-lab",
+        "--candidate-version",
+        "cand-1",
+        "--runtime-digest",
+        RUNTIME,
+    ]
+}
+
 /// Keygen, trusted keys and `eval sign` over `pairs`; the envelope and keys files.
 fn sign(dir: &Path, pairs: &str) -> (Value, String, String) {
     let key = dir.join("lab.pem").display().to_string();
     strata_ok(strata_bin!(), dir, &["eval", "keygen", "--key-id", "measurement-key-lab", "--out", &key]);
     let public = std::fs::read_to_string(format!("{key}.pub")).expect("public key");
     let keys = write_json(dir, "keys.json", &serde_json::json!({"measurement-key-lab": public}));
-    let envelope = strata_ok(
-        strata_bin!(),
-        dir,
-        &[
-            "eval",
-            "sign",
-            "--pairs",
-            pairs,
-            "--key",
-            &key,
-            "--key-id",
-            "measurement-key-lab",
-            "--candidate-version",
-            "cand-1",
-            "--runtime-digest",
-            RUNTIME,
-        ],
-    );
+    let envelope = strata_ok(strata_bin!(), dir, &sign_args(pairs, &key));
     let envelope: Value = serde_json::from_str(&envelope).expect("envelope JSON");
     let file = write_json(dir, "envelope.json", &envelope);
     (envelope, file, keys)
@@ -166,10 +167,10 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     assert_eq!(event_types(&ws), before, "a refused evaluation recorded something");
 }
 
-#[test]
-#[ignore = "needs the claude CLI from npm; CI runs it"]
-fn with_real_claude_workers_the_chain_runs_to_a_promotion_decision_recorded_in_the_journal() {
-    let claude = real_cli::cli_path(CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+/// The chain with real `provider` workers (`claude` or `codex`) against the fake model server:
+/// a rollout at shadow, `eval run` on five tasks (one per stratum), `eval sign`, then `eval
+/// promote --rollout`, whose decision is recorded in the journal.
+fn real_chain(provider: &str) {
     let scratch = Scratch::new().expect("scratch");
     let dir = scratch.root().to_path_buf();
     let ws = dir.join("ws");
@@ -198,10 +199,10 @@ fn with_real_claude_workers_the_chain_runs_to_a_promotion_decision_recorded_in_t
 
     let fake = FakeModel::start(vec![Turn::text("Done.").sticky()]).expect("fake model");
     let mut cmd = Command::new(strata_bin!());
-    cmd.arg("--dir").arg(&ws).args(eval_run_args(&corpus, &pairs, "claude", "5"));
+    cmd.arg("--dir").arg(&ws).args(eval_run_args(&corpus, &pairs, provider, "5"));
     cmd.env_clear();
     cmd.envs(real_cli::base_env_vars(&scratch).into_iter().chain(real_cli::claude_env_vars(&fake)));
-    cmd.env("STRATA_CLAUDE", &claude).env("STRATA_CLAUDE_MODEL", real_cli::CLAUDE_MODEL);
+    cmd.envs(real_cli::worker_env_vars(provider, &fake).unwrap_or_else(|e| panic!("{e}")));
     let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(900)).expect("strata eval run");
     assert_eq!(out.status.and_then(|s| s.code()), Some(0), "{}", out.describe());
     let summary: Value =
@@ -239,6 +240,18 @@ fn with_real_claude_workers_the_chain_runs_to_a_promotion_decision_recorded_in_t
     let status: Value = serde_json::from_str(&status).unwrap();
     assert_eq!(status[0]["stage"], "off", "{status}");
     assert_eq!(status[0]["runs"], serde_json::json!([envelope["measurement_run_id"]]), "{status}");
+}
+
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn with_real_claude_workers_the_chain_runs_to_a_promotion_decision_recorded_in_the_journal() {
+    real_chain("claude");
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn with_real_codex_workers_the_chain_runs_to_a_promotion_decision_recorded_in_the_journal() {
+    real_chain("codex");
 }
 
 /// The measurement reads each figure from the event that carries it: the provider's session

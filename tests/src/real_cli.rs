@@ -563,6 +563,25 @@ pub fn write_script(dir: &Path, name: &str, body: &str) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The variables that make strata's `provider` workers (`claude` or `codex`) the real CLIs
+/// [`CLAUDE_VAR`] or [`CODEX_VAR`] names, on the pinned model, talking to `fake`: for a command
+/// built by [`strata_run`] or with [`base_env_vars`] and [`claude_env_vars`].
+pub fn worker_env_vars(provider: &str, fake: &FakeModel) -> Result<Vec<(String, String)>, String> {
+    let at = |p: PathBuf| p.display().to_string();
+    Ok(match provider {
+        "claude" => vec![
+            ("STRATA_CLAUDE".to_owned(), at(cli_path(CLAUDE_VAR)?)),
+            ("STRATA_CLAUDE_MODEL".to_owned(), CLAUDE_MODEL.to_owned()),
+        ],
+        "codex" => vec![
+            ("STRATA_CODEX".to_owned(), at(cli_path(CODEX_VAR)?)),
+            ("STRATA_CODEX_MODEL".to_owned(), CODEX_MODEL.to_owned()),
+            ("STRATA_CODEX_BASE_URL".to_owned(), format!("{}/v1", fake.base_url())),
+        ],
+        other => return Err(format!("provider {other:?}: the real CLIs are claude and codex")),
+    })
+}
+
 /// `strata --dir WS run PLAN --repo REPO` with nothing of this process's environment but the
 /// scratch's base variables and `fake`'s Claude Code ones: a real run's command, to which a test
 /// adds the CLIs it runs.
