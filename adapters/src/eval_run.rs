@@ -17,6 +17,9 @@
 //! | `rework` | the largest `outcome.rework_rounds` |
 //! | `findings` | every path of a `task.write-violation`, severity high |
 //!
+//! The document states its basis (`cost_basis`: `tokens` or `amount`), so a reader of the pairs
+//! can tell billed tokens from micro-units.
+//!
 //! Provenance: a pair is `measured` (empirical, authorised) only when neither arm's journal
 //! holds a simulated usage report; on the simulated provider every pair is `synthetic`, so
 //! `eval sign` says `promotion_authorized: false` and `eval promote` refuses it.
@@ -34,7 +37,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::{Value, json};
 use strata_engine::promotion::corpus::{self, Corpus, Task};
-use strata_engine::promotion::pairs::{self, ArmDoc, CorpusRef, FindingDoc, PairDoc, PairsDoc, Provenance};
+use strata_engine::promotion::pairs::{self, ArmDoc, CorpusRef, CostBasis, FindingDoc, PairDoc, PairsDoc, Provenance};
 use strata_engine::telemetry::events as tel;
 use strata_engine::workgroup::events as wg;
 use strata_engine::workgroup::plan::{self, OBJECTIVE_BYTES_MAX};
@@ -526,6 +529,10 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
     }
     let c = corpus::parse(corpus_value).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
     let chosen = choose(&c, &args.only, args.tasks)?;
+    // clap has already held --cost-basis to these names.
+    let basis = CostBasis::parse(&args.cost_basis).ok_or_else(|| {
+        anyhow::anyhow!("[STRATA-E2206] --cost-basis {:?}: one of {}", args.cost_basis, CostBasis::NAMES.join(", "))
+    })?;
     let exe = std::env::current_exe().context("[STRATA-E2204] cannot find strata's own executable to run the arms")?;
     let root = arms_root(dir, &c);
     let n = chosen.len();
@@ -538,7 +545,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         let mut arms = Vec::new();
         for (arm, policy) in [("baseline", &baseline), ("candidate", &candidate)] {
             errln!("[{}/{n}] {} under the {arm} policy ({}) on {}", i + 1, t.id, policy.name, args.provider);
-            arms.push(run_arm(&exe, &at.join(arm), t, arm, policy, &args.provider, seed, &args.cost_basis)?);
+            arms.push(run_arm(&exe, &at.join(arm), t, arm, policy, &args.provider, seed, basis.as_str())?);
         }
         let row = json!({
             "task_id": t.id, "stratum": t.stratum, "dir": at.display().to_string(),
@@ -564,6 +571,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
     let doc = PairsDoc {
         schema: pairs::SCHEMA.to_owned(),
         corpus: CorpusRef { name: c.name.clone(), version: c.version.clone(), digest: report.digest.clone() },
+        cost_basis: Some(basis),
         pairs: pairs_out,
     };
     let text = serde_json::to_string_pretty(&doc)?;
@@ -581,7 +589,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         "baseline": baseline.name,
         "candidate": candidate.name,
         "provider": args.provider,
-        "cost_basis": args.cost_basis,
+        "cost_basis": basis.as_str(),
         "provenance": if synthetic { "synthetic" } else { "measured" },
         "pairs": doc.pairs.len(),
         "unmeasured": unmeasured,
@@ -610,10 +618,14 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         }
         out!("{}", table.render());
         outln!(
-            "wrote {} pairs ({}, cost in {}) to {}",
+            "wrote {} pairs ({}, cost_basis {}: cost in {}) to {}",
             doc.pairs.len(),
             if synthetic { "synthetic" } else { "measured" },
-            args.cost_basis,
+            basis.as_str(),
+            match basis {
+                CostBasis::Tokens => "billed tokens",
+                CostBasis::Amount => "billed micro-units",
+            },
             out.display()
         );
     }

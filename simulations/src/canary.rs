@@ -446,6 +446,7 @@ impl Run {
                 synthetic: true,
             },
             pairs_digest: format!("sha256:{}", "0".repeat(64)),
+            cost_basis: None,
             // The rollout fold advances past shadow only on an evaluation that names its
             // measurement run: here a simulated one, named as such, in the simulation's own
             // journal. The real promotion refuses these pairs (see `promotion`).

@@ -114,6 +114,7 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     let summary: Value = serde_json::from_str(&summary).expect("summary JSON");
     assert_eq!(summary["provenance"], "synthetic");
     assert_eq!(summary["pairs"], 5);
+    assert_eq!(summary["cost_basis"], "tokens");
     // One task of each stratum, each arm measured from its own journal's events.
     let tasks = summary["tasks"].as_array().expect("tasks");
     let strata_seen: std::collections::BTreeSet<&str> = tasks.iter().filter_map(|t| t["stratum"].as_str()).collect();
@@ -135,6 +136,8 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
         }
     }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&pairs).unwrap()).unwrap();
+    // The pairs say what their costs count.
+    assert_eq!(doc["cost_basis"], "tokens", "{doc}");
     for p in doc["pairs"].as_array().unwrap() {
         assert_eq!(
             p["provenance"],
@@ -145,6 +148,14 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     let again = tmp.path().join("again.json").display().to_string();
     strata_ok(strata_bin!(), &ws, &eval_run_args(&corpus, &again, "sim", "5"));
     assert_eq!(std::fs::read(&again).unwrap(), std::fs::read(&pairs).unwrap());
+
+    // A cost basis that is neither is refused by `eval sign` and `eval promote` alike.
+    let mut odd = doc.clone();
+    odd["cost_basis"] = serde_json::json!("dollars");
+    let odd = write_json(tmp.path(), "odd.json", &odd);
+    let out = strata(strata_bin!(), tmp.path(), &sign_args(&odd, "none.pem"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("[STRATA-E2206]") && stderr.contains("cost_basis \"dollars\""), "{stderr}");
 
     let (envelope, envelope_file, keys) = sign(tmp.path(), &pairs);
     assert_eq!(envelope["promotion_authorized"], false);
@@ -157,6 +168,7 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     let evaluation: Value = serde_json::from_slice(&out.stdout).expect("evaluation JSON");
     assert_eq!(evaluation["promote"], false);
+    assert_eq!(evaluation["cost_basis"], "tokens", "{evaluation}");
     let provenance = &evaluation["gates"][0];
     assert_eq!(
         (provenance["gate"].as_str(), provenance["verdict"].as_str()),
@@ -165,6 +177,10 @@ fn on_the_simulated_provider_the_pairs_are_synthetic_and_the_chain_is_refused() 
     );
     assert!(provenance["reason"].as_str().unwrap().contains("not measured"), "{provenance}");
     assert_eq!(event_types(&ws), before, "a refused evaluation recorded something");
+    let mut args = promote_args(&corpus, &odd, &envelope_file, &keys, "cand-1", RUNTIME);
+    args.extend(["--journal", &ws_arg]);
+    let stderr = String::from_utf8_lossy(&strata(strata_bin!(), tmp.path(), &args).stderr).into_owned();
+    assert!(stderr.contains("[STRATA-E2206]"), "{stderr}");
 }
 
 /// The chain with real `provider` workers (`claude` or `codex`) against the fake model server:
@@ -209,6 +225,7 @@ fn real_chain(provider: &str) {
         serde_json::from_str(out.stdout_lines.join("\n").trim()).unwrap_or_else(|e| panic!("{e}: {}", out.describe()));
     assert_eq!(summary["provenance"], "measured", "{summary}");
     assert_eq!(summary["pairs"], 5, "{summary}");
+    assert_eq!(summary["cost_basis"], "tokens", "{summary}");
     for t in summary["tasks"].as_array().unwrap() {
         for arm in ["baseline", "candidate"] {
             let a = &t[arm];
@@ -218,6 +235,7 @@ fn real_chain(provider: &str) {
         }
     }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&pairs).unwrap()).unwrap();
+    assert_eq!(doc["cost_basis"], "tokens", "the pairs say their costs are billed tokens: {doc}");
     assert!(doc["pairs"].as_array().unwrap().iter().all(|p| p["provenance"]["kind"] == "measured"));
 
     let (envelope, envelope_file, keys) = sign(&dir, &pairs);
@@ -232,6 +250,7 @@ fn real_chain(provider: &str) {
     // pairs are too few to promote, so the stage policy's decision is a rollback, recorded
     // with the run's consumption.
     assert_eq!(evaluation["gates"][0]["verdict"], "Pass", "{evaluation}");
+    assert_eq!(evaluation["cost_basis"], "tokens", "{evaluation}");
     assert_eq!(evaluation["promote"], false, "{evaluation}");
     assert_eq!(evaluation["action"], "rollback", "{evaluation}");
     let types = event_types(&ws);

@@ -125,7 +125,12 @@ fn the_bundled_corpus_and_the_pairs_strata_writes_match_their_schemas() {
     let pairs = serde_json::to_value(synthetic::synthesize(&parsed, &corpus::digest(&doc), 7)).unwrap();
     let errors: Vec<String> = pairs_schema.iter_errors(&pairs).map(|e| format!("{}: {e}", e.instance_path())).collect();
     assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(pairs["cost_basis"], "amount", "synthetic costs are amounts, and say so");
+    // Pairs written before the cost basis was stated are still valid.
     assert!(pairs_schema.is_valid(&strata_tests::eval::pairs_for(&doc, "measured", 40)));
+    let mut bad = pairs.clone();
+    bad["cost_basis"] = serde_json::json!("dollars");
+    assert!(!pairs_schema.is_valid(&bad));
     // Wrong instances are refused.
     let mut bad = doc.clone();
     bad["tasks"][0]["oracle"]["mode"] = serde_json::json!("teleport");

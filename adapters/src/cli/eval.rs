@@ -180,7 +180,7 @@ pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: boo
         EvalCommand::Sign { pairs, key, key_id, candidate_version, runtime_digest, run_id, measured_at } => {
             let doc = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
             let parsed =
-                strata_engine::promotion::pairs::parse(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1405] {e}"))?;
+                strata_engine::promotion::pairs::parse(&doc).map_err(|e| anyhow::anyhow!("[{}] {e}", e.code()))?;
             let text = crate::files::read_text_bounded(&key, KEY_BYTES_MAX, "measurement key")?;
             let signing = envelope::signing_key_from_pem(&text)
                 .map_err(|e| anyhow::anyhow!("[STRATA-E1406] {}: {e}", key.display()))?;
@@ -303,7 +303,7 @@ fn promote_recorded(
     journal: Option<&Path>,
     rollout_name: Option<&str>,
 ) -> anyhow::Result<promote::Document> {
-    let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
+    let fail = |e: promote::PromoteError| anyhow::anyhow!("[{}] {e}", e.code());
     let Some(dir) = journal else {
         return promote::evaluate(corpus_value, pairs_value, envelope_value, &opts, &|_| None)
             .map(|d| d.0)
@@ -329,7 +329,7 @@ fn record(
     opts: &mut Options<'_>,
     rollout_name: Option<&str>,
 ) -> anyhow::Result<promote::Document> {
-    let fail = |e: promote::PromoteError| anyhow::anyhow!("[STRATA-E1405] {e}");
+    let fail = |e: promote::PromoteError| anyhow::anyhow!("[{}] {e}", e.code());
     let refused = |e: rollout::RolloutError| anyhow::anyhow!("[STRATA-E1601] {e}");
     let mut state = Both(Ledger::default(), Rollouts::default());
     let asked_stage = opts.stage;
@@ -445,8 +445,9 @@ fn keygen(key_id: &str, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
 fn print_evaluation(doc: &promote::Document) {
     let e = &doc.evaluation;
     let kind = if doc.corpus.synthetic { ", synthetic" } else { "" };
+    let basis = doc.cost_basis.map_or("unstated", |b| b.as_str());
     outln!(
-        "evaluation {} on corpus {} {}{kind}: {} pairs",
+        "evaluation {} on corpus {} {}{kind}: {} pairs, cost basis {basis}",
         e.evaluation_id,
         doc.corpus.name,
         doc.corpus.version,

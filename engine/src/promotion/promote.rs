@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::corpus::{self, CorpusError};
 use super::envelope::{self, Expected, Trusted};
 use super::gates::{self, Evaluation, Gate, InputError, Thresholds, Verdict};
-use super::pairs::{self, PairsError};
+use super::pairs::{self, CostBasis, PairsError};
 use super::stages::{self, Action, Stage};
 
 /// The document's schema id.
@@ -35,6 +35,17 @@ pub enum PromoteError {
     /// An evaluation id that is empty, too long or holds control characters.
     #[error("evaluation id: 1 to 128 bytes, no control characters")]
     EvaluationId,
+}
+
+impl PromoteError {
+    /// The `[STRATA-E…]` code this error is reported under: the pairs' own code for a pairs
+    /// error ([`PairsError::code`]), else `STRATA-E1405`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PromoteError::Pairs(e) => e.code(),
+            _ => "STRATA-E1405",
+        }
+    }
 }
 
 /// The corpus as the evaluation names it.
@@ -61,6 +72,10 @@ pub struct Document {
     pub corpus: CorpusId,
     /// Digest of the pairs array (what the envelope signs as `corpus_digest`).
     pub pairs_digest: String,
+    /// What the pairs' costs count, as the pairs document states it (left out when it does not
+    /// say, so such an evaluation is the document it always was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_basis: Option<CostBasis>,
     /// The envelope's run, when it was trusted.
     pub measurement_run_id: Option<String>,
     /// The rollout stage evaluated for, if any.
@@ -183,6 +198,7 @@ pub fn evaluate(
             synthetic: report.synthetic,
         },
         pairs_digest,
+        cost_basis: doc.cost_basis,
         measurement_run_id,
         stage: opts.stage,
         action: opts.stage.map(|s| stages::decide(s, &evaluation)),

@@ -1,13 +1,14 @@
 //! Synthetic pairs for a corpus: a seeded cost, wall-time and quality model per routing mode, so
 //! the whole evaluation pipeline can be exercised without a provider. Every pair is marked
 //! `synthetic` (not empirical, not authorised), so the provenance gate fails and they never
-//! promote, whatever the statistical gates say.
+//! promote, whatever the statistical gates say. Its costs are amounts (micro-units), and the
+//! document says so (`cost_basis: "amount"`).
 
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
 use super::corpus::Corpus;
-use super::pairs::{ArmDoc, CorpusRef, PairDoc, PairsDoc, Provenance, SCHEMA};
+use super::pairs::{ArmDoc, CorpusRef, CostBasis, PairDoc, PairsDoc, Provenance, SCHEMA};
 
 /// Candidate-to-baseline cost and wall-time ratios by the mode the oracle expects: cheaper
 /// where routing keeps work local or reuses context, near parity for teams.
@@ -75,6 +76,8 @@ pub fn synthesize(corpus: &Corpus, corpus_digest: &str, seed: u64) -> PairsDoc {
             version: corpus.version.clone(),
             digest: corpus_digest.to_owned(),
         },
+        // The model's costs are amounts: around 0.4 currency units a baseline task.
+        cost_basis: Some(CostBasis::Amount),
         pairs,
     }
 }
