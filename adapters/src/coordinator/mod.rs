@@ -132,6 +132,10 @@ pub fn check_rollout(journal: &Journal, config: &Config, name: &str) -> anyhow::
 pub struct Measured {
     /// Coordinator time per task (dispatch plus completion handling), microseconds, sorted.
     pub overhead_us: Vec<u64>,
+    /// The same per task with the lives of its check processes added (the checks' own time,
+    /// which `overhead_us` leaves out as it leaves out the worker's), microseconds, sorted;
+    /// empty when no check ran.
+    pub with_checks_us: Vec<u64>,
     /// Wall time of the whole run, milliseconds.
     pub elapsed_ms: u64,
     /// The integration branch, when writers ran.
@@ -145,6 +149,14 @@ impl Measured {
             return None;
         }
         Some(self.overhead_us[(self.overhead_us.len() - 1) / 2])
+    }
+
+    /// Median per-task overhead with the check processes' lives counted, microseconds.
+    pub fn with_checks_p50_us(&self) -> Option<u64> {
+        if self.with_checks_us.is_empty() {
+            return None;
+        }
+        Some(self.with_checks_us[(self.with_checks_us.len() - 1) / 2])
     }
 }
 
@@ -449,14 +461,28 @@ impl<'j> Coordinator<'j> {
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
             // Per attempt closed in this run: the coordinator's time plus the runner's.
-            let runner = std::mem::take(&mut self.runner.lock().unwrap_or_else(PoisonError::into_inner).overhead);
+            let (runner, checks) = {
+                let mut shared = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
+                (std::mem::take(&mut shared.overhead), std::mem::take(&mut shared.check_processes))
+            };
             for (attempt, own) in runner {
                 if let Some(t) = self.overheads.get_mut(&attempt) {
                     *t += own;
                 }
             }
-            self.measured.overhead_us = self.overheads.values().map(|d| d.as_micros() as u64).collect();
+            let us = |d: &Duration| d.as_micros() as u64;
+            self.measured.overhead_us = self.overheads.values().map(us).collect();
             self.measured.overhead_us.sort_unstable();
+            // Only where checks ran: a run without them has one figure.
+            self.measured.with_checks_us = if checks.is_empty() {
+                Vec::new()
+            } else {
+                self.overheads
+                    .iter()
+                    .map(|(attempt, d)| us(&(*d + checks.get(attempt).copied().unwrap_or_default())))
+                    .collect()
+            };
+            self.measured.with_checks_us.sort_unstable();
             result.map(|_| self.measured.clone())
         });
         if let Some((stop, task)) = served {
@@ -1231,7 +1257,7 @@ impl<'j> Coordinator<'j> {
             None => None,
         };
         let workdir = tree.clone().unwrap_or_else(|| self.options.workspace.clone());
-        let checked = self.runtime.block_on(verify::run(verify::Run {
+        let (checked, _) = self.runtime.block_on(verify::run(verify::Run {
             workspace: &self.options.workspace,
             workdir: &workdir,
             workgroup: wg,

@@ -51,6 +51,8 @@ pub struct Setup {
 pub struct Shared {
     /// Adapter time per `(task, attempt)`: preparing the brief and recording start and end.
     pub overhead: BTreeMap<(String, u32), Duration>,
+    /// How long the check processes of `(task, attempt)` lived (not part of the overhead).
+    pub check_processes: BTreeMap<(String, u32), Duration>,
     /// Lines for the progress display.
     pub notes: Vec<String>,
     /// What stopped a worker from being recorded (the coordinator stops the run on one).
@@ -220,13 +222,16 @@ impl Runner {
                 Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief, checks).await,
                 Err(reason) => {
                     let e = ended_without_start(&task, attempt, reason);
-                    fail(&journal, &wg, &e, false).await
+                    fail(&journal, &wg, &e, false).await.map(|own| Spent { own, checks: Duration::ZERO })
                 }
             };
             let mut s = lock(&shared);
             match result {
-                Ok(own) => {
-                    s.overhead.insert((task, attempt), prep + own);
+                Ok(spent) => {
+                    if !spent.checks.is_zero() {
+                        s.check_processes.insert((task.clone(), attempt), spent.checks);
+                    }
+                    s.overhead.insert((task, attempt), prep + spent.own);
                 }
                 Err(e) => s.errors.push(format!("{task} attempt {attempt}: {e}")),
             }
@@ -339,21 +344,22 @@ struct Checks {
 
 /// Starts the worker, records its start, waits for its turn, releases it, runs the task's
 /// checks after a successful turn, and records the end (with the cap it was stopped at and the
-/// checks' results); the adapter's own time (the two appends).
+/// checks' results); the adapter's own time (the two appends, the work around the checks) and
+/// the check processes' time.
 async fn run_worker(
     journal: &Journal,
     wg: &str,
     provider: Arc<dyn Provider>,
     brief: Brief,
     checks: Option<Checks>,
-) -> Result<Duration, String> {
+) -> Result<Spent, String> {
     let (task, attempt) = (brief.task.clone(), brief.attempt);
     let started = if brief.mode == Mode::Resume { provider.resume(&brief).await } else { provider.spawn(&brief).await };
     let worker = match started {
         Ok(w) => w,
         Err(e) => {
             let e = ended_without_start(&task, attempt, format!("the worker did not start: {e}"));
-            return fail(journal, wg, &e, false).await;
+            return fail(journal, wg, &e, false).await.map(|own| Spent { own, checks: Duration::ZERO });
         }
     };
     let real = provider.name() != "sim";
@@ -386,11 +392,13 @@ async fn run_worker(
     ended.input_bytes = Some(brief.prompt.len() as u64);
     let capped =
         capped.map(|(reached, spend)| Capped { task: task.clone(), attempt, reached, caps: brief.caps, spend });
-    // The checks are strata's own work: counted in the adapter's time.
+    // What strata does around the checks (the worktree's snapshot and restore, the logs, their
+    // hashes) counts in the adapter's time; the checks' own processes are their time, as a
+    // worker's turn is its own.
     let checking = Instant::now();
-    let checked = match checks {
-        Some(c) if succeeded && capped.is_none() => Some(
-            super::verify::run(super::verify::Run {
+    let (checked, processes) = match checks {
+        Some(c) if succeeded && capped.is_none() => {
+            let (checked, processes) = super::verify::run(super::verify::Run {
                 workspace: &c.workspace,
                 workdir: &brief.workdir,
                 workgroup: wg,
@@ -399,9 +407,10 @@ async fn run_worker(
                 commands: &c.commands,
                 timeout_ms: c.timeout_ms,
             })
-            .await,
-        ),
-        _ => None,
+            .await;
+            (Some(checked), processes)
+        }
+        _ => (None, Duration::ZERO),
     };
     let record_end = decide::EndRecord {
         ended: &ended,
@@ -412,8 +421,18 @@ async fn run_worker(
         checked: checked.as_ref(),
     };
     let append = decide::worker_end(wg, &record_end, &mut V7Ids, &SystemClock).map_err(|e| e.to_string())?;
-    let checking = if checked.is_some() { checking.elapsed() } else { Duration::ZERO };
-    Ok(own + checking + record(journal, append).await?)
+    let checking = if checked.is_some() { checking.elapsed().saturating_sub(processes) } else { Duration::ZERO };
+    Ok(Spent { own: own + checking + record(journal, append).await?, checks: processes })
+}
+
+/// The runner's time for one attempt: its own (the coordinator overhead's share), and the
+/// lives of the attempt's check processes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spent {
+    /// Preparing, recording and checking around the worker and the check processes.
+    pub own: Duration,
+    /// The check processes, spawn to exit.
+    pub checks: Duration,
 }
 
 type Ends = (WorkerEnded, bool, String, Option<(Reached, Spend)>);

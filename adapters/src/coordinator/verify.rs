@@ -44,14 +44,21 @@ pub struct Run<'a> {
 }
 
 /// Runs the checks in order, stopping at the first failure; every result recorded, the
-/// worktree restored to what the worker left.
-pub async fn run(r: Run<'_>) -> Checked {
+/// worktree restored to what the worker left. Also says how long the checks' own processes
+/// lived (spawn to exit, the confinement trampoline included): the checks' time, which the
+/// coordinator's overhead leaves out as it leaves out the worker's.
+pub async fn run(r: Run<'_>) -> (Checked, Duration) {
     let mut checks = Vec::new();
+    let mut processes = Duration::ZERO;
     let saved = snapshot(r.workdir);
     for (i, command) in r.commands.iter().enumerate() {
         let c = match &saved {
             Err(e) => refused(command, e),
-            Ok(_) => one(&r, i, command).await,
+            Ok(_) => {
+                let (c, lived) = one(&r, i, command).await;
+                processes += lived;
+                c
+            }
         };
         let passed = c.passed;
         checks.push(c);
@@ -67,7 +74,7 @@ pub async fn run(r: Run<'_>) -> Checked {
         last.summary =
             verify::summary_of(&format!("{}\n[strata] the worktree could not be restored: {e}", last.summary));
     }
-    Checked { task: r.task.to_owned(), attempt: r.attempt, checks }
+    (Checked { task: r.task.to_owned(), attempt: r.attempt, checks }, processes)
 }
 
 /// A check's private temporary directory, removed when the check is done.
@@ -172,11 +179,12 @@ fn confiner() -> Option<&'static Path> {
         .as_deref()
 }
 
-async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
+/// One check, and how long its process lived (zero when it never started).
+async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
     let began = Instant::now();
     let tmp = match crate::providers::worker_process::private_dir(&std::env::temp_dir().join("strata-verify")) {
         Ok(t) => Scratch(t),
-        Err(e) => return refused(command, &format!("a private temporary directory: {e}")),
+        Err(e) => return (refused(command, &format!("a private temporary directory: {e}")), Duration::ZERO),
     };
     let confined = landlock_available();
     let trampoline = confiner().filter(|_| confined);
@@ -197,7 +205,7 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
     if confined && trampoline.is_none() {
         let rules = match ruleset(&[r.workdir, &tmp.0]) {
             Ok(rules) => rules,
-            Err(e) => return refused(command, &format!("its Landlock rules: {e}")),
+            Err(e) => return (refused(command, &format!("its Landlock rules: {e}")), Duration::ZERO),
         };
         let mut rules = Some(rules);
         #[allow(unsafe_code)]
@@ -210,9 +218,10 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
             });
         }
     }
+    let spawned = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return refused(command, &format!("sh could not be started: {e}")),
+        Err(e) => return (refused(command, &format!("sh could not be started: {e}")), Duration::ZERO),
     };
     let log = Arc::new(Mutex::new(Vec::<u8>::new()));
     let readers: Vec<_> = [
@@ -252,6 +261,7 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
             (None, true)
         }
     };
+    let lived = spawned.elapsed();
     // The group's leftovers hold the pipes: ended with it, and the readers given a bound.
     if let Some(pid) = pid
         && crate::providers::worker_process::group_alive(pid)
@@ -274,7 +284,7 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
         blake3: blake3::hash(&bytes).to_hex().to_string(),
         bytes: bytes.len() as u64,
     });
-    Check {
+    let check = Check {
         command: command.to_owned(),
         exit_code,
         passed: exit_code == Some(0) && !timed_out && log.is_some(),
@@ -283,7 +293,8 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> Check {
         log,
         summary: verify::summary_of(&text),
         confined,
-    }
+    };
+    (check, lived)
 }
 
 /// What git would commit in `workdir`, by path: the bytes the worker left (`None`: removed).
