@@ -412,10 +412,9 @@ pub(crate) fn print_summary(
     );
     if let Some(m) = measured {
         let p50 = m.overhead_p50_us().map_or("-".into(), |u| format!("{:.2} ms", u as f64 / 1e3));
-        let checks = match (m.with_checks_p50_us(), m.overhead_p50_us()) {
-            (Some(w), Some(_)) => format!(" ({:.2} ms with the checks' own processes)", w as f64 / 1e3),
-            _ => String::new(),
-        };
+        let checks = m
+            .with_checks_p50_us()
+            .map_or(String::new(), |w| format!(" ({:.2} ms with the checks' own processes)", w as f64 / 1e3));
         outln!("run took {:.2} s; coordinator overhead per task p50 {p50}{checks}", m.elapsed_ms as f64 / 1e3);
         if let Some(b) = &m.branch {
             let integrated = s.tasks.iter().filter(|t| t.status == Status::Completed && !t.files.is_empty()).count();

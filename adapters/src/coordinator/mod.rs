@@ -145,19 +145,18 @@ pub struct Measured {
 impl Measured {
     /// Median per-task overhead, microseconds.
     pub fn overhead_p50_us(&self) -> Option<u64> {
-        if self.overhead_us.is_empty() {
-            return None;
-        }
-        Some(self.overhead_us[(self.overhead_us.len() - 1) / 2])
+        lower_median(&self.overhead_us)
     }
 
     /// Median per-task overhead with the check processes' lives counted, microseconds.
     pub fn with_checks_p50_us(&self) -> Option<u64> {
-        if self.with_checks_us.is_empty() {
-            return None;
-        }
-        Some(self.with_checks_us[(self.with_checks_us.len() - 1) / 2])
+        lower_median(&self.with_checks_us)
     }
+}
+
+/// The lower median of sorted figures.
+fn lower_median(sorted: &[u64]) -> Option<u64> {
+    (!sorted.is_empty()).then(|| sorted[(sorted.len() - 1) / 2])
 }
 
 /// A dispatched attempt the coordinator waits for.
@@ -461,28 +460,28 @@ impl<'j> Coordinator<'j> {
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
             // Per attempt closed in this run: the coordinator's time plus the runner's.
-            let (runner, checks) = {
-                let mut shared = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
-                (std::mem::take(&mut shared.overhead), std::mem::take(&mut shared.check_processes))
-            };
-            for (attempt, own) in runner {
+            let runner = std::mem::take(&mut self.runner.lock().unwrap_or_else(PoisonError::into_inner).overhead);
+            let mut checks = BTreeMap::new();
+            for (attempt, spent) in runner {
                 if let Some(t) = self.overheads.get_mut(&attempt) {
-                    *t += own;
+                    *t += spent.own;
+                    if !spent.checks.is_zero() {
+                        checks.insert(attempt, *t + spent.checks);
+                    }
                 }
             }
-            let us = |d: &Duration| d.as_micros() as u64;
-            self.measured.overhead_us = self.overheads.values().map(us).collect();
-            self.measured.overhead_us.sort_unstable();
+            let sorted_us = |ds: Vec<Duration>| {
+                let mut us: Vec<u64> = ds.iter().map(|d| d.as_micros() as u64).collect();
+                us.sort_unstable();
+                us
+            };
+            self.measured.overhead_us = sorted_us(self.overheads.values().copied().collect());
             // Only where checks ran: a run without them has one figure.
             self.measured.with_checks_us = if checks.is_empty() {
                 Vec::new()
             } else {
-                self.overheads
-                    .iter()
-                    .map(|(attempt, d)| us(&(*d + checks.get(attempt).copied().unwrap_or_default())))
-                    .collect()
+                sorted_us(self.overheads.iter().map(|(a, d)| checks.get(a).copied().unwrap_or(*d)).collect())
             };
-            self.measured.with_checks_us.sort_unstable();
             result.map(|_| self.measured.clone())
         });
         if let Some((stop, task)) = served {

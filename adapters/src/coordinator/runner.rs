@@ -49,10 +49,9 @@ pub struct Setup {
 /// adapter's share of the coordinator overhead), progress lines, and errors that stop it.
 #[derive(Debug, Default)]
 pub struct Shared {
-    /// Adapter time per `(task, attempt)`: preparing the brief and recording start and end.
-    pub overhead: BTreeMap<(String, u32), Duration>,
-    /// How long the check processes of `(task, attempt)` lived (not part of the overhead).
-    pub check_processes: BTreeMap<(String, u32), Duration>,
+    /// Adapter time per `(task, attempt)`: its own (preparing the brief, recording start and end,
+    /// the work around the checks) and its check processes' lives.
+    pub overhead: BTreeMap<(String, u32), Spent>,
     /// Lines for the progress display.
     pub notes: Vec<String>,
     /// What stopped a worker from being recorded (the coordinator stops the run on one).
@@ -222,16 +221,13 @@ impl Runner {
                 Ok((provider, brief)) => run_worker(&journal, &wg, provider, brief, checks).await,
                 Err(reason) => {
                     let e = ended_without_start(&task, attempt, reason);
-                    fail(&journal, &wg, &e, false).await.map(|own| Spent { own, checks: Duration::ZERO })
+                    fail(&journal, &wg, &e, false).await.map(Spent::own)
                 }
             };
             let mut s = lock(&shared);
             match result {
                 Ok(spent) => {
-                    if !spent.checks.is_zero() {
-                        s.check_processes.insert((task.clone(), attempt), spent.checks);
-                    }
-                    s.overhead.insert((task, attempt), prep + spent.own);
+                    s.overhead.insert((task, attempt), Spent { own: prep + spent.own, ..spent });
                 }
                 Err(e) => s.errors.push(format!("{task} attempt {attempt}: {e}")),
             }
@@ -359,7 +355,7 @@ async fn run_worker(
         Ok(w) => w,
         Err(e) => {
             let e = ended_without_start(&task, attempt, format!("the worker did not start: {e}"));
-            return fail(journal, wg, &e, false).await.map(|own| Spent { own, checks: Duration::ZERO });
+            return fail(journal, wg, &e, false).await.map(Spent::own);
         }
     };
     let real = provider.name() != "sim";
@@ -433,6 +429,13 @@ pub struct Spent {
     pub own: Duration,
     /// The check processes, spawn to exit.
     pub checks: Duration,
+}
+
+impl Spent {
+    /// Time of the runner's own, no check run.
+    fn own(own: Duration) -> Spent {
+        Spent { own, checks: Duration::ZERO }
+    }
 }
 
 type Ends = (WorkerEnded, bool, String, Option<(Reached, Spend)>);
