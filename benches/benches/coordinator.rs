@@ -14,14 +14,15 @@
 //!   processes' own lives (spawn to exit) are the checks' time and left out of the overhead, as
 //!   the workers' turns are; what strata does around them (the worktree snapshot and restore,
 //!   the logs and their hashes, the events) is in it. The figure with them counted is reported
-//!   too. Plain and governed run twice each, in the order plain, governed, governed, plain.
+//!   too. The bench binary is the checks' confinement trampoline, as `strata` is in a run.
+//!   Plain and governed run twice each, in the order plain, governed, governed, plain.
 //! * Baseline: the durable writes alone, as raw sled: four inserts with a flush each per task
 //!   (dispatch, worker start, worker end, completion), the floor any recorded step pays.
 
 use std::path::Path;
 use std::time::Instant;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use strata_adapters::coordinator::{Coordinator, Options, example};
 use strata_benches::{Ratio, Samples, report, timed_per_call};
 use strata_engine::workgroup::plan::{self, Plan};
@@ -165,4 +166,17 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+/// The bench binary is also the confinement trampoline of its runs' checks, as `strata` is for
+/// `strata run` (the coordinator starts `<this executable> confine --write … -- sh -c …`): so
+/// the checks start as they do under `strata run`, not with the rules applied between a fork
+/// and an exec of this whole process.
+fn main() -> std::process::ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = strata_adapters::coordinator::verify::confine_from_args(&args) {
+        return code;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    std::process::ExitCode::SUCCESS
+}

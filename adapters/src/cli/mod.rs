@@ -363,7 +363,12 @@ impl Command {
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
-    let args = dir_as_journal_for_hooks(std::env::args_os().collect());
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A check's confinement starts before anything else is built.
+    if let Some(code) = crate::coordinator::verify::confine_from_args(&args) {
+        return code;
+    }
+    let args = dir_as_journal_for_hooks(args);
     let mut cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         // A hook answers bad arguments (and `--help`) with a denial, never clap's exit codes.

@@ -10,6 +10,18 @@
 //! (as `git status` lists them) are read before the checks, and afterwards whatever a check
 //! created, changed or removed among what git would commit is put back as the worker left it,
 //! so build output a check leaves (outside `.gitignore`) never reaches the post-turn diff.
+//!
+//! Around the checks the worktree is also listed with each file's stamp (inode, size, mode,
+//! modification and change times; no content read): when nothing a check could change differs
+//! afterwards, nothing is restored and `git status` is not run again, and otherwise only the
+//! files whose stamps differ are put back. A file's change time moves with every write, so an
+//! equal stamp is an untouched file, unless the earlier write fell in the same tick of the
+//! filesystem's clock: a listing with an entry changed in the last [`RECENT`] is not used (git
+//! calls such entries racily clean). A snapshot is kept for the next checks in the same
+//! directory (a reader's checks all run in the one checkout) and used again while the listing
+//! and the repository's own state (HEAD, its ref, the index, the config and exclude files, the
+//! user's git config and ignore files) have the same stamps. Past [`LISTED_MAX`] entries, or
+//! on anything unreadable, the listing is not used and every check pays for `git status`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,7 +62,8 @@ pub struct Run<'a> {
 pub async fn run(r: Run<'_>) -> (Checked, Duration) {
     let mut checks = Vec::new();
     let mut processes = Duration::ZERO;
-    let saved = snapshot(r.workdir);
+    let workdir = r.workdir.to_path_buf();
+    let saved = blocking(move || snapshot(&workdir)).await;
     for (i, command) in r.commands.iter().enumerate() {
         let c = match &saved {
             Err(e) => refused(command, e),
@@ -66,8 +79,14 @@ pub async fn run(r: Run<'_>) -> (Checked, Duration) {
             break;
         }
     }
-    if let Ok(saved) = &saved
-        && let Err(e) = restore(r.workdir, saved)
+    let restored = match saved {
+        Ok(saved) => {
+            let workdir = r.workdir.to_path_buf();
+            blocking(move || restore(&workdir, &saved.files, saved.listed.as_deref())).await
+        }
+        Err(_) => Ok(()),
+    };
+    if let Err(e) = restored
         && let Some(last) = checks.last_mut()
     {
         last.passed = false;
@@ -75,6 +94,12 @@ pub async fn run(r: Run<'_>) -> (Checked, Duration) {
             verify::summary_of(&format!("{}\n[strata] the worktree could not be restored: {e}", last.summary));
     }
     (Checked { task: r.task.to_owned(), attempt: r.attempt, checks }, processes)
+}
+
+/// Runs `f` (file system walks, `git` processes) on the blocking pool, not on the runtime's
+/// workers, which the other attempts' tasks need meanwhile.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| Err(format!("the worktree's snapshot stopped: {e}")))
 }
 
 /// A check's private temporary directory, removed when the check is done.
@@ -125,14 +150,43 @@ fn ruleset(writable: &[&Path]) -> Result<landlock::RulesetCreated, landlock::Rul
 /// What `strata confine --probe` answers.
 const CONFINE_PROBE: &str = "strata-confine 1";
 
+/// How much lower than strata's own a check's scheduling priority is (`nice(2)`): a check is
+/// batch work, and the coordinator dispatching and recording the other tasks goes first.
+pub const CHECK_NICENESS: i32 = 10;
+
+/// `confine …` exactly as the coordinator starts it (`confine --probe`, or `confine --write
+/// DIR… -- PROGRAM ARGS…` right after the program's name), answered before the command line is
+/// parsed as a whole, which costs a check's start more than the rest of it; `None` for any
+/// other command line, which the CLI's parser then takes, `confine` included.
+pub fn confine_from_args(args: &[std::ffi::OsString]) -> Option<std::process::ExitCode> {
+    let mut rest = args.iter().skip(1);
+    if rest.next()?.to_str()? != "confine" {
+        return None;
+    }
+    let (mut write, mut probe) = (Vec::new(), false);
+    loop {
+        match rest.next().map(|a| a.to_str()) {
+            Some(Some("--probe")) => probe = true,
+            Some(Some("--write")) => write.push(PathBuf::from(rest.next()?)),
+            Some(Some("--")) => break,
+            None if probe => break,
+            _ => return None,
+        }
+    }
+    let command: Option<Vec<String>> = rest.map(|a| a.to_str().map(str::to_owned)).collect();
+    Some(confine_main(&write, probe, &command?))
+}
+
 /// `strata confine --write DIR… -- PROGRAM ARGS…`: restricts itself with the Landlock rules
-/// of a check (read anything, write under the DIRs) and execs PROGRAM; exit 126 when it cannot.
+/// of a check (read anything, write under the DIRs), lowers its priority by
+/// [`CHECK_NICENESS`] and execs PROGRAM; exit 126 when it cannot.
 pub fn confine_main(write: &[PathBuf], probe: bool, command: &[String]) -> std::process::ExitCode {
     use std::os::unix::process::CommandExt as _;
     if probe {
         println!("{CONFINE_PROBE}");
         return std::process::ExitCode::SUCCESS;
     }
+    lower_priority();
     let Some((program, args)) = command.split_first() else {
         eprintln!("[STRATA-E2118] strata confine: no command given");
         return std::process::ExitCode::from(126);
@@ -147,6 +201,17 @@ pub fn confine_main(write: &[PathBuf], probe: bool, command: &[String]) -> std::
     let e = std::process::Command::new(program).args(args).exec();
     eprintln!("[STRATA-E2118] strata confine: {program} could not be started: {e}");
     std::process::ExitCode::from(126)
+}
+
+/// Lowers this process's scheduling priority by [`CHECK_NICENESS`] (best effort: a check at
+/// strata's own priority is still a check).
+fn lower_priority() {
+    #[allow(unsafe_code)]
+    // SAFETY: nice(2) takes an integer and changes only this process's priority; it is
+    // async-signal-safe, so it may run between fork and exec.
+    unsafe {
+        libc::nice(CHECK_NICENESS);
+    }
 }
 
 /// The strata executable that confines a check in a process of its own (`STRATA_PROGRAM`, else
@@ -214,6 +279,7 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
         unsafe {
             cmd.pre_exec(move || {
                 let Some(rules) = rules.take() else { return Err(std::io::Error::other("ruleset used twice")) };
+                lower_priority();
                 rules.restrict_self().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string()))
             });
         }
@@ -223,33 +289,22 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
         Ok(c) => c,
         Err(e) => return (refused(command, &format!("sh could not be started: {e}")), Duration::ZERO),
     };
-    let log = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let readers: Vec<_> = [
-        child.stdout.take().map(|o| Box::new(o) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-        child.stderr.take().map(|e| Box::new(e) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|mut pipe| {
-        let log = Arc::clone(&log);
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 8192];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
-                l.extend_from_slice(&buf[..n]);
-                if l.len() > verify::LOG_BYTES_MAX {
-                    let cut = l.len() - verify::LOG_BYTES_MAX;
-                    l.drain(..cut);
-                }
-            }
-        })
-    })
-    .collect();
+    let log = Mutex::new(Vec::<u8>::new());
+    // Both pipes are read in this task, beside the wait: no other task has to be woken for them.
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let reading = async { tokio::join!(pump(out, &log), pump(err, &log)) };
+    let mut reading = std::pin::pin!(reading);
+    let mut read = false;
     let pid = child.id();
-    let waited = tokio::time::timeout(Duration::from_millis(r.timeout_ms), child.wait()).await;
+    let waiting = async {
+        loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                _ = &mut reading, if !read => read = true,
+            }
+        }
+    };
+    let waited = tokio::time::timeout(Duration::from_millis(r.timeout_ms), waiting).await;
     let (exit_code, timed_out) = match waited {
         Ok(Ok(status)) => (status.code(), false),
         Ok(Err(_)) => (None, false),
@@ -262,14 +317,14 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
         }
     };
     let lived = spawned.elapsed();
-    // The group's leftovers hold the pipes: ended with it, and the readers given a bound.
-    if let Some(pid) = pid
-        && crate::providers::worker_process::group_alive(pid)
-    {
-        let _ = crate::providers::worker_process::signal(pid, true, libc::SIGKILL);
-    }
-    for reader in readers {
-        let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
+    // The group's leftovers hold the pipes: ended with it, and the reading given a bound.
+    if !read {
+        if let Some(pid) = pid
+            && crate::providers::worker_process::group_alive(pid)
+        {
+            let _ = crate::providers::worker_process::signal(pid, true, libc::SIGKILL);
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut reading).await;
     }
     let bytes = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
     let text = String::from_utf8_lossy(&bytes).into_owned();
@@ -297,8 +352,92 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
     (check, lived)
 }
 
+/// Reads `pipe` to its end into `log`, keeping its last [`verify::LOG_BYTES_MAX`] bytes.
+async fn pump(pipe: Option<impl tokio::io::AsyncRead + Unpin>, log: &Mutex<Vec<u8>>) {
+    let Some(mut pipe) = pipe else { return };
+    let mut buf = vec![0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+        l.extend_from_slice(&buf[..n]);
+        if l.len() > verify::LOG_BYTES_MAX {
+            let cut = l.len() - verify::LOG_BYTES_MAX;
+            l.drain(..cut);
+        }
+    }
+}
+
 /// What git would commit in `workdir`, by path: the bytes the worker left (`None`: removed).
-type Saved = BTreeMap<String, Option<Vec<u8>>>;
+type Files = BTreeMap<String, Option<Vec<u8>>>;
+
+/// Most entries a worktree's listing holds (more: no listing, and `git status` decides alone).
+pub const LISTED_MAX: usize = 20_000;
+/// How recent a change makes a listing unusable: longer than the coarsest timestamps of the
+/// filesystems strata runs on (a tick of the kernel's clock; a second on ext3; two on FAT).
+pub const RECENT: Duration = Duration::from_millis(2_500);
+/// Most bytes of changed files a kept snapshot holds (more: it is not kept).
+const KEPT_BYTES_MAX: u64 = 1024 * 1024;
+/// Most snapshots kept at once, one per directory.
+const KEPT_MAX: usize = 16;
+
+/// What a change to a file changes: equal stamps, an untouched file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mode: u32,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt as _;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mode: meta.mode(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// The stamp of `path` (not followed if a link); `None` when there is nothing there.
+    fn at(path: &Path) -> Result<Option<Stamp>, ()> {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(Stamp::of(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(_) => Err(()),
+        }
+    }
+}
+
+/// Every entry under a worktree but its `.git` (and `.strata/` where the repository excludes
+/// it, as `strata run` makes it), by the path git names it with.
+type Listing = BTreeMap<String, Stamp>;
+
+/// The saved files, and the listing taken with them (`None`: too large or unreadable).
+struct Saved {
+    files: Files,
+    listed: Option<Arc<Listing>>,
+}
+
+/// A snapshot kept for the next checks in its directory.
+struct Kept {
+    listed: Arc<Listing>,
+    repository: Vec<(PathBuf, Option<Stamp>)>,
+    files: Arc<Files>,
+    taken: u64,
+}
+
+fn kept() -> &'static Mutex<BTreeMap<PathBuf, Kept>> {
+    static KEPT: std::sync::OnceLock<Mutex<BTreeMap<PathBuf, Kept>>> = std::sync::OnceLock::new();
+    KEPT.get_or_init(Default::default)
+}
 
 fn status(workdir: &Path) -> Result<Vec<String>, String> {
     let out = std::process::Command::new("git")
@@ -314,15 +453,131 @@ fn status(workdir: &Path) -> Result<Vec<String>, String> {
     Ok(text.split('\0').filter_map(|e| e.get(3..)).filter(|s| !s.is_empty()).map(str::to_owned).collect())
 }
 
+/// The repository's administrative directory and its common directory, for a checkout
+/// (`.git` a directory) or a linked worktree (`.git` a file naming it).
+fn git_dirs(workdir: &Path) -> Option<(PathBuf, PathBuf)> {
+    let dot = workdir.join(".git");
+    let meta = std::fs::symlink_metadata(&dot).ok()?;
+    if meta.is_dir() {
+        return Some((dot.clone(), dot));
+    }
+    if !meta.is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&dot).ok()?;
+    let admin = workdir.join(text.strip_prefix("gitdir:")?.trim());
+    let common = match std::fs::read_to_string(admin.join("commondir")) {
+        Ok(c) => admin.join(c.trim()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => admin.clone(),
+        Err(_) => return None,
+    };
+    Some((admin, common))
+}
+
+/// The stamps of what besides the worktree's files decides what `git status` lists: HEAD and
+/// the ref it names, the index, the repository's config and exclude files, and the user's.
+fn repository_state(workdir: &Path) -> Option<Vec<(PathBuf, Option<Stamp>)>> {
+    let (admin, common) = git_dirs(workdir)?;
+    let head = std::fs::read_to_string(admin.join("HEAD")).ok()?;
+    let mut paths = vec![
+        admin.join("HEAD"),
+        admin.join("index"),
+        admin.join("config.worktree"),
+        common.join("packed-refs"),
+        common.join("config"),
+        common.join("info").join("exclude"),
+    ];
+    if let Some(name) = head.trim().strip_prefix("ref: ") {
+        if !name.starts_with("refs/") || name.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+            return None;
+        }
+        paths.push(common.join(name));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = PathBuf::from(home);
+        paths.push(home.join(".gitconfig"));
+        paths.push(home.join(".config").join("git").join("config"));
+        paths.push(home.join(".config").join("git").join("ignore"));
+    }
+    if let Some(xdg) = std::env::var_os("XDG_CONFIG_HOME") {
+        let git = PathBuf::from(xdg).join("git");
+        paths.push(git.join("config"));
+        paths.push(git.join("ignore"));
+    }
+    for var in ["GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"] {
+        if let Some(p) = std::env::var_os(var) {
+            paths.push(PathBuf::from(p));
+        }
+    }
+    paths.push(PathBuf::from("/etc/gitconfig"));
+    paths.into_iter().map(|p| Stamp::at(&p).ok().map(|s| (p, s))).collect()
+}
+
+/// Whether the repository's own exclude file keeps `.strata/` out of git's view.
+fn excludes_strata(workdir: &Path) -> bool {
+    git_dirs(workdir)
+        .and_then(|(_, common)| {
+            crate::files::read_text_bounded(&common.join("info").join("exclude"), 1 << 20, "the exclude file").ok()
+        })
+        .is_some_and(|t| t.lines().any(|l| l.trim() == ".strata/"))
+}
+
+/// The worktree's listing, or `None` past [`LISTED_MAX`] entries, on an entry changed in the
+/// last [`RECENT`], on a name that is not UTF-8 or on anything unreadable.
+fn listing(workdir: &Path) -> Option<Listing> {
+    let skip_strata = excludes_strata(workdir);
+    let recent = std::time::SystemTime::now().checked_sub(RECENT)?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    let recent = (i64::try_from(recent.as_secs()).ok()?, i64::from(recent.subsec_nanos()));
+    let mut listed = Listing::new();
+    let mut dirs = vec![(workdir.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).ok()? {
+            let entry = entry.ok()?;
+            let name = entry.file_name().into_string().ok()?;
+            if rel.is_empty() && name == ".git" {
+                continue;
+            }
+            let meta = entry.metadata().ok()?;
+            if meta.is_dir() && name == ".strata" && skip_strata {
+                continue;
+            }
+            let path = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            if meta.is_dir() {
+                dirs.push((entry.path(), path.clone()));
+            }
+            let stamp = Stamp::of(&meta);
+            if stamp.ctime >= recent || stamp.mtime >= recent {
+                return None;
+            }
+            listed.insert(path, stamp);
+            if listed.len() > LISTED_MAX {
+                return None;
+            }
+        }
+    }
+    Some(listed)
+}
+
 fn snapshot(workdir: &Path) -> Result<Saved, String> {
     if !workdir.join(".git").exists() {
-        return Ok(Saved::new());
+        return Ok(Saved { files: Files::new(), listed: None });
+    }
+    let listed = listing(workdir).map(Arc::new);
+    let repository = repository_state(workdir);
+    if let (Some(l), Some(r)) = (&listed, &repository) {
+        let kept = kept().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = kept.get(workdir)
+            && *k.listed == **l
+            && k.repository == *r
+        {
+            return Ok(Saved { files: (*k.files).clone(), listed });
+        }
     }
     let files = status(workdir)?;
     if files.len() > RESTORE_FILES_MAX {
         return Err(format!("{} changed files; the checks keep at most {RESTORE_FILES_MAX}", files.len()));
     }
-    let mut saved = Saved::new();
+    let mut saved = Files::new();
     let mut total = 0u64;
     for f in files {
         let bytes = crate::files::read_bounded(&workdir.join(&f), RESTORE_BYTES_MAX, "a changed file").ok();
@@ -332,11 +587,43 @@ fn snapshot(workdir: &Path) -> Result<Saved, String> {
         }
         saved.insert(f, bytes);
     }
-    Ok(saved)
+    // `git status` may refresh the index: the state is the one after it, as is the listing
+    // (status writes nothing in the worktree itself).
+    if let (Some(l), Some(r)) = (&listed, repository_state(workdir))
+        && total <= KEPT_BYTES_MAX
+    {
+        keep(workdir, Arc::clone(l), r, Arc::new(saved.clone()));
+    }
+    Ok(Saved { files: saved, listed })
 }
 
-fn restore(workdir: &Path, saved: &Saved) -> Result<(), String> {
+/// Keeps a snapshot for `workdir`, dropping the oldest past [`KEPT_MAX`].
+fn keep(workdir: &Path, listed: Arc<Listing>, repository: Vec<(PathBuf, Option<Stamp>)>, files: Arc<Files>) {
+    static TAKEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let taken = TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut kept = kept().lock().unwrap_or_else(|p| p.into_inner());
+    kept.insert(workdir.to_path_buf(), Kept { listed, repository, files, taken });
+    while kept.len() > KEPT_MAX {
+        let Some(oldest) = kept.iter().min_by_key(|(_, k)| k.taken).map(|(p, _)| p.clone()) else { break };
+        kept.remove(&oldest);
+    }
+}
+
+/// Puts back what the checks changed among what git would commit. With the listing from
+/// before the checks, nothing is done when the listing after them is the same, and otherwise
+/// only the paths whose stamps differ (or that neither listing names) are touched.
+fn restore(workdir: &Path, saved: &Files, before: Option<&Listing>) -> Result<(), String> {
     if !workdir.join(".git").exists() {
+        return Ok(());
+    }
+    let after = before.and_then(|_| listing(workdir));
+    let changed = |f: &str| match (before, &after) {
+        (Some(b), Some(a)) => b.get(f) != a.get(f) || (!b.contains_key(f) && !a.contains_key(f)),
+        _ => true,
+    };
+    if let (Some(b), Some(a)) = (before, &after)
+        && b == a
+    {
         return Ok(());
     }
     let now = status(workdir)?;
@@ -344,6 +631,7 @@ fn restore(workdir: &Path, saved: &Saved) -> Result<(), String> {
     touched.extend(saved.keys());
     touched.sort();
     touched.dedup();
+    touched.retain(|f| changed(f));
     let mut from_head = Vec::new();
     for f in touched {
         let file = workdir.join(f);
@@ -377,4 +665,107 @@ fn restore(workdir: &Path, saved: &Saved) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs");
+        assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+    }
+
+    /// A repository whose worker changed `a` and left `b` untracked; `c` is committed and clean.
+    fn worked(dir: &Path) {
+        git(dir, &["init", "-q"]);
+        std::fs::write(dir.join("a"), "a0").expect("a");
+        std::fs::write(dir.join("c"), "c0").expect("c");
+        git(dir, &["add", "-A"]);
+        git(dir, &["commit", "-qm", "base"]);
+        std::fs::write(dir.join("a"), "a-worker").expect("a");
+        std::fs::write(dir.join("b"), "b-worker").expect("b");
+    }
+
+    fn checks(dir: &Path, commands: &[&str]) -> Checked {
+        let commands: Vec<String> = commands.iter().map(|c| (*c).to_owned()).collect();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(run(Run {
+            workspace: dir,
+            workdir: dir,
+            workgroup: "g",
+            task: "t",
+            attempt: 1,
+            commands: &commands,
+            timeout_ms: 30_000,
+        }))
+        .0
+    }
+
+    /// Waits until the worktree's last writes are older than [`RECENT`], so its listing is used.
+    fn settled() {
+        std::thread::sleep(RECENT + Duration::from_millis(200));
+    }
+
+    fn read(dir: &Path, f: &str) -> Option<String> {
+        std::fs::read_to_string(dir.join(f)).ok()
+    }
+
+    #[test]
+    fn what_checks_change_is_put_back_and_an_untouched_worktree_is_left_as_it_is() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
+        worked(&dir);
+        std::fs::write(dir.join(".git/info/exclude"), ".strata/\n").expect("exclude");
+        let c0 = std::fs::symlink_metadata(dir.join("c")).expect("c");
+        settled();
+        assert!(checks(&dir, &["true"]).checks[0].passed);
+        let same = std::fs::symlink_metadata(dir.join("c")).expect("c");
+        assert_eq!(Stamp::of(&c0), Stamp::of(&same), "an untouched file is not rewritten");
+        assert!(kept().lock().expect("kept").contains_key(&dir), "the snapshot is kept for the next checks");
+        // The kept snapshot, used again: the checks' changes among git's files are put back.
+        let done = checks(&dir, &["echo x > a && rm b && echo y > new && echo z > c && mkdir -p d && echo w > d/e"]);
+        assert!(done.checks[0].passed, "{:?}", done.checks[0]);
+        assert_eq!(read(&dir, "a").as_deref(), Some("a-worker"));
+        assert_eq!(read(&dir, "b").as_deref(), Some("b-worker"));
+        assert_eq!(read(&dir, "c").as_deref(), Some("c0"));
+        assert_eq!((read(&dir, "new"), read(&dir, "d/e")), (None, None));
+    }
+
+    #[test]
+    fn only_the_confinement_the_coordinator_starts_is_taken_before_the_parser() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        for other in [
+            &["strata", "run", "--example"][..],
+            &["strata", "--dir", "w", "confine", "--probe"],
+            &["strata", "confine", "--write", "/w"],
+            &["strata", "confine", "--write"],
+            &["strata", "confine", "--help"],
+            &["strata"],
+        ] {
+            assert!(confine_from_args(&args(other)).is_none(), "{other:?} is left to the parser");
+        }
+    }
+
+    #[test]
+    fn a_kept_snapshot_is_not_used_once_what_git_ignores_has_changed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
+        worked(&dir);
+        std::fs::write(dir.join(".git/info/exclude"), ".strata/\nkeep.me\n").expect("exclude");
+        std::fs::write(dir.join("keep.me"), "mine").expect("ignored file");
+        settled();
+        assert!(checks(&dir, &["true"]).checks[0].passed);
+        assert!(kept().lock().expect("kept").contains_key(&dir), "the snapshot is kept for the next checks");
+        // No longer ignored: the file is the worker's now and a check's edit of it is undone,
+        // not "restored" by removing it as something new.
+        std::fs::write(dir.join(".git/info/exclude"), ".strata/\n").expect("exclude");
+        assert!(checks(&dir, &["echo theirs > keep.me"]).checks[0].passed);
+        assert_eq!(read(&dir, "keep.me").as_deref(), Some("mine"));
+    }
 }
