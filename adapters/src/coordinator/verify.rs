@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use strata_engine::workgroup::verify::{self, ArtifactRef, Check, Checked};
-use tokio::io::AsyncReadExt as _;
 
 /// Most changed files of a worktree the restore keeps (more: the checks are refused).
 const RESTORE_FILES_MAX: usize = 4_096;
@@ -354,18 +353,8 @@ async fn one(r: &Run<'_>, index: usize, command: &str) -> (Check, Duration) {
 
 /// Reads `pipe` to its end into `log`, keeping its last [`verify::LOG_BYTES_MAX`] bytes.
 async fn pump(pipe: Option<impl tokio::io::AsyncRead + Unpin>, log: &Mutex<Vec<u8>>) {
-    let Some(mut pipe) = pipe else { return };
-    let mut buf = vec![0u8; 8192];
-    while let Ok(n) = pipe.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
-        l.extend_from_slice(&buf[..n]);
-        if l.len() > verify::LOG_BYTES_MAX {
-            let cut = l.len() - verify::LOG_BYTES_MAX;
-            l.drain(..cut);
-        }
+    if let Some(pipe) = pipe {
+        crate::providers::worker_process::keep_last(pipe, log, verify::LOG_BYTES_MAX).await;
     }
 }
 
@@ -422,7 +411,7 @@ type Listing = BTreeMap<String, Stamp>;
 
 /// The saved files, and the listing taken with them (`None`: too large or unreadable).
 struct Saved {
-    files: Files,
+    files: Arc<Files>,
     listed: Option<Arc<Listing>>,
 }
 
@@ -560,7 +549,7 @@ fn listing(workdir: &Path) -> Option<Listing> {
 
 fn snapshot(workdir: &Path) -> Result<Saved, String> {
     if !workdir.join(".git").exists() {
-        return Ok(Saved { files: Files::new(), listed: None });
+        return Ok(Saved { files: Arc::default(), listed: None });
     }
     let listed = listing(workdir).map(Arc::new);
     let repository = repository_state(workdir);
@@ -570,7 +559,7 @@ fn snapshot(workdir: &Path) -> Result<Saved, String> {
             && *k.listed == **l
             && k.repository == *r
         {
-            return Ok(Saved { files: (*k.files).clone(), listed });
+            return Ok(Saved { files: Arc::clone(&k.files), listed });
         }
     }
     let files = status(workdir)?;
@@ -589,10 +578,11 @@ fn snapshot(workdir: &Path) -> Result<Saved, String> {
     }
     // `git status` may refresh the index: the state is the one after it, as is the listing
     // (status writes nothing in the worktree itself).
+    let saved = Arc::new(saved);
     if let (Some(l), Some(r)) = (&listed, repository_state(workdir))
         && total <= KEPT_BYTES_MAX
     {
-        keep(workdir, Arc::clone(l), r, Arc::new(saved.clone()));
+        keep(workdir, Arc::clone(l), r, Arc::clone(&saved));
     }
     Ok(Saved { files: saved, listed })
 }
@@ -617,15 +607,15 @@ fn restore(workdir: &Path, saved: &Files, before: Option<&Listing>) -> Result<()
         return Ok(());
     }
     let after = before.and_then(|_| listing(workdir));
-    let changed = |f: &str| match (before, &after) {
-        (Some(b), Some(a)) => b.get(f) != a.get(f) || (!b.contains_key(f) && !a.contains_key(f)),
-        _ => true,
-    };
     if let (Some(b), Some(a)) = (before, &after)
         && b == a
     {
         return Ok(());
     }
+    let changed = |f: &str| match (before, &after) {
+        (Some(b), Some(a)) => b.get(f) != a.get(f) || (!b.contains_key(f) && !a.contains_key(f)),
+        _ => true,
+    };
     let now = status(workdir)?;
     let mut touched: Vec<&String> = now.iter().collect();
     touched.extend(saved.keys());

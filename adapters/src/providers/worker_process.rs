@@ -381,16 +381,22 @@ async fn read_line<T: tokio::io::AsyncRead + Unpin>(
 }
 
 /// Keeps the last [`STDERR_TAIL_BYTES_MAX`] bytes of `err` in `tail`.
-async fn keep_tail<T: tokio::io::AsyncRead + Unpin>(mut err: T, tail: Arc<Mutex<Vec<u8>>>) {
+async fn keep_tail<T: tokio::io::AsyncRead + Unpin>(err: T, tail: Arc<Mutex<Vec<u8>>>) {
+    keep_last(err, &tail, STDERR_TAIL_BYTES_MAX).await;
+}
+
+/// Reads `from` to its end into `into`, keeping its last `max` bytes (a worker's stderr, a
+/// check's output).
+pub(crate) async fn keep_last<T: tokio::io::AsyncRead + Unpin>(mut from: T, into: &Mutex<Vec<u8>>, max: usize) {
     let mut buf = vec![0u8; 8192];
-    while let Ok(n) = err.read(&mut buf).await {
+    while let Ok(n) = from.read(&mut buf).await {
         if n == 0 {
             break;
         }
-        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = into.lock().unwrap_or_else(|p| p.into_inner());
         t.extend_from_slice(&buf[..n]);
-        if t.len() > STDERR_TAIL_BYTES_MAX {
-            let cut = t.len() - STDERR_TAIL_BYTES_MAX;
+        if t.len() > max {
+            let cut = t.len() - max;
             t.drain(..cut);
         }
     }
