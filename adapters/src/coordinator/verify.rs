@@ -12,12 +12,15 @@
 //! so build output a check leaves (outside `.gitignore`) never reaches the post-turn diff.
 //!
 //! Around the checks the worktree is also listed with each file's stamp (inode, size, mode,
-//! modification and change times; no content read): when nothing a check could change differs
+//! modification and change times): when nothing a check could change differs
 //! afterwards, nothing is restored and `git status` is not run again, and otherwise only the
 //! files whose stamps differ are put back. A file's change time moves with every write, so an
 //! equal stamp is an untouched file, unless the earlier write fell in the same tick of the
-//! filesystem's clock: a listing with an entry changed in the last [`RECENT`] is not used (git
-//! calls such entries racily clean). A snapshot is kept for the next checks in the same
+//! filesystem's clock (git calls such entries racily clean): a file or link changed in the last
+//! [`RECENT`] is also listed with its content's blake3 hash, so a worker's fresh worktree is
+//! compared by what its new files hold (up to [`RECENT_BYTES_MAX`] of them; past that, or on
+//! anything but a file, link or directory changed that recently, the listing is not used). A
+//! directory needs no hash: what it holds is the names the listing has. A snapshot is kept for the next checks in the same
 //! directory (a reader's checks all run in the one checkout) and used again while the listing
 //! and the repository's own state (HEAD, its ref, the index, the config and exclude files, the
 //! user's git config and ignore files) have the same stamps. Past [`LISTED_MAX`] entries, or
@@ -370,6 +373,8 @@ pub const RECENT: Duration = Duration::from_millis(2_500);
 const KEPT_BYTES_MAX: u64 = 1024 * 1024;
 /// Most snapshots kept at once, one per directory.
 const KEPT_MAX: usize = 16;
+/// Most bytes of recently changed files a listing reads to hash (more: no listing).
+pub const RECENT_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// What a change to a file changes: equal stamps, an untouched file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -405,9 +410,17 @@ impl Stamp {
     }
 }
 
+/// One listed entry: its stamp and, when it changed in the last [`RECENT`] and is not a
+/// directory, the blake3 hash of its content (a link's: its target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    stamp: Stamp,
+    content: Option<[u8; 32]>,
+}
+
 /// Every entry under a worktree but its `.git` (and `.strata/` where the repository excludes
 /// it, as `strata run` makes it), by the path git names it with.
-type Listing = BTreeMap<String, Stamp>;
+type Listing = BTreeMap<String, Entry>;
 
 /// The saved files, and the listing taken with them (`None`: too large or unreadable).
 struct Saved {
@@ -511,13 +524,38 @@ fn excludes_strata(workdir: &Path) -> bool {
         .is_some_and(|t| t.lines().any(|l| l.trim() == ".strata/"))
 }
 
-/// The worktree's listing, or `None` past [`LISTED_MAX`] entries, on an entry changed in the
-/// last [`RECENT`], on a name that is not UTF-8 or on anything unreadable.
-fn listing(workdir: &Path) -> Option<Listing> {
+/// The blake3 hash of the regular file `path` whose stamp is `stamp`, read without following a
+/// link or waiting on a FIFO put there since; `None` when it is no longer that file or its
+/// content would take `budget` past [`RECENT_BYTES_MAX`].
+fn content_hash(path: &Path, stamp: &Stamp, budget: &mut u64) -> Option<[u8; 32]> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    *budget = budget.checked_add(stamp.len).filter(|b| *b <= RECENT_BYTES_MAX)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || Stamp::of(&meta) != *stamp {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(stamp.len).ok()?);
+    file.take(stamp.len.saturating_add(1)).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 == stamp.len).then(|| *blake3::hash(&bytes).as_bytes())
+}
+
+/// The worktree's listing, or `None` past [`LISTED_MAX`] entries or [`RECENT_BYTES_MAX`] of
+/// recently changed files, on an entry changed in the last [`RECENT`] that is not a file, link
+/// or directory, on a name that is not UTF-8 or on anything unreadable. An entry `like` holds
+/// with a hash is hashed again however old it is now: a check's write in the tick of the worker's
+/// last one leaves the stamp as it was.
+fn listing(workdir: &Path, like: Option<&Listing>) -> Option<Listing> {
     let skip_strata = excludes_strata(workdir);
     let recent = std::time::SystemTime::now().checked_sub(RECENT)?.duration_since(std::time::UNIX_EPOCH).ok()?;
     let recent = (i64::try_from(recent.as_secs()).ok()?, i64::from(recent.subsec_nanos()));
     let mut listed = Listing::new();
+    let mut budget = 0u64;
     let mut dirs = vec![(workdir.to_path_buf(), String::new())];
     while let Some((dir, rel)) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).ok()? {
@@ -535,10 +573,20 @@ fn listing(workdir: &Path) -> Option<Listing> {
                 dirs.push((entry.path(), path.clone()));
             }
             let stamp = Stamp::of(&meta);
-            if stamp.ctime >= recent || stamp.mtime >= recent {
+            let hashed_before = like.and_then(|l| l.get(&path)).is_some_and(|e| e.content.is_some());
+            let settled = stamp.ctime < recent && stamp.mtime < recent && !hashed_before;
+            let content = if settled || meta.is_dir() {
+                None
+            } else if meta.is_file() {
+                Some(content_hash(&entry.path(), &stamp, &mut budget)?)
+            } else if meta.file_type().is_symlink() {
+                use std::os::unix::ffi::OsStrExt as _;
+                let target = std::fs::read_link(entry.path()).ok()?;
+                Some(*blake3::hash(target.as_os_str().as_bytes()).as_bytes())
+            } else {
                 return None;
-            }
-            listed.insert(path, stamp);
+            };
+            listed.insert(path, Entry { stamp, content });
             if listed.len() > LISTED_MAX {
                 return None;
             }
@@ -551,7 +599,8 @@ fn snapshot(workdir: &Path) -> Result<Saved, String> {
     if !workdir.join(".git").exists() {
         return Ok(Saved { files: Arc::default(), listed: None });
     }
-    let listed = listing(workdir).map(Arc::new);
+    let was = kept().lock().unwrap_or_else(|p| p.into_inner()).get(workdir).map(|k| Arc::clone(&k.listed));
+    let listed = listing(workdir, was.as_deref()).map(Arc::new);
     let repository = repository_state(workdir);
     if let (Some(l), Some(r)) = (&listed, &repository) {
         let kept = kept().lock().unwrap_or_else(|p| p.into_inner());
@@ -606,7 +655,7 @@ fn restore(workdir: &Path, saved: &Files, before: Option<&Listing>) -> Result<()
     if !workdir.join(".git").exists() {
         return Ok(());
     }
-    let after = before.and_then(|_| listing(workdir));
+    let after = before.and_then(|b| listing(workdir, Some(b)));
     if let (Some(b), Some(a)) = (before, &after)
         && b == a
     {
@@ -725,6 +774,40 @@ mod tests {
         assert_eq!(read(&dir, "b").as_deref(), Some("b-worker"));
         assert_eq!(read(&dir, "c").as_deref(), Some("c0"));
         assert_eq!((read(&dir, "new"), read(&dir, "d/e")), (None, None));
+    }
+
+    #[test]
+    fn a_fresh_worktree_is_compared_by_content_and_a_same_size_rewrite_is_still_put_back() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
+        worked(&dir);
+        std::fs::write(dir.join(".git/info/exclude"), ".strata/\n").expect("exclude");
+        let listed = listing(&dir, None).expect("a worktree written just now is listed");
+        assert!(listed["a"].content.is_some() && listed["b"].content.is_some(), "{listed:?}");
+        assert!(checks(&dir, &["true"]).checks[0].passed);
+        assert!(kept().lock().expect("kept").contains_key(&dir), "the snapshot is kept for the next checks");
+        // Same sizes, within the worker's second: only the content tells these apart.
+        let done = checks(&dir, &["printf a-WORKER > a && printf B-worker > b && printf C0 > c"]);
+        assert!(done.checks[0].passed, "{:?}", done.checks[0]);
+        assert_eq!(read(&dir, "a").as_deref(), Some("a-worker"));
+        assert_eq!(read(&dir, "b").as_deref(), Some("b-worker"));
+        assert_eq!(read(&dir, "c").as_deref(), Some("c0"));
+    }
+
+    #[test]
+    fn a_fifo_in_the_worktree_is_never_opened_and_the_checks_fall_back_to_git_status() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
+        worked(&dir);
+        use std::os::unix::fs::FileTypeExt as _;
+        let made = std::process::Command::new("mkfifo").arg(dir.join("pipe")).status().expect("mkfifo runs");
+        assert!(made.success(), "mkfifo");
+        assert!(listing(&dir, None).is_none(), "a FIFO changed just now cannot be compared by content");
+        let done = checks(&dir, &["echo x > a"]);
+        assert!(done.checks[0].passed, "{:?}", done.checks[0]);
+        assert_eq!(read(&dir, "a").as_deref(), Some("a-worker"));
+        assert!(!kept().lock().expect("kept").contains_key(&dir), "no listing, nothing kept");
+        assert!(std::fs::symlink_metadata(dir.join("pipe")).is_ok_and(|m| m.file_type().is_fifo()), "left alone");
     }
 
     #[test]
