@@ -154,6 +154,25 @@ fn chunk_key(hash: &[u8; 32]) -> Vec<u8> {
     k
 }
 
+/// A chunk's file, opened without following a link or waiting on a FIFO put in its place, with
+/// its length; `None` when there is none or it is not a regular file (as good as missing: the
+/// snapshot is discarded and rebuilt).
+fn open_chunk(path: &Path) -> Result<Option<(std::fs::File, u64)>, JournalError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
+        Err(e) => return Err(JournalError::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| JournalError::io(path, e))?;
+    Ok(meta.is_file().then_some((file, meta.len())))
+}
+
 fn meta_key(name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + name.len());
     k.push(META_PREFIX);
@@ -386,11 +405,15 @@ impl Store for SledStore {
 
     fn chunk(&self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>, JournalError> {
         let path = self.chunk_dir.join(Hash(*hash).to_hex());
-        match std::fs::read(&path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(JournalError::io(&path, e)),
+        let Some((file, len)) = open_chunk(&path)? else { return Ok(None) };
+        // No cut makes a chunk longer than the largest: a longer file is not one strata wrote.
+        if len > crate::snapshot::CHUNK_BYTES_MAX as u64 {
+            return Ok(None);
         }
+        let mut bytes = Vec::with_capacity(len as usize);
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, len), &mut bytes)
+            .map_err(|e| JournalError::io(&path, e))?;
+        Ok(Some(bytes))
     }
 
     fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {

@@ -135,6 +135,51 @@ fn a_partial_or_damaged_chunked_snapshot_is_discarded_and_rebuilt() {
     restore(Discarded::Incomplete);
 }
 
+/// Odd files where a chunk should be: a FIFO (which a plain read would wait on for ever), a
+/// link, a directory and a file longer than any chunk are each as good as a missing chunk: the
+/// snapshot is discarded and rebuilt from the journal, and the read returns.
+#[test]
+fn an_odd_file_in_place_of_a_chunk_is_never_waited_on_and_the_snapshot_is_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (j, g, _) = seed_on_disk(tmp.path());
+    let store = j.store();
+    let chunks = tmp.path().join("j").join("snapshot-chunks");
+    type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
+    let plant: [Plant<'_>; 4] = [
+        ("a FIFO", &|p: &Path| {
+            let made = std::process::Command::new("mkfifo").arg(p).status().expect("mkfifo runs");
+            assert!(made.success(), "mkfifo");
+        }),
+        ("a link to the real bytes", &|p: &Path| {
+            let real = p.with_extension("real");
+            std::fs::write(&real, b"x").unwrap();
+            std::os::unix::fs::symlink(&real, p).unwrap();
+        }),
+        ("a directory", &|p: &Path| std::fs::create_dir(p).unwrap()),
+        ("a file longer than any chunk", &|p: &Path| {
+            std::fs::write(p, vec![0u8; strata_journal::snapshot::CHUNK_BYTES_MAX + 1]).unwrap()
+        }),
+    ];
+    for (what, plant) in plant {
+        save_one(&g, &j, g.seq()).unwrap();
+        let victim = chunk_keys(&j).into_iter().nth(2).unwrap();
+        let path = chunks.join(strata_journal::Hash(victim).to_hex());
+        std::fs::remove_file(&path).unwrap();
+        plant(&path);
+        let mut back = Graph::new();
+        let s = catch_up_one(&mut back, &j).unwrap();
+        assert_eq!(s.discarded, vec![Discarded::Incomplete], "{what}");
+        assert_eq!((s.from_snapshot, s.applied), (0, g.seq()), "{what}");
+        assert_eq!(back.state_hash(), g.state_hash(), "{what}");
+        assert!(store.snapshot_keys(b"graph\0").unwrap().is_empty(), "{what}: the bad manifest is gone");
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir(&path).unwrap();
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(8))]
 
