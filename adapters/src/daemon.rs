@@ -119,8 +119,8 @@ pub fn forward_cli(
     stdin: Option<String>,
 ) -> anyhow::Result<u8> {
     let reply = exchange(stream, argv, dir, stdin, None)?;
-    out!("{}", reply.stdout);
-    err!("{}", reply.stderr);
+    out!(crate::output::Out::process(), "{}", reply.stdout);
+    err!(crate::output::Out::process(), "{}", reply.stderr);
     Ok(reply.code)
 }
 
@@ -205,7 +205,7 @@ pub fn serve(ws: &Workspace, options: &ServeOptions, json: bool) -> anyhow::Resu
     // What a command that died after its append left for its reactions is recorded now.
     let caught = crate::app::react::catch_up(&journal);
     if let Err(e) = &caught {
-        errln!("warning: {e}");
+        errln!(ws, "warning: {e}");
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = rt.block_on(run(ws, options, journal.clone(), json));
@@ -248,11 +248,15 @@ async fn run(
     };
     crate::cli::write_private_file(&info_path(ws), serde_json::to_string_pretty(&info)?.as_bytes())?;
     if json {
-        outln!("{}", serde_json::to_string(&info)?);
+        outln!(crate::output::Out::process(), "{}", serde_json::to_string(&info)?);
     } else {
-        outln!("strata serve: {} on {}", root.display(), info.socket.display());
+        outln!(crate::output::Out::process(), "strata serve: {} on {}", root.display(), info.socket.display());
         if let Some(url) = &http_url {
-            outln!("MCP over HTTP at {url} (bearer token in {})", token_path(ws).display());
+            outln!(
+                crate::output::Out::process(),
+                "MCP over HTTP at {url} (bearer token in {})",
+                token_path(ws).display()
+            );
         }
     }
 
@@ -268,12 +272,12 @@ async fn run(
             accepted = listener.accept() => {
                 let (stream, _) = match accepted {
                     Ok(s) => s,
-                    Err(e) => { errln!("strata serve: accept failed: {e}"); continue; }
+                    Err(e) => { errln!(crate::output::Out::process(), "strata serve: accept failed: {e}"); continue; }
                 };
                 let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone(), graph: Some(graph.clone()) };
                 connections.spawn(async move {
                     if let Err(e) = ctx.handle(stream).await {
-                        errln!("strata serve: connection: {e:#}");
+                        errln!(crate::output::Out::process(), "strata serve: connection: {e:#}");
                     }
                 });
             }
@@ -284,7 +288,7 @@ async fn run(
     // Shutdown: no new connections; running commands and appends finish and answer.
     drop(listener);
     let _ = std::fs::remove_file(socket_path(ws));
-    errln!("strata serve: shutting down");
+    errln!(crate::output::Out::process(), "strata serve: shutting down");
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     harness.stop_writes();
     let drained = async {
@@ -304,7 +308,7 @@ async fn run(
             .await;
     connections.shutdown().await;
     journal.close().await?;
-    errln!("strata serve: journal closed at sequence {}", journal.head().seq);
+    errln!(crate::output::Out::process(), "strata serve: journal closed at sequence {}", journal.head().seq);
     Ok(())
 }
 
@@ -331,7 +335,7 @@ pub async fn listen(
                 let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone(), graph: None };
                 connections.spawn(async move {
                     if let Err(e) = ctx.handle(stream).await {
-                        errln!("strata run: worker connection: {e:#}");
+                        errln!(crate::output::Out::process(), "strata run: worker connection: {e:#}");
                     }
                 });
             }
@@ -492,14 +496,20 @@ impl Conn {
         let (tx, rx) = tokio::sync::oneshot::channel();
         // A plain thread: commands block on the journal and may run their own small runtime.
         let spawned = std::thread::Builder::new().name("strata-cli".into()).spawn(move || {
-            let (code, captured) = crate::output::capture(|| {
-                let ws = crate::app::workspace::Workspace::served(&root, &journal, &cwd, stdin.map(String::into_bytes));
-                let ws = match graph {
-                    Some(g) => ws.with_graph(g),
-                    None => ws,
-                };
-                crate::cli::run_served(argv, ws)
-            });
+            let out = crate::output::Out::capture();
+            let ws = crate::app::workspace::Workspace::served(
+                &root,
+                &journal,
+                &cwd,
+                stdin.map(String::into_bytes),
+                out.clone(),
+            );
+            let ws = match graph {
+                Some(g) => ws.with_graph(g),
+                None => ws,
+            };
+            let code = crate::cli::run_served(argv, ws);
+            let captured = out.take();
             drop(counted);
             let _ = tx.send(CliReply {
                 code,
@@ -605,7 +615,7 @@ mod http {
                 cancel.cancel();
             };
             if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
-                errln!("strata serve: HTTP server failed: {e}");
+                errln!(crate::output::Out::process(), "strata serve: HTTP server failed: {e}");
             }
         });
         Ok((format!("http://{bound}/mcp"), Running { stop, task }))

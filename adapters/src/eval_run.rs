@@ -516,7 +516,13 @@ fn run_arm(
 }
 
 /// `strata eval run`: measures every chosen task under both policies; writes or prints the pairs.
-pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(
+    o: &crate::output::Out,
+    dir: &Path,
+    args: RunArgs,
+    corpus_value: &Value,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     let baseline = parse_policy("--baseline", &args.baseline)?;
     let candidate = parse_policy("--candidate", &args.candidate)?;
     let report = corpus::check(corpus_value).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
@@ -544,7 +550,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         let at = root.join(&t.id);
         let mut arms = Vec::new();
         for (arm, policy) in [("baseline", &baseline), ("candidate", &candidate)] {
-            errln!("[{}/{n}] {} under the {arm} policy ({}) on {}", i + 1, t.id, policy.name, args.provider);
+            errln!(o, "[{}/{n}] {} under the {arm} policy ({}) on {}", i + 1, t.id, policy.name, args.provider);
             arms.push(run_arm(&exe, &at.join(arm), t, arm, policy, &args.provider, seed, basis.as_str())?);
         }
         let row = json!({
@@ -554,7 +560,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         match pair(t, &arms[0], &arms[1]) {
             Ok(p) => pairs_out.push(p),
             Err(why) => {
-                errln!("  not measured: {why}");
+                errln!(o, "  not measured: {why}");
                 unmeasured.push(why);
             }
         }
@@ -576,12 +582,12 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
     };
     let text = serde_json::to_string_pretty(&doc)?;
     let Some(out) = &args.out else {
-        outln!("{text}");
+        outln!(o, "{text}");
         return Ok(exit(&unmeasured));
     };
     crate::cli::write_private_file(out, text.as_bytes())?;
     if synthetic {
-        errln!("note: the pairs are synthetic (the {} provider); they never promote", args.provider);
+        errln!(o, "note: the pairs are synthetic (the {} provider); they never promote", args.provider);
     }
     let summary = json!({
         "pairs_file": out.display().to_string(),
@@ -596,7 +602,7 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
         "tasks": rows,
     });
     if json {
-        outln!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!(o, "{}", serde_json::to_string_pretty(&summary)?);
     } else {
         let mut table =
             crate::table::Table::new(&["task", "arm", "accepted", "cost", "telemetry", "wall ms", "quality", "rework"]);
@@ -616,8 +622,9 @@ pub fn run(dir: &Path, args: RunArgs, corpus_value: &Value, json: bool) -> anyho
                 ]);
             }
         }
-        out!("{}", table.render());
+        out!(o, "{}", table.render());
         outln!(
+            o,
             "wrote {} pairs ({}, cost_basis {}: cost in {}) to {}",
             doc.pairs.len(),
             if synthetic { "synthetic" } else { "measured" },

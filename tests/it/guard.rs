@@ -333,8 +333,8 @@ fn no_exit_path_of_the_hook_gives_another_code() {
     // The check can fail: each planted defect is caught.
     for planted in [
         hook.replacen(
-            "fn deny(reason: &str) -> ExitCode {",
-            "fn deny(reason: &str) -> ExitCode {\n    return ExitCode::from(1);",
+            "fn deny(o: &crate::output::Out, reason: &str) -> ExitCode {",
+            "fn deny(o: &crate::output::Out, reason: &str) -> ExitCode {\n    return ExitCode::from(1);",
             1,
         ),
         hook.replacen("std::process::exit(i32::from(DENY))", "std::process::exit(1)", 1),

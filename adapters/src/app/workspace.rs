@@ -1,7 +1,8 @@
 //! A strata workspace as one command sees it: a directory holding `.strata/` (config and
 //! journal) and, when the daemon runs the command for a client, the daemon's journal handle, the
-//! client's working directory and the stdin it sent. Commands get it as an argument; nothing
-//! about the caller lives in thread-local or global state.
+//! client's working directory and the stdin it sent; and where the command's output goes (the
+//! process's streams, or buffers sent back to that client). Commands get it as an argument;
+//! nothing about the caller lives in thread-local or global state.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use crate::system::{SystemClock, V7Ids};
 pub struct Workspace {
     root: PathBuf,
     served: Option<Served>,
+    out: crate::output::Out,
 }
 
 /// What the daemon hands a command it runs for a client.
@@ -39,19 +41,37 @@ impl std::fmt::Debug for Workspace {
     }
 }
 
+impl crate::output::Printer for Workspace {
+    fn sink(&self) -> &crate::output::Out {
+        &self.out
+    }
+}
+
 impl Workspace {
     /// The workspace rooted at `root` (which holds, or will hold, `.strata/`), for a command
     /// this process runs for itself.
     pub fn at(root: &Path) -> Workspace {
-        Workspace { root: root.to_owned(), served: None }
+        Workspace { root: root.to_owned(), served: None, out: crate::output::Out::process() }
     }
 
     /// The workspace at `root` for a command the daemon runs for a client: [`Self::open_journal`]
     /// returns the daemon's `journal`, [`Self::finish`] leaves it open, [`Self::stdin_bytes`]
-    /// reads what the client sent, and the client's working directory is `cwd`.
-    pub fn served(root: &Path, journal: &Journal, cwd: &Path, stdin: Option<Vec<u8>>) -> Workspace {
+    /// reads what the client sent, the client's working directory is `cwd`, and what the
+    /// command prints goes to `out` (buffers the daemon sends back).
+    pub fn served(
+        root: &Path,
+        journal: &Journal,
+        cwd: &Path,
+        stdin: Option<Vec<u8>>,
+        out: crate::output::Out,
+    ) -> Workspace {
         let served = Served { journal: journal.clone(), cwd: cwd.to_owned(), stdin, graph: None };
-        Workspace { root: root.to_owned(), served: Some(served) }
+        Workspace { root: root.to_owned(), served: Some(served), out }
+    }
+
+    /// Where this command's output goes.
+    pub fn out(&self) -> &crate::output::Out {
+        &self.out
     }
 
     /// This served workspace with the daemon's in-memory graph, which graph queries then read

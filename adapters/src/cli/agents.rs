@@ -360,45 +360,46 @@ pub fn init(
                 f
             })
             .collect();
-        outln!("{}", json!({"ok": true, "written": !print, "workspace_created": created, "files": files}));
+        outln!(ws, "{}", json!({"ok": true, "written": !print, "workspace_created": created, "files": files}));
         return Ok(std::process::ExitCode::SUCCESS);
     }
     if print {
         for p in
             planned.iter().filter(|p| !p.path.starts_with(".claude/skills") && !p.path.starts_with(".agents/skills"))
         {
-            outln!("# {}{}", p.path.display(), if p.changed { "" } else { " (unchanged)" });
-            out!("{}", p.contents);
+            outln!(ws, "# {}{}", p.path.display(), if p.changed { "" } else { " (unchanged)" });
+            out!(ws, "{}", p.contents);
             if !p.contents.ends_with('\n') {
-                outln!();
+                outln!(ws);
             }
         }
         let skill: Vec<&Planned> = planned
             .iter()
             .filter(|p| p.path.starts_with(".claude/skills") || p.path.starts_with(".agents/skills"))
             .collect();
-        outln!("# and the skill: {}", crate::plural::count(skill.len() as u64, "file", "files"));
+        outln!(ws, "# and the skill: {}", crate::plural::count(skill.len() as u64, "file", "files"));
         for p in skill {
-            outln!("#   {}", p.path.display());
+            outln!(ws, "#   {}", p.path.display());
         }
-        outln!("(nothing written: --print)");
+        outln!(ws, "(nothing written: --print)");
         return Ok(std::process::ExitCode::SUCCESS);
     }
     if created {
-        outln!("initialised {}", ws.strata_dir().display());
+        outln!(ws, "initialised {}", ws.strata_dir().display());
     }
     let changed = planned.iter().filter(|p| p.changed).count();
     for p in planned.iter().filter(|p| p.changed && !p.path.to_string_lossy().contains("/skills/")) {
-        outln!("wrote {}", p.path.display());
+        outln!(ws, "wrote {}", p.path.display());
     }
     let skill_changed = planned.iter().filter(|p| p.changed && p.path.to_string_lossy().contains("/skills/")).count();
     if skill_changed > 0 {
-        outln!("installed the skill ({})", crate::plural::count(skill_changed as u64, "file", "files"));
+        outln!(ws, "installed the skill ({})", crate::plural::count(skill_changed as u64, "file", "files"));
     }
     if changed == 0 {
-        outln!("already configured; nothing changed");
+        outln!(ws, "already configured; nothing changed");
     }
     outln!(
+        ws,
         "next: `strata claim PATHS` gives your sessions the files they may write (`strata claim` lists who owns what)"
     );
     Ok(std::process::ExitCode::SUCCESS)

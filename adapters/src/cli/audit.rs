@@ -103,7 +103,7 @@ pub(crate) fn run(
                 .collect();
             let denied = groups.denials().get(&path).cloned().unwrap_or_default();
             if json {
-                outln!("{}", json!({"path": path, "writes": rows, "denied": denied}));
+                outln!(ws, "{}", json!({"path": path, "writes": rows, "denied": denied}));
                 return Ok(ExitCode::SUCCESS);
             }
             if !denied.is_empty() {
@@ -118,10 +118,15 @@ pub(crate) fn run(
                         d.reason.clone(),
                     ]);
                 }
-                outln!("denied writes of {path} (the write guard refused them; nothing was written)\n{}", t.render());
+                outln!(
+                    ws,
+                    "denied writes of {path} (the write guard refused them; nothing was written)\n{}",
+                    t.render()
+                );
             }
             if rows.is_empty() {
                 outln!(
+                    ws,
                     "no recorded write of {path} (writes are recorded from completed tasks' diffs and allowed hook calls)"
                 );
             } else {
@@ -149,7 +154,7 @@ pub(crate) fn run(
                         r["prompt"]["tokens"].as_u64().map_or("-".into(), |s| s.to_string()),
                     ]);
                 }
-                outln!("{}", t.render());
+                outln!(ws, "{}", t.render());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -164,9 +169,9 @@ pub(crate) fn run(
             let rows: Vec<Value> =
                 found.into_iter().map(|(wg, task, s)| task_row(&groups, Some(&context), wg, task, s)).collect();
             if json {
-                outln!("{}", json!({"session": id, "tasks": rows}));
+                outln!(ws, "{}", json!({"session": id, "tasks": rows}));
             } else {
-                outln!("session {id}\n{}", task_table(&rows, paint));
+                outln!(ws, "session {id}\n{}", task_table(&rows, paint));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -227,12 +232,12 @@ pub(crate) fn run(
                         routing.iter().map(|(task, e, m)| json!({"task": task, "evidence": e, "model": m})).collect();
                     o.insert("routing".into(), routing.into());
                 }
-                outln!("{v}");
+                outln!(ws, "{v}");
             } else {
-                outln!("workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
-                super::run::print_summary(&s, None, false, paint)?;
+                outln!(ws, "workgroup {} (plan {})", g.plan.workgroup, short(&g.plan_digest));
+                super::run::print_summary(ws.out(), &s, None, false, paint)?;
                 for (task, e, m) in &routing {
-                    outln!("{task}: routed on {}; {}", evidence_line(e), model_line(*m));
+                    outln!(ws, "{task}: routed on {}; {}", evidence_line(e), model_line(*m));
                 }
                 for (task, c) in &gates {
                     let said =
@@ -240,7 +245,7 @@ pub(crate) fn run(
                     let on = if c.facts.change_request.is_empty() { "the plan" } else { &c.facts.change_request };
                     let builds =
                         if c.builds.is_empty() { String::new() } else { format!(" on {}", c.builds.join(", ")) };
-                    outln!("{task}: {} gate ({on}) {said}{builds}", c.gate);
+                    outln!(ws, "{task}: {} gate ({on}) {said}{builds}", c.gate);
                 }
                 for p in g.planned.values() {
                     let said = if p.problems.is_empty() {
@@ -251,13 +256,14 @@ pub(crate) fn run(
                     } else {
                         format!("refused: {}", p.problems.join("; "))
                     };
-                    outln!("{} phase: planning gate {said}", p.phase);
+                    outln!(ws, "{} phase: planning gate {said}", p.phase);
                 }
                 if let Some((_, x)) = &g.suite {
-                    outln!("consolidated suite (run {}): {}", x.run, x.describe(g.plan.suite.len()));
+                    outln!(ws, "consolidated suite (run {}): {}", x.run, x.describe(g.plan.suite.len()));
                 }
                 if !denied.is_empty() {
                     outln!(
+                        ws,
                         "{} refused by the write guard (nothing was written)\n{}",
                         crate::plural::count(denied.len() as u64, "write", "writes"),
                         denial_table(&denied)

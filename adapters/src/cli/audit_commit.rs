@@ -174,6 +174,7 @@ pub(crate) fn run(
             .map(|(what, trailer, journal, ok)| json!({"check": what, "trailer": trailer, "journal": journal, "agrees": ok}))
             .collect();
         outln!(
+            ws,
             "{}",
             json!({"commit": id, "repository": repo.display().to_string(),
                 "trailers": {"workgroup": wg, "task": task, "attempt": attempt, "prompt": t.prompt, "journal": t.journal, "picked_from": t.picked_from},
@@ -181,28 +182,29 @@ pub(crate) fn run(
         );
         return Ok(if agree { ExitCode::SUCCESS } else { ExitCode::from(3) });
     }
-    outln!("commit {id} in {}: workgroup {wg}, task {task}, attempt {attempt}", repo.display());
+    outln!(ws, "commit {id} in {}: workgroup {wg}, task {task}, attempt {attempt}", repo.display());
     for (what, trailer, journal, ok) in &checks {
         let said = match ok {
             Some(true) => "agrees with the journal".to_owned(),
             Some(false) => format!("DIFFERS: the journal recorded {}", journal.as_deref().unwrap_or("nothing")),
             None => "not checked: the journal's latest attempt of the task is another one".to_owned(),
         };
-        outln!("  {what}: {} — {said}", trailer.as_deref().unwrap_or("(absent)"));
+        outln!(ws, "  {what}: {} — {said}", trailer.as_deref().unwrap_or("(absent)"));
     }
     if latest.is_none() {
-        outln!("  attempt {attempt} is not the task's latest ({}); the row below is the latest", s.attempts);
+        outln!(ws, "  attempt {attempt} is not the task's latest ({}); the row below is the latest", s.attempts);
     }
-    outln!("{}", super::audit::task_table(std::slice::from_ref(&row), paint).trim_end());
+    outln!(ws, "{}", super::audit::task_table(std::slice::from_ref(&row), paint).trim_end());
     for w in &writes {
         outln!(
+            ws,
             "  wrote {} (seq {}, {})",
             w["path"].as_str().unwrap_or_default(),
             w["seq"],
             w["source"].as_str().unwrap_or_default()
         );
     }
-    outln!("more: strata audit run {wg}");
+    outln!(ws, "more: strata audit run {wg}");
     Ok(if agree { ExitCode::SUCCESS } else { ExitCode::from(3) })
 }
 

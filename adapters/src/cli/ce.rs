@@ -32,47 +32,53 @@ use crate::system::{SystemClock, V7Ids};
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// Runs one operation on standard input.
-pub fn run(operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
+pub fn run(o: &crate::output::Out, operation: Option<&str>, journal: Option<&Path>, explain: bool) -> ExitCode {
     let stdin = std::io::stdin();
     let result = match journal {
         None => respond(operation, &mut stdin.lock(), i128::from(SystemClock.now_ns())),
         Some(dir) => respond_journaled(operation, &mut stdin.lock(), dir),
     };
-    answer(operation, result, explain)
+    answer(o, operation, result, explain)
 }
 
 /// `strata ce OPERATION --journal DIR` run by the daemon that holds DIR's journal (`strata serve`
 /// or `strata mcp`): the request is the client's stdin, the decision is recorded through the
 /// daemon's handle, so a served workspace answers at once instead of waiting for its lock.
-pub fn run_served(operation: Option<&str>, journal: &Journal, input: &[u8], explain: bool) -> ExitCode {
+pub fn run_served(
+    o: &crate::output::Out,
+    operation: Option<&str>,
+    journal: &Journal,
+    input: &[u8],
+    explain: bool,
+) -> ExitCode {
     let result = request(operation, &mut &input[..], true).and_then(|(op, mut payload)| {
         discover_links(op, &mut payload)?;
         decide_and_record(journal, op, &payload)
     });
-    answer(operation, result, explain)
+    answer(o, operation, result, explain)
 }
 
 /// The answer to a request a client could not send along (over the size limit or not UTF-8):
 /// the refusal reading it gives.
-pub fn run_served_refusal(operation: Option<&str>, input: &[u8], explain: bool) -> ExitCode {
+pub fn run_served_refusal(o: &crate::output::Out, operation: Option<&str>, input: &[u8], explain: bool) -> ExitCode {
     // Reading it refuses it (too long, or not JSON, which is UTF-8); the fallback is for form.
     let result = request(operation, &mut &input[..], true)
         .and_then(|_| Err(CeError::new(Code::InvalidRequest, "the request is not UTF-8 text")));
-    answer(operation, result, explain)
+    answer(o, operation, result, explain)
 }
 
 /// Prints the answer line of `result` (and with `explain` a rejection's detail on stderr).
-fn answer(operation: Option<&str>, result: Result<Value, CeError>, explain: bool) -> ExitCode {
+fn answer(o: &crate::output::Out, operation: Option<&str>, result: Result<Value, CeError>, explain: bool) -> ExitCode {
     let (line, ok) = match result {
         Ok(result) => (success_line(operation.unwrap_or_default(), &result), true),
         Err(e) => {
             if explain {
-                errln!("{}", e.detail);
+                errln!(o, "{}", e.detail);
             }
             (failure_line(e.code), false)
         }
     };
-    outln!("{line}");
+    outln!(o, "{line}");
     if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 

@@ -95,7 +95,7 @@ fn relative(root: &Path, base: &Path, p: &Path) -> anyhow::Result<String> {
 pub fn claim(ws: &Workspace, args: ClaimArgs, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("claim")?;
     if args.paths.is_empty() {
-        let listed = list(&journal, json);
+        let listed = list(ws.out(), &journal, json);
         ws.finish(&journal)?;
         return listed;
     }
@@ -111,11 +111,11 @@ pub fn claim(ws: &Workspace, args: ClaimArgs, json: bool) -> anyhow::Result<Exit
     ws.finish(&journal)?;
     let (owned, added) = done.answer;
     if json {
-        outln!("{}", json!({"ok": true, "lineage": lineage, "added": added, "owned": owned, "head": done.seq}));
+        outln!(ws, "{}", json!({"ok": true, "lineage": lineage, "added": added, "owned": owned, "head": done.seq}));
     } else if added.is_empty() {
-        outln!("{lineage} already owns {}; nothing recorded", paths.join(", "));
+        outln!(ws, "{lineage} already owns {}; nothing recorded", paths.join(", "));
     } else {
-        outln!("{lineage} now owns {} (claimed {}; head {})", owned.join(", "), added.join(", "), done.seq);
+        outln!(ws, "{lineage} now owns {} (claimed {}; head {})", owned.join(", "), added.join(", "), done.seq);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -137,21 +137,21 @@ pub fn release(ws: &Workspace, args: ReleaseArgs, json: bool) -> anyhow::Result<
     if json {
         let rows: Vec<_> =
             returned.iter().map(|r| json!({"lineage": r.lineage, "released": r.released, "kept": r.kept})).collect();
-        outln!("{}", json!({"ok": true, "returned": rows, "head": done.seq}));
+        outln!(ws, "{}", json!({"ok": true, "returned": rows, "head": done.seq}));
     } else if returned.is_empty() {
-        outln!("{} owns nothing; nothing recorded", lineage.as_deref().unwrap_or("no interactive session"));
+        outln!(ws, "{} owns nothing; nothing recorded", lineage.as_deref().unwrap_or("no interactive session"));
     } else {
         for r in &returned {
             let kept = if r.kept.is_empty() { "nothing".to_owned() } else { r.kept.join(", ") };
-            outln!("{} released {}; it still owns {kept}", r.lineage, r.released.join(", "));
+            outln!(ws, "{} released {}; it still owns {kept}", r.lineage, r.released.join(", "));
         }
-        outln!("head {}", done.seq);
+        outln!(ws, "head {}", done.seq);
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Who owns what: every lineage of the ownership map, workgroup workers included.
-fn list(journal: &strata_journal::Journal, json: bool) -> anyhow::Result<ExitCode> {
+fn list(o: &crate::output::Out, journal: &strata_journal::Journal, json: bool) -> anyhow::Result<ExitCode> {
     let mut state = Ledger::default();
     catch_up_one(&mut state, journal)?;
     if json {
@@ -162,11 +162,11 @@ fn list(journal: &strata_journal::Journal, json: bool) -> anyhow::Result<ExitCod
                 json!({"lineage": l, "interactive": interactive::is_interactive(l), "mode": o.mode, "paths": o.paths})
             })
             .collect();
-        outln!("{}", json!({"owners": rows}));
+        outln!(o, "{}", json!({"owners": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     if state.owners().is_empty() {
-        outln!("no one owns any path; `strata claim PATHS` claims some for your interactive sessions");
+        outln!(o, "no one owns any path; `strata claim PATHS` claims some for your interactive sessions");
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["LINEAGE", "KIND", "PATHS"]);
@@ -174,6 +174,6 @@ fn list(journal: &strata_journal::Journal, json: bool) -> anyhow::Result<ExitCod
         let kind = if interactive::is_interactive(l) { "interactive" } else { "worker" };
         t.row(vec![l.clone(), kind.to_owned(), o.paths.join(", ")]);
     }
-    out!("{}", t.render());
+    out!(o, "{}", t.render());
     Ok(ExitCode::SUCCESS)
 }

@@ -234,14 +234,16 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
             let tokens = strata_engine::tokens::count(&s.text);
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"level": s.level, "entity": if s.entity.is_empty() { Value::Null } else { json!(s.entity) }, "text": s.text,
                            "hash": s.hash.to_hex(), "tokens": tokens, "tokenizer": strata_engine::tokens::TOKENIZER_ID, "sources": s.sources,
                            "position": l.journal.head().seq})
                 );
             } else {
-                out!("{}", s.text);
+                out!(ws, "{}", s.text);
                 errln!(
+                    ws,
                     "({tokens} {} tokens, {} sources, journal sequence {})",
                     strata_engine::tokens::TOKENIZER_ID,
                     s.sources.len(),
@@ -266,17 +268,22 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
                         v
                     })
                     .collect();
-                outln!("{}", json!({"ok": findings.is_empty(), "findings": rows, "position": l.journal.head().seq}));
+                outln!(
+                    ws,
+                    "{}",
+                    json!({"ok": findings.is_empty(), "findings": rows, "position": l.journal.head().seq})
+                );
             } else if findings.is_empty() {
-                outln!("every published summary matches the knowledge base at sequence {}", l.journal.head().seq);
+                outln!(ws, "every published summary matches the knowledge base at sequence {}", l.journal.head().seq);
             } else {
                 let mut t = Table::new(&["LEVEL", "ENTITY", "PROBLEM", "DETAIL"]);
                 for f in &findings {
                     let (p, d) = problem_text(&f.problem);
                     t.row(vec![f.level.clone(), f.entity.clone(), p, d]);
                 }
-                out!("{}", t.render());
+                out!(ws, "{}", t.render());
                 errln!(
+                    ws,
                     "{}; `strata summary publish` publishes the current summaries",
                     crate::plural::count(findings.len() as u64, "summary problem", "summary problems")
                 );
@@ -298,9 +305,9 @@ pub(crate) fn summary_cmd(ws: &Workspace, cmd: SummaryCommand, json: bool) -> an
             let ((published, retracted), head) = (done.answer, done.seq);
             ws.finish(&l.journal)?;
             if json {
-                outln!("{}", json!({"ok": true, "published": published, "retracted": retracted, "head": head}));
+                outln!(ws, "{}", json!({"ok": true, "published": published, "retracted": retracted, "head": head}));
             } else {
-                outln!("published {published} summaries, retracted {retracted} (head {head})");
+                outln!(ws, "published {published} summaries, retracted {retracted} (head {head})");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -339,6 +346,7 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
             for p in &parsed {
                 for d in strata_engine::workgroup::preflight::dead_globs(p, &graph) {
                     errln!(
+                        ws,
                         "warning: profile {}: {} {:?} matches no path in the knowledge base; `strata run` refuses it ({}) unless it is listed in guards; `strata prompt paths GLOB` lists what a glob matches",
                         p.agent_id,
                         d.at,
@@ -371,11 +379,11 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                 .collect();
             ws.finish(&journal)?;
             if json {
-                outln!("{}", json!({"ok": true, "profiles": rows}));
+                outln!(ws, "{}", json!({"ok": true, "profiles": rows}));
             } else {
                 for r in rows {
                     let what = if r["registered"] == true { "registered as" } else { "unchanged at" };
-                    outln!("{} {what} version {}", r["profile"].as_str().unwrap_or(""), r["version"]);
+                    outln!(ws, "{} {what} version {}", r["profile"].as_str().unwrap_or(""), r["version"]);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -387,9 +395,9 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                     .iter()
                     .map(|(id, v, p)| json!({"profile": id, "version": v, "tier": p.tier, "model": p.model, "tokenBudget": p.context_profile.token_budget, "maxFullSpecs": p.context_profile.max_full_specs, "hash": profile::hash(p).to_hex()}))
                     .collect();
-                outln!("{}", json!({"profiles": rows}));
+                outln!(ws, "{}", json!({"profiles": rows}));
             } else if all.is_empty() {
-                outln!("no profiles registered; `strata profile register --builtin` registers the shipped ones");
+                outln!(ws, "no profiles registered; `strata profile register --builtin` registers the shipped ones");
             } else {
                 let mut t = Table::new(&["PROFILE", "VERSION", "TIER", "MODEL", "BUDGET", "MAX L1 SPECS"]);
                 for (id, v, p) in all {
@@ -402,7 +410,7 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                         p.context_profile.max_full_specs.to_string(),
                     ]);
                 }
-                out!("{}", t.render());
+                out!(ws, "{}", t.render());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -424,10 +432,10 @@ pub(crate) fn profile_cmd(ws: &Workspace, cmd: ProfileCommand, json: bool) -> an
                 );
             };
             if json {
-                outln!("{}", json!({"profile": p, "version": v, "hash": profile::hash(p).to_hex()}));
+                outln!(ws, "{}", json!({"profile": p, "version": v, "hash": profile::hash(p).to_hex()}));
             } else {
-                outln!("{id} version {v} (hash {})", profile::hash(p).to_hex());
-                outln!("{}", serde_json::to_string_pretty(p)?);
+                outln!(ws, "{id} version {v} (hash {})", profile::hash(p).to_hex());
+                outln!(ws, "{}", serde_json::to_string_pretty(p)?);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -456,7 +464,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     anyhow::Error::msg::<String>,
                 )?;
                 if done.events > 0 && !json {
-                    errln!("registered the shipped profile {pid} as version 1");
+                    errln!(ws, "registered the shipped profile {pid} as version 1");
                 }
             }
             let Some((version, p)) = l.state.profiles.latest(&pid) else {
@@ -493,6 +501,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             ws.finish(&l.journal)?;
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"ok": true, "prompt": out.display().to_string(), "manifest": manifest_path.display().to_string(), "recorded_at": seq,
                            "total_tokens": m.total_tokens, "token_budget": m.token_budget, "included": m.included.len(), "excluded": m.excluded.len(),
@@ -500,6 +509,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 );
             } else {
                 outln!(
+                    ws,
                     "assembled {} for task {} with {} v{}: {} of {} tokens, {} in, {} left out",
                     out.display(),
                     m.task.id,
@@ -510,7 +520,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                     crate::plural::count(m.included.len() as u64, "item", "items"),
                     m.excluded.len()
                 );
-                outln!("bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
+                outln!(ws, "bill of materials: {} (recorded at journal sequence {seq})", manifest_path.display());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -526,17 +536,18 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             let position = journal.head().seq;
             ws.finish(&journal)?;
             if json {
-                outln!("{}", json!({"glob": glob, "paths": paths, "count": paths.len(), "position": position}));
+                outln!(ws, "{}", json!({"glob": glob, "paths": paths, "count": paths.len(), "position": position}));
             } else {
                 for p in &paths {
-                    outln!("{p}");
+                    outln!(ws, "{p}");
                 }
                 errln!(
+                    ws,
                     "{} {glob} at journal sequence {position}",
                     crate::plural::count(paths.len() as u64, "path matches", "paths match")
                 );
                 if paths.is_empty() {
-                    errln!("{}", strata_engine::context::paths::LAYOUT);
+                    errln!(ws, "{}", strata_engine::context::paths::LAYOUT);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -575,12 +586,14 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
             ws.finish(&journal)?;
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"ok": problems.is_empty(), "problems": problems, "prompt_checked": prompt_path.as_ref().map(|p| p.display().to_string()),
                            "prompt_hash": m.prompt_hash, "position": m.position})
                 );
             } else if problems.is_empty() {
                 outln!(
+                    ws,
                     "verified: the journal at sequence {} under {} v{} gives exactly this prompt ({}) and bill of materials; {} of {} tokens, never-list and maxFullSpecs hold{}{}",
                     m.position,
                     m.profile,
@@ -597,7 +610,7 @@ pub(crate) fn prompt_cmd(ws: &Workspace, cmd: PromptCommand, json: bool) -> anyh
                 );
             } else {
                 for p in &problems {
-                    outln!("FAIL {p}");
+                    outln!(ws, "FAIL {p}");
                 }
             }
             Ok(if problems.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
@@ -635,12 +648,13 @@ pub(crate) fn audit_cmd(
                        "fetched_later": fetched, "refused_fetches": refused})
             })
             .collect();
-        outln!("{}", json!({"task": task, "prompts": rows}));
+        outln!(ws, "{}", json!({"task": task, "prompts": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     for (v, r) in found {
         let m = &r.manifest;
         outln!(
+            ws,
             "prompt {v} of task {task}: recorded at sequence {}, assembled from sequence {} with {} v{}; {} of {} tokens ({}, x{}.{:03}); hash {}",
             r.seq,
             m.position,
@@ -653,7 +667,7 @@ pub(crate) fn audit_cmd(
             m.factor_milli % 1000,
             &m.prompt_hash[..16]
         );
-        outln!("objective: {}", m.task.objective);
+        outln!(ws, "objective: {}", m.task.objective);
         let mut t = Table::new(&["SECTION", "ITEM", "LEVEL", "TOKENS", "WHY"]);
         for i in &m.included {
             let level = match &i.degraded_from {
@@ -662,21 +676,21 @@ pub(crate) fn audit_cmd(
             };
             t.row(vec![i.section.clone(), i.item.clone(), level, i.tokens.to_string(), i.reason.clone()]);
         }
-        out!("{}", t.render());
+        out!(ws, "{}", t.render());
         if !m.excluded.is_empty() {
-            outln!("left out:");
+            outln!(ws, "left out:");
             let mut t = Table::new(&["ITEM", "LEVEL", "WHY"]);
             for i in &m.excluded {
                 t.row(vec![i.item.clone(), i.level.clone(), i.reason.clone()]);
             }
-            out!("{}", t.render());
+            out!(ws, "{}", t.render());
         }
         if !m.offered.is_empty() {
             let names: Vec<String> = m.offered.iter().map(|i| format!("{} at {}", i.item, i.level)).collect();
-            outln!("offered on demand: {}", names.join(", "));
+            outln!(ws, "offered on demand: {}", names.join(", "));
         }
         if !r.fetched.is_empty() {
-            outln!("fetched later (get_context):");
+            outln!(ws, "fetched later (get_context):");
             let mut t = Table::new(&["SEQ", "ITEM", "LEVEL", "TOKENS", "WHY"]);
             for (seq, f) in &r.fetched {
                 for i in &f.items {
@@ -689,26 +703,26 @@ pub(crate) fn audit_cmd(
                     ]);
                 }
             }
-            out!("{}", t.render());
+            out!(ws, "{}", t.render());
         }
         if !r.refused.is_empty() {
-            outln!("refused requests (get_context):");
+            outln!(ws, "refused requests (get_context):");
             let mut t = Table::new(&["SEQ", "ASKED", "RULE", "WHY ASKED"]);
             for (seq, f) in &r.refused {
                 t.row(vec![seq.to_string(), f.asked.clone(), f.rule.clone(), f.reason.clone()]);
             }
-            out!("{}", t.render());
+            out!(ws, "{}", t.render());
         }
         if r.superseded.is_empty() {
-            outln!("nothing it was given has changed since\n");
+            outln!(ws, "nothing it was given has changed since\n");
         } else {
-            outln!("SUPERSEDED since: {}\n", r.superseded.keys().cloned().collect::<Vec<_>>().join(", "));
+            outln!(ws, "SUPERSEDED since: {}\n", r.superseded.keys().cloned().collect::<Vec<_>>().join(", "));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn context_cmd(cmd: ContextCommand, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn context_cmd(o: &crate::output::Out, cmd: ContextCommand, json: bool) -> anyhow::Result<ExitCode> {
     let ContextCommand::Measure { out, seed } = cmd;
     let report = crate::measure::measure(seed)?;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -716,10 +730,10 @@ pub(crate) fn context_cmd(cmd: ContextCommand, json: bool) -> anyhow::Result<Exi
     }
     write_atomic(&out, report.markdown.as_bytes())?;
     if json {
-        outln!("{}", json!({"ok": true, "out": out.display().to_string(), "figures": report.figures}));
+        outln!(o, "{}", json!({"ok": true, "out": out.display().to_string(), "figures": report.figures}));
     } else {
-        out!("{}", report.markdown);
-        errln!("wrote {}", out.display());
+        out!(o, "{}", report.markdown);
+        errln!(o, "wrote {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

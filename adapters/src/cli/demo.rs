@@ -275,6 +275,7 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
 
     if json {
         outln!(
+            ws,
             "{}",
             serde_json::json!({
                 "ok": ok,
@@ -302,12 +303,14 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             })
         );
     } else {
-        outln!("strata demo: the bundled knowledge base on the embedded sled journal ({})", at.display());
+        outln!(ws, "strata demo: the bundled knowledge base on the embedded sled journal ({})", at.display());
         outln!(
+            ws,
             "  intake     {taken} artifacts from {} files ({spec_files} specification files, {spec_tokens} tokens) in one atomic append",
             files.len()
         );
         outln!(
+            ws,
             "  validate   {}",
             if findings.is_empty() {
                 "no dangling references, missing inverses, cycles or bypassing links".to_owned()
@@ -316,11 +319,13 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             }
         );
         outln!(
+            ws,
             "  impact     {cr} reaches {} artifacts{}",
             impact.len(),
             shared_path.map(|p| format!("; cross-cutting via {p}")).unwrap_or_default()
         );
         outln!(
+            ws,
             "  context    {} for {}: {} of {} tokens, {} items with reasons; verified against the journal: {}",
             prompt_path.display(),
             assembly.manifest.profile,
@@ -330,14 +335,17 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             if prompt_problems.is_empty() { "ok".to_owned() } else { format!("{} PROBLEMS", prompt_problems.len()) }
         );
         outln!(
+            ws,
             "  edit       {brd_id} changed: {suspects} artifacts suspect; approving CR-9000 {}",
             if gate_held { "was refused until reviewed" } else { "was NOT refused" }
         );
         outln!(
+            ws,
             "             the prompt given {brd_id} {}; {stale} published summaries now stale",
             if superseded == 1 { "is flagged superseded" } else { "was NOT flagged" }
         );
         outln!(
+            ws,
             "  journal    {} events, checkpoints at {} and {} signed by {}",
             head.seq,
             first_checkpoint.checkpoint.size,
@@ -345,11 +353,13 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
             key.name()
         );
         outln!(
+            ws,
             "  verify     {} (signatures checked against {})",
             if report.ok() { "ok" } else { "FAILED" },
             key.verifier().to_text()
         );
         outln!(
+            ws,
             "  bundle     {} verified offline: {} ({} consistency proofs)",
             bundle_path.display(),
             if bundle.verify.ok() { "ok" } else { "FAILED" },
@@ -365,9 +375,10 @@ pub(crate) fn run(at: &Path, json: bool) -> anyhow::Result<ExitCode> {
                 if same { "same".into() } else { "DIFFERS".into() },
             ]);
         }
-        out!("{}", t.render());
-        outln!("{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
+        out!(ws, "{}", t.render());
+        outln!(ws, "{}", if ok { "demo complete: every check passed" } else { "demo FAILED: see above" });
         outln!(
+            ws,
             "next: strata --dir {0} graph impact {1}; strata --dir {0} audit context --task demo-1; strata --dir {0} summary check; strata --dir {0} journal verify --pubkey {0}/demo.key.pub",
             at.display(),
             cr.id

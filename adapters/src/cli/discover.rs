@@ -68,13 +68,14 @@ pub(crate) fn run(
     let hits = index.search(text, limit, &only)?;
     if json {
         outln!(
+            ws,
             "{}",
             json!({"query": text, "at": index.seq, "documents": index.len(), "results": hits.iter().map(hit_json).collect::<Vec<_>>()})
         );
     } else if hits.is_empty() {
-        outln!("no document matches {text:?} (as of sequence {}, {} documents)", index.seq, index.len());
+        outln!(ws, "no document matches {text:?} (as of sequence {}, {} documents)", index.seq, index.len());
     } else {
-        outln!("discover {text:?} (as of sequence {}, {} documents):", index.seq, index.len());
+        outln!(ws, "discover {text:?} (as of sequence {}, {} documents):", index.seq, index.len());
         let mut t = Table::new(&["RANK", "SCORE", "KIND", "ID", "ENTITY", "MATCHED"]);
         for h in &hits {
             t.row(vec![
@@ -86,8 +87,8 @@ pub(crate) fn run(
                 h.matched.join(", "),
             ]);
         }
-        out!("{}", t.render());
-        outln!("then `strata graph impact ID` for what a change to one of them touches");
+        out!(ws, "{}", t.render());
+        outln!(ws, "then `strata graph impact ID` for what a change to one of them touches");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -162,21 +162,27 @@ fn pretty(v: &impl serde::Serialize) -> anyhow::Result<String> {
 
 /// Runs an `eval` command in directory `dir`; `dir_journal` is the workspace `--dir` named on
 /// the command line, which `promote` records in when `--journal` is not given.
-pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(
+    o: &crate::output::Out,
+    cmd: EvalCommand,
+    dir: &Path,
+    dir_journal: Option<PathBuf>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     match cmd {
         EvalCommand::Run(args) => {
             let doc = corpus_doc(args.corpus.as_deref())?;
-            crate::eval_run::run(dir, *args, &doc, json)
+            crate::eval_run::run(o, dir, *args, &doc, json)
         }
-        EvalCommand::Corpus(CorpusCommand::Check { file }) => corpus_check(file.as_deref(), json),
+        EvalCommand::Corpus(CorpusCommand::Check { file }) => corpus_check(o, file.as_deref(), json),
         EvalCommand::Synthesize { corpus: path, seed } => {
             let doc = corpus_doc(path.as_deref())?;
             let report = corpus::check(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
             let c = corpus::parse(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
-            outln!("{}", pretty(&synthetic::synthesize(&c, &report.digest, seed))?);
+            outln!(o, "{}", pretty(&synthetic::synthesize(&c, &report.digest, seed))?);
             Ok(ExitCode::SUCCESS)
         }
-        EvalCommand::Keygen { key_id, out } => keygen(&key_id, &out, json),
+        EvalCommand::Keygen { key_id, out } => keygen(o, &key_id, &out, json),
         EvalCommand::Sign { pairs, key, key_id, candidate_version, runtime_digest, run_id, measured_at } => {
             let doc = read_json(&pairs, "pairs", DOC_BYTES_MAX)?;
             let parsed =
@@ -205,10 +211,11 @@ pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: boo
                 envelope::sign(&claims, &doc["pairs"], &signing).map_err(|e| anyhow::anyhow!("[STRATA-E1406] {e}"))?;
             if !claims.promotion_authorized {
                 errln!(
+                    o,
                     "note: some pairs are not measured and authorised; the envelope says promotion_authorized: false"
                 );
             }
-            outln!("{}", pretty(&env)?);
+            outln!(o, "{}", pretty(&env)?);
             Ok(ExitCode::SUCCESS)
         }
         EvalCommand::Promote {
@@ -275,6 +282,7 @@ pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: boo
                 bail!("[STRATA-E1407] --rollout needs --journal: the rollout lives in a journal");
             }
             let doc = promote_recorded(
+                o,
                 &corpus_value,
                 &pairs_value,
                 envelope_value.as_ref(),
@@ -283,9 +291,9 @@ pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: boo
                 rollout.as_deref(),
             )?;
             if json {
-                outln!("{}", pretty(&doc)?);
+                outln!(o, "{}", pretty(&doc)?);
             } else {
-                print_evaluation(&doc);
+                print_evaluation(o, &doc);
             }
             Ok(if doc.evaluation.promote { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
         }
@@ -296,6 +304,7 @@ pub fn run(cmd: EvalCommand, dir: &Path, dir_journal: Option<PathBuf>, json: boo
 /// ledger's version, decided again if another process moved it), and with a rollout, the stage
 /// policy's decision on the rollout's stream in the same append.
 fn promote_recorded(
+    o: &crate::output::Out,
     corpus_value: &Value,
     pairs_value: &Value,
     envelope_value: Option<&Value>,
@@ -316,12 +325,13 @@ fn promote_recorded(
             e.detail
         )
     })?;
-    let result = record(&journal, corpus_value, pairs_value, envelope_value, &mut opts, rollout_name);
+    let result = record(o, &journal, corpus_value, pairs_value, envelope_value, &mut opts, rollout_name);
     journal.close_blocking()?;
     result
 }
 
 fn record(
+    o: &crate::output::Out,
     journal: &strata_journal::Journal,
     corpus_value: &Value,
     pairs_value: &Value,
@@ -358,7 +368,7 @@ fn record(
             promote::evaluate(corpus_value, pairs_value, envelope_value, opts, &consumed).map_err(fail)?;
         let Some(t) = trusted else {
             if rollout_name.is_some() {
-                errln!("note: provenance failed; the rollout does not move on this evaluation");
+                errln!(o, "note: provenance failed; the rollout does not move on this evaluation");
                 doc.action = None;
             }
             return Ok(Decided::nothing(doc));
@@ -396,31 +406,37 @@ fn record(
     if done.events > 0
         && let Some(r) = rollout_name.and_then(|n| state.1.get(n))
     {
-        errln!("rollout {}: now at {} ({})", r.start.rollout, r.stage.as_str(), r.last_reason.as_deref().unwrap_or(""));
+        errln!(
+            o,
+            "rollout {}: now at {} ({})",
+            r.start.rollout,
+            r.stage.as_str(),
+            r.last_reason.as_deref().unwrap_or("")
+        );
     }
     Ok(done.answer)
 }
 
-fn corpus_check(file: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+fn corpus_check(o: &crate::output::Out, file: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let doc = corpus_doc(file)?;
     let report = corpus::check(&doc).map_err(|e| anyhow::anyhow!("[STRATA-E1404] {e}"))?;
     if json {
-        outln!("{}", pretty(&report)?);
+        outln!(o, "{}", pretty(&report)?);
     } else {
         let kind = if report.synthetic { "synthetic" } else { "measured" };
-        outln!("corpus {} {} ({kind}), {}", report.name, report.version, report.digest);
+        outln!(o, "corpus {} {} ({kind}), {}", report.name, report.version, report.digest);
         let strata: Vec<String> = report.strata.iter().map(|(s, n)| format!("{s} {n}")).collect();
-        outln!("{} tasks: {}", report.n_tasks, strata.join(", "));
-        outln!("oracles agreeing with dispatch: {} of {}", report.oracles_agreeing, report.n_tasks);
+        outln!(o, "{} tasks: {}", report.n_tasks, strata.join(", "));
+        outln!(o, "oracles agreeing with dispatch: {} of {}", report.oracles_agreeing, report.n_tasks);
         for p in &report.problems {
-            outln!("problem [{}] {}: {}", p.rule, p.task.as_deref().unwrap_or("corpus"), p.detail);
+            outln!(o, "problem [{}] {}: {}", p.rule, p.task.as_deref().unwrap_or("corpus"), p.detail);
         }
-        outln!("{}", if report.ok { "ok" } else { "problems found" });
+        outln!(o, "{}", if report.ok { "ok" } else { "problems found" });
     }
     Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(EXIT_PROBLEMS) })
 }
 
-fn keygen(key_id: &str, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+fn keygen(o: &crate::output::Out, key_id: &str, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     if !envelope::is_key_id(key_id) {
         bail!("[STRATA-E1406] --key-id {key_id:?}: `measurement-key-` and 1–64 of a-z 0-9 . _ -");
     }
@@ -432,21 +448,23 @@ fn keygen(key_id: &str, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let entry = serde_json::json!({ key_id: public });
     if json {
         outln!(
+            o,
             "{}",
             serde_json::json!({"key_id": key_id, "private_key_file": out.display().to_string(), "public_key_file": pub_path.display().to_string(), "trusted_keys_entry": entry})
         );
     } else {
-        outln!("wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
-        outln!("trusted-keys entry: {entry}");
+        outln!(o, "wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
+        outln!(o, "trusted-keys entry: {entry}");
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_evaluation(doc: &promote::Document) {
+fn print_evaluation(o: &crate::output::Out, doc: &promote::Document) {
     let e = &doc.evaluation;
     let kind = if doc.corpus.synthetic { ", synthetic" } else { "" };
     let basis = doc.cost_basis.map_or("unstated", |b| b.as_str());
     outln!(
+        o,
         "evaluation {} on corpus {} {}{kind}: {} pairs, cost basis {basis}",
         e.evaluation_id,
         doc.corpus.name,
@@ -468,9 +486,9 @@ fn print_evaluation(doc: &promote::Document) {
             g.reason.clone(),
         ]);
     }
-    out!("{}", table.render());
+    out!(o, "{}", table.render());
     if let (Some(stage), Some(action)) = (doc.stage, doc.action) {
-        outln!("stage {}: {:?}", stage.as_str(), action);
+        outln!(o, "stage {}: {:?}", stage.as_str(), action);
     }
-    outln!("{}", if e.promote { "promote" } else { "does not promote" });
+    outln!(o, "{}", if e.promote { "promote" } else { "does not promote" });
 }

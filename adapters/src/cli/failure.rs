@@ -128,7 +128,7 @@ fn split_code(message: &str) -> (Option<&str>, &str) {
 
 /// Reports `e` for a command that failed: one JSON object on stdout with `--json`, else
 /// `error: …` on stderr.
-pub fn report(e: &anyhow::Error, json: bool) {
+pub fn report(o: &crate::output::Out, e: &anyhow::Error, json: bool) {
     tracing::debug!(error = ?e, "command failed");
     let plan = e.chain().find_map(|c| match c.downcast_ref::<strata_engine::workgroup::WorkgroupError>() {
         Some(strata_engine::workgroup::WorkgroupError::Plan(problems)) => Some(problems),
@@ -137,11 +137,11 @@ pub fn report(e: &anyhow::Error, json: bool) {
     match (plan, json) {
         (Some(problems), true) => {
             let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
-            outln!("{}", Failure::of(e).merged(json!({ "problems": listed })));
+            outln!(o, "{}", Failure::of(e).merged(json!({ "problems": listed })));
         }
-        (None, true) => outln!("{}", Failure::of(e).to_json()),
-        (Some(problems), false) => errln!("error: {}", plan_problems(problems)),
-        (None, false) => errln!("error: {e:#}"),
+        (None, true) => outln!(o, "{}", Failure::of(e).to_json()),
+        (Some(problems), false) => errln!(o, "error: {}", plan_problems(problems)),
+        (None, false) => errln!(o, "error: {e:#}"),
     }
 }
 

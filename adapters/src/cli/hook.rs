@@ -236,14 +236,17 @@ pub fn named(args: &[OsString]) -> bool {
 /// A hook invocation whose arguments did not parse (or asked for help): denied.
 pub fn refuse_arguments(e: &clap::Error) -> ExitCode {
     let text = e.render().to_string();
-    deny(&format!("[STRATA-E2004] strata's hook was called with arguments it cannot use; denied\n{text}"))
+    deny(
+        &crate::output::Out::process(),
+        &format!("[STRATA-E2004] strata's hook was called with arguments it cannot use; denied\n{text}"),
+    )
 }
 
 /// Runs a hook as its own process: the answer is given within the call's deadline, and the
 /// exit code is 0 for an allowed write and 2 for everything else.
 pub fn main(cmd: HookCommand, dir: Option<PathBuf>) -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
-        deny(&format!("[STRATA-E2005] strata's hook failed ({info}); denied"));
+        deny(&crate::output::Out::process(), &format!("[STRATA-E2005] strata's hook failed ({info}); denied"));
         std::process::exit(i32::from(DENY));
     }));
     let given = Given::of(cmd, dir);
@@ -284,7 +287,7 @@ pub fn main(cmd: HookCommand, dir: Option<PathBuf>) -> ExitCode {
     };
     match answer {
         Answer::Recorded { allow: true, .. } => exit_code(true),
-        Answer::Recorded { allow: false, reason } => deny(&reason),
+        Answer::Recorded { allow: false, reason } => deny(&crate::output::Out::process(), &reason),
         Answer::Unrecorded(v) => {
             let call = given.resolve(seen.get());
             let deferred = call.journal.as_deref().ok_or_else(|| "no workspace".to_owned()).and_then(|j| defer(j, &v));
@@ -292,7 +295,7 @@ pub fn main(cmd: HookCommand, dir: Option<PathBuf>) -> ExitCode {
                 Ok(()) => v.reason,
                 Err(why) => format!("{} (the denial could not be recorded: {why})", v.reason),
             };
-            deny(&reason)
+            deny(&crate::output::Out::process(), &reason)
         }
     }
 }
@@ -304,14 +307,15 @@ pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode {
     let given = Given::of(cmd, Some(ws.root().to_path_buf()));
     let input = match read_input(ws.stdin_bytes(INPUT_BYTES_MAX)) {
         Ok(v) => v,
-        Err(why) => return deny(&why),
+        Err(why) => return deny(ws.out(), &why),
     };
     let call = given.resolve(Some(&input));
     if let Some(why) = call.unusable() {
-        return deny(&why);
+        return deny(ws.out(), &why);
     }
     if call.answer_by_ms.is_some_and(|by| now_ms() >= by) {
         return deny(
+            ws.out(),
             "[STRATA-E2001] the journal's owner got to this call after the asking hook's deadline; the hook denied it and recorded that itself",
         );
     }
@@ -322,7 +326,7 @@ pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode {
             if allow {
                 exit_code(true)
             } else {
-                deny(&reason)
+                deny(ws.out(), &reason)
             }
         }
         Answer::Unrecorded(v) => {
@@ -330,17 +334,18 @@ pub fn served(cmd: HookCommand, journal: &Journal, ws: &Workspace) -> ExitCode {
                 Ok(()) => v.reason,
                 Err(why) => format!("{} (the denial could not be recorded: {why})", v.reason),
             };
-            deny(&reason)
+            deny(ws.out(), &reason)
         }
     }
 }
 
-/// Prints the runtime's deny and the reason; the exit code that blocks the call.
-fn deny(reason: &str) -> ExitCode {
+/// Prints the runtime's deny and the reason to `o` (the hook process's own streams, or the
+/// asking hook's buffers when the journal's owner decides); the exit code that blocks the call.
+fn deny(o: &crate::output::Out, reason: &str) -> ExitCode {
     let out = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}});
-    outln!("{out}");
-    errln!("{reason}");
+    outln!(o, "{out}");
+    errln!(o, "{reason}");
     exit_code(false)
 }
 

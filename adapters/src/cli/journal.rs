@@ -107,7 +107,7 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
             let keys = parse_pubkeys(ws, &pubkey)?;
             let extra = read_checkpoint_files(&checkpoint)?;
             match bundle {
-                Some(b) => verify_bundle(&b, keys, &extra, require_attested, json),
+                Some(b) => verify_bundle(ws.out(), &b, keys, &extra, require_attested, json),
                 None => {
                     let mut report = match ws.served_journal() {
                         // The daemon holds the journal: verify through its handle.
@@ -132,7 +132,7 @@ pub(crate) fn run(ws: &Workspace, cmd: JournalCommand, json: bool) -> anyhow::Re
                     if require_attested {
                         report.require_attested();
                     }
-                    Ok(print_report(&report, &[], json))
+                    Ok(print_report(ws.out(), &report, &[], json))
                 }
             }
         }
@@ -191,7 +191,7 @@ fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, js
     };
     if json {
         let v: Vec<serde_json::Value> = events.iter().map(envelope_json).collect();
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        outln!(ws, "{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&["SEQ", "STREAM", "VER", "TYPE", "RECORDED AT", "HASH"]);
@@ -205,9 +205,10 @@ fn log(ws: &Workspace, from: Option<u64>, limit: usize, stream: Option<&str>, js
             e.hash.to_hex()[..16].to_owned(),
         ]);
     }
-    out!("{}", t.render());
+    out!(ws, "{}", t.render());
     let head = journal.head();
     outln!(
+        ws,
         "head {} ({}), {}",
         head.seq,
         &head.hash.to_hex()[..16],
@@ -259,29 +260,29 @@ fn reach_line(size: Option<u64>, unattested: u64, none: &str) -> String {
     }
 }
 
-fn print_coverage(c: &Coverage) {
+fn print_coverage(o: &crate::output::Out, c: &Coverage) {
     if !c.signatures_checked {
         let line = reach_line(c.size, c.unattested, "no checkpoint");
-        outln!("attested    {line} (signatures not checked: pass --pubkey)");
+        outln!(o, "attested    {line} (signatures not checked: pass --pubkey)");
         return;
     }
     for r in &c.reach {
         let key = r.key.as_deref().unwrap_or("?");
-        outln!("attested    by {key}: {}", reach_line(r.size, r.unattested, "NO CHECKPOINT signed by this key"));
+        outln!(o, "attested    by {key}: {}", reach_line(r.size, r.unattested, "NO CHECKPOINT signed by this key"));
     }
 }
 
-fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -> ExitCode {
+fn print_report(o: &crate::output::Out, r: &VerifyReport, attestations: &[(String, bool)], json: bool) -> ExitCode {
     let ok = r.ok() && attestations.iter().all(|(_, ok)| *ok);
     if json {
-        outln!("{}", report_json(r, attestations));
+        outln!(o, "{}", report_json(r, attestations));
     } else {
-        outln!("origin      {}", if r.origin.is_empty() { "(unreadable)" } else { r.origin.as_str() });
-        outln!("events      {} in {}", r.events, crate::plural::count(r.streams as u64, "stream", "streams"));
-        outln!("head        {}", r.head_hash);
-        outln!("merkle root {}", r.root);
+        outln!(o, "origin      {}", if r.origin.is_empty() { "(unreadable)" } else { r.origin.as_str() });
+        outln!(o, "events      {} in {}", r.events, crate::plural::count(r.streams as u64, "stream", "streams"));
+        outln!(o, "head        {}", r.head_hash);
+        outln!(o, "merkle root {}", r.root);
         if r.checkpoints.is_empty() {
-            outln!("checkpoints none");
+            outln!(o, "checkpoints none");
         } else {
             let mut t = Table::new(&["CHECKPOINT", "SIZE", "ROOT", "SIGNED BY"]);
             for c in &r.checkpoints {
@@ -299,24 +300,30 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
                     signed,
                 ]);
             }
-            out!("{}", t.render());
+            out!(o, "{}", t.render());
         }
-        print_coverage(&r.coverage);
+        print_coverage(o, &r.coverage);
         for (name, matches) in attestations {
-            outln!("attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
+            outln!(o, "attestation {name}: {}", if *matches { "matches replay" } else { "DIFFERS from replay" });
         }
         if ok {
-            outln!("verified: no problems");
+            outln!(o, "verified: no problems");
         } else {
             for p in &r.problems {
-                outln!("PROBLEM [{}]{} {}", p.kind, p.seq.map(|s| format!(" seq {s}:")).unwrap_or_default(), p.detail);
+                outln!(
+                    o,
+                    "PROBLEM [{}]{} {}",
+                    p.kind,
+                    p.seq.map(|s| format!(" seq {s}:")).unwrap_or_default(),
+                    p.detail
+                );
             }
             if r.problems_truncated {
-                outln!("(more problems not listed)");
+                outln!(o, "(more problems not listed)");
             }
             match r.first_bad_seq {
-                Some(s) => outln!("FAILED: first bad sequence {s}"),
-                None => outln!("FAILED"),
+                Some(s) => outln!(o, "FAILED: first bad sequence {s}"),
+                None => outln!(o, "FAILED"),
             }
         }
     }
@@ -324,6 +331,7 @@ fn print_report(r: &VerifyReport, attestations: &[(String, bool)], json: bool) -
 }
 
 fn verify_bundle(
+    o: &crate::output::Out,
     path: &Path,
     keys: Vec<VerifierKey>,
     extra: &[(String, String)],
@@ -350,6 +358,7 @@ fn verify_bundle(
     let mut verify = report.verify;
     if !report.consistency.is_empty() && !json {
         outln!(
+            o,
             "consistency proofs: {} checked, {} failed",
             report.consistency.len(),
             report.consistency.iter().filter(|c| !c.2).count()
@@ -359,7 +368,7 @@ fn verify_bundle(
         verify.require_attested();
     }
     verify.problems.sort_by_key(|p| p.seq.unwrap_or(u64::MAX));
-    Ok(print_report(&verify, &checks, json))
+    Ok(print_report(o, &verify, &checks, json))
 }
 
 fn export_cmd(
@@ -384,7 +393,7 @@ fn export_cmd(
         let s = export::export_bundle(&journal, &mut w, &keys, &attestations)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            errln!("wrote bundle {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
+            errln!(ws, "wrote bundle {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
         }
         s
     } else if let Some(path) = out {
@@ -393,17 +402,18 @@ fn export_cmd(
         let s = export::export_jsonl(&journal, &mut w)?;
         w.into_inner().map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error()))?.sync_all()?;
         if !json {
-            errln!("wrote {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
+            errln!(ws, "wrote {} ({})", path.display(), crate::plural::count(s.events, "event", "events"));
         }
         s
     } else {
-        let mut w = BufWriter::new(crate::output::stdout());
+        let mut w = BufWriter::new(ws.out().stdout());
         export::export_jsonl(&journal, &mut w)?;
         w.flush()?;
         return Ok(ExitCode::SUCCESS);
     };
     if json {
         outln!(
+            ws,
             "{}",
             serde_json::json!({"events": summary.events, "head": summary.head.to_hex(), "root": summary.root.to_hex()})
         );
@@ -493,11 +503,12 @@ fn import(
     let check = checked.summary();
     if json {
         outln!(
+            ws,
             "{}",
             serde_json::json!({"events": check.events, "head": check.head.to_hex(), "root": check.root.to_hex(), "origin": check.origin})
         );
     } else {
-        outln!("imported {} events into {into} (origin {}); head {}", check.events, check.origin, check.head);
+        outln!(ws, "imported {} events into {into} (origin {}); head {}", check.events, check.origin, check.head);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -510,11 +521,12 @@ fn checkpoint(ws: &Workspace, key_path: &Path, json: bool) -> anyhow::Result<Exi
     ws.finish(&journal)?;
     if json {
         outln!(
+            ws,
             "{}",
             serde_json::json!({"origin": signed.checkpoint.origin, "size": signed.checkpoint.size, "root": signed.checkpoint.root.to_hex(), "seq": signed.position.seq, "note": signed.note})
         );
     } else {
-        out!("{}", signed.note);
+        out!(ws, "{}", signed.note);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -196,10 +196,10 @@ pub(crate) fn problems_json(problems: &[IntakeProblem]) -> Value {
 /// Prints a refusal's problems: a table, then `summary` (`[CODE] …; hint`) on stderr; with
 /// `json` one object, `{"ok": false, "appended": 0, "problems"}` with the five error keys of
 /// [`super::failure`] (`summary` read into them).
-pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool, summary: &str) {
+pub(crate) fn print_problems(o: &crate::output::Out, problems: &[intake::IntakeProblem], json: bool, summary: &str) {
     if json {
         let f = super::failure::Failure::from_text(summary);
-        outln!("{}", f.merged(json!({"ok": false, "appended": 0, "problems": problems_json(problems)})));
+        outln!(o, "{}", f.merged(json!({"ok": false, "appended": 0, "problems": problems_json(problems)})));
         return;
     }
     let mut t = Table::new(&["FILE", "POINTER", "RULE", "PROBLEM", "HINT"]);
@@ -212,8 +212,8 @@ pub(crate) fn print_problems(problems: &[intake::IntakeProblem], json: bool, sum
             p.hint.clone(),
         ]);
     }
-    out!("{}", t.render());
-    errln!("{summary}");
+    out!(o, "{}", t.render());
+    errln!(o, "{summary}");
 }
 
 pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
@@ -231,7 +231,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
                 crate::plural::count(problems.len() as u64, "problem", "problems"),
                 crate::plural::count(sources.len() as u64, "file", "files")
             );
-            print_problems(&problems, json, &summary);
+            print_problems(ws.out(), &problems, json, &summary);
             return Ok(ExitCode::from(1));
         }
         r => super::appended(r, |_: Vec<IntakeProblem>| anyhow::anyhow!("refusals are answered above"))?,
@@ -244,6 +244,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
     let keys = |v: &[ArtifactKey]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     if json {
         outln!(
+            ws,
             "{}",
             json!({"ok": true, "dry_run": dry_run, "files": sources.len(), "appended": if dry_run { 0 } else { events }, "head": head,
                    "created": keys(&plan.created), "updated": keys(&plan.updated), "transitioned": keys(&plan.transitioned), "unchanged": plan.unchanged.len(),
@@ -251,6 +252,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         );
     } else {
         outln!(
+            ws,
             "{} {}: {} created, {} updated, {} transitioned, {} unchanged; {}{}",
             if dry_run { "would take in" } else { "took in" },
             crate::plural::count(sources.len() as u64, "file", "files"),
@@ -263,6 +265,7 @@ pub(crate) fn intake(ws: &Workspace, paths: &[PathBuf], dry_run: bool, json: boo
         );
         if superseded > 0 {
             outln!(
+                ws,
                 "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded (`strata audit context --task T`)"
             );
         }
@@ -304,17 +307,19 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
                 .unwrap_or_default();
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"kind": key.kind.name(), "id": key.id, "state": node.state, "hash": node.hash.to_hex(), "version": node.version,
                            "entity": node.fields.get("entity"), "fields": node.fields, "body": node.body, "links_out": out, "links_in": inn, "suspect": suspicion})
                 );
             } else {
-                outln!("{key}  state {}  version {}  hash {}", node.state, node.version, &node.hash.to_hex()[..16]);
+                outln!(ws, "{key}  state {}  version {}  hash {}", node.state, node.version, &node.hash.to_hex()[..16]);
                 for (k, v) in &node.fields {
-                    outln!("  {k}: {v}");
+                    outln!(ws, "  {k}: {v}");
                 }
                 for l in out.as_array().into_iter().flatten() {
                     outln!(
+                        ws,
                         "  -> {} {}{}",
                         l["field"].as_str().unwrap_or(""),
                         l["to"].as_str().unwrap_or(""),
@@ -322,17 +327,18 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
                     );
                 }
                 for l in inn.as_array().into_iter().flatten() {
-                    outln!("  <- {} {}", l["field"].as_str().unwrap_or(""), l["from"].as_str().unwrap_or(""));
+                    outln!(ws, "  <- {} {}", l["field"].as_str().unwrap_or(""), l["from"].as_str().unwrap_or(""));
                 }
                 for s in &suspicion {
                     outln!(
+                        ws,
                         "  SUSPECT since {} changed: {}",
                         s["cause"].as_str().unwrap_or(""),
                         s["path"].as_str().unwrap_or("")
                     );
                 }
                 if !node.body.is_empty() {
-                    outln!("\n{}", node.body);
+                    outln!(ws, "\n{}", node.body);
                 }
             }
             return Ok(ExitCode::SUCCESS);
@@ -398,11 +404,12 @@ pub(crate) fn artifact(ws: &Workspace, cmd: ArtifactCommand, json: bool) -> anyh
     let superseded = done.reacted.get(crate::app::react::SUPERSEDED_CONTEXT).copied().unwrap_or(0);
     ws.finish(&journal)?;
     if json {
-        outln!("{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
+        outln!(ws, "{}", json!({"ok": true, "done": what, "head": head, "prompts_superseded": superseded}));
     } else {
-        outln!("{what} (head {head})");
+        outln!(ws, "{what} (head {head})");
         if superseded > 0 {
             outln!(
+                ws,
                 "{superseded} assembled prompt(s) were given context that has changed since: context.superseded recorded"
             );
         }
@@ -424,12 +431,12 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|f| json!({"severity": "error", "rule": f.rule, "artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
                     .collect();
-                outln!(
+                outln!(ws,
                     "{}",
                     json!({"ok": findings.is_empty(), "artifacts": g.len(), "errors": findings.len(), "findings": items})
                 );
             } else if findings.is_empty() {
-                outln!(
+                outln!(ws,
                     "graph valid: {} artifacts, no dangling references, missing inverses, cycles or bypassing links",
                     g.len()
                 );
@@ -438,8 +445,8 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                 for f in &findings {
                     t.row(vec![f.rule.into(), f.artifact.to_string(), f.field.clone(), f.detail.clone()]);
                 }
-                out!("{}", t.render());
-                outln!(
+                out!(ws, "{}", t.render());
+                outln!(ws,
                     "{} in {}",
                     crate::plural::count(findings.len() as u64, "error", "errors"),
                     crate::plural::count(g.len() as u64, "artifact", "artifacts")
@@ -468,22 +475,22 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                         .iter()
                         .map(|f| json!({"artifact": f.artifact.to_string(), "field": f.field, "target": f.target.as_ref().map(ToString::to_string), "detail": f.detail}))
                         .collect();
-                    outln!(
+                    outln!(ws,
                         "{}",
                         json!({"artifact": key.to_string(), "at": at.unwrap_or(head), "reached": reached.len(), "groups": g2, "dangling": dangling})
                     );
                 } else {
-                    outln!("impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
+                    outln!(ws, "impact of {key} (as of sequence {}): {} artifacts", at.unwrap_or(head), reached.len());
                     for (group, items) in &groups {
-                        outln!("\n{group} ({})", items.len());
+                        outln!(ws, "\n{group} ({})", items.len());
                         for r in items {
-                            outln!("  {:<32} {}", r.key.id, r.path);
+                            outln!(ws, "  {:<32} {}", r.key.id, r.path);
                         }
                     }
                     if !dangling.is_empty() {
-                        outln!("\ndangling references, not reached ({})", dangling.len());
+                        outln!(ws, "\ndangling references, not reached ({})", dangling.len());
                         for f in &dangling {
-                            outln!("  {}", f.detail);
+                            outln!(ws, "  {}", f.detail);
                         }
                     }
                 }
@@ -514,16 +521,16 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     .iter()
                     .map(|(k, c, s, p)| json!({"artifact": k.to_string(), "cause": c.to_string(), "seq": s, "path": p}))
                     .collect();
-                outln!("{}", json!({"suspects": items}));
+                outln!(ws, "{}", json!({"suspects": items}));
             } else if rows.is_empty() {
-                outln!("no suspect artifacts");
+                outln!(ws, "no suspect artifacts");
             } else {
                 let mut t = Table::new(&["SUSPECT", "BECAUSE", "AT SEQ", "PATH"]);
                 for (k, c, s, p) in &rows {
                     t.row(vec![k.to_string(), c.to_string(), s.to_string(), p.clone()]);
                 }
-                out!("{}", t.render());
-                outln!("clear each with `strata artifact review <id>` once checked");
+                out!(ws, "{}", t.render());
+                outln!(ws, "clear each with `strata artifact review <id>` once checked");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -539,7 +546,7 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                         json!({"id": e.id, "name": e.name, "tier": e.tier, "state": e.state, "counts": counts})
                     })
                     .collect();
-                outln!("{}", json!({"entities": items}));
+                outln!(ws, "{}", json!({"entities": items}));
             } else {
                 let kinds = [
                     ArtifactKind::BrdRequirement,
@@ -556,14 +563,20 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
                     row.extend(kinds.iter().map(|k| e.counts.get(k).copied().unwrap_or(0).to_string()));
                     t.row(row);
                 }
-                out!("{}", t.render());
+                out!(ws, "{}", t.render());
             }
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-pub(crate) fn fixture(seed: u64, out: &Path, plant: &[String], json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn fixture(
+    o: &crate::output::Out,
+    seed: u64,
+    out: &Path,
+    plant: &[String],
+    json: bool,
+) -> anyhow::Result<ExitCode> {
     use strata_engine::kb::fixture::{Defect, FixtureSpec, generate, plant as plant_defect};
     if out.exists() && std::fs::read_dir(out)?.next().is_some() {
         anyhow::bail!("[STRATA-E0602] {} exists and is not empty; choose a new --out", out.display());
@@ -602,13 +615,15 @@ pub(crate) fn fixture(seed: u64, out: &Path, plant: &[String], json: bool) -> an
             .map(|p| json!({"rule": p.rule, "artifact": p.artifact.to_string(), "field": p.field}))
             .collect();
         outln!(
+            o,
             "{}",
             json!({"seed": seed, "out": out.display().to_string(), "files": files.len(), "spec_files": specs, "planted": p})
         );
     } else {
-        outln!("wrote {} files ({specs} specification files) to {} (seed {seed})", files.len(), out.display());
+        outln!(o, "wrote {} files ({specs} specification files) to {} (seed {seed})", files.len(), out.display());
         for p in &planted {
             outln!(
+                o,
                 "planted {} at {}{}",
                 p.rule,
                 p.artifact,

@@ -193,7 +193,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::Result<ExitCode> {
     if let KnowledgeCommand::Example { out } = &cmd {
-        return example(out, json);
+        return example(ws.out(), out, json);
     }
     let journal = ws.open_journal("knowledge")?;
     let h = Harness::new(journal)?;
@@ -214,11 +214,11 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             let (added, head) = (done.events > 0, done.seq);
             let (c, p) = h.read(|k| (k.concerns().count(), k.projects().count()))?;
             if json {
-                outln!("{}", json!({"ok": true, "added": added, "concerns": c, "projects": p, "head": head}));
+                outln!(ws, "{}", json!({"ok": true, "added": added, "concerns": c, "projects": p, "head": head}));
             } else if added {
-                outln!("vocabulary now {c} concerns and {p} projects (head {head})");
+                outln!(ws, "vocabulary now {c} concerns and {p} projects (head {head})");
             } else {
-                outln!("already declared; vocabulary {c} concerns and {p} projects");
+                outln!(ws, "already declared; vocabulary {c} concerns and {p} projects");
             }
             ExitCode::SUCCESS
         }
@@ -235,7 +235,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                         "[STRATA-E1013] put refused: {}; nothing was appended: fix the files listed",
                         crate::plural::count(problems.len() as u64, "problem", "problems")
                     );
-                    print_problems(&problems, json, &summary);
+                    print_problems(ws.out(), &problems, json, &summary);
                     return Ok(ExitCode::from(1));
                 }
                 r => super::appended(r, |_| anyhow::anyhow!("refusals are answered above"))?,
@@ -248,17 +248,19 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             };
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"ok": true, "dry_run": dry_run, "created": rows(&plan.created), "updated": rows(&plan.updated), "unchanged": plan.unchanged, "appended": if dry_run { 0 } else { n }, "head": head})
                 );
             } else {
                 for (s, v, t) in &plan.created {
-                    outln!("new      {s} v{v} ({t} tokens)");
+                    outln!(ws, "new      {s} v{v} ({t} tokens)");
                 }
                 for (s, v, t) in &plan.updated {
-                    outln!("changed  {s} v{v} ({t} tokens)");
+                    outln!(ws, "changed  {s} v{v} ({t} tokens)");
                 }
                 outln!(
+                    ws,
                     "{} {} new, {} changed, {} unchanged{}",
                     if dry_run { "would put" } else { "put" },
                     plan.created.len(),
@@ -271,7 +273,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
         }
         KnowledgeCommand::Import { root, dry_run } => {
             let root = root.map_or_else(|| ws.root().to_owned(), |r| ws.resolve(&r));
-            import(&h, &root, dry_run, json)?
+            import(ws.out(), &h, &root, dry_run, json)?
         }
         KnowledgeCommand::Retire { slug, reason } => {
             let done = super::appended(
@@ -283,9 +285,9 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             )?;
             let head = done.seq;
             if json {
-                outln!("{}", json!({"ok": true, "retired": slug, "head": head}));
+                outln!(ws, "{}", json!({"ok": true, "retired": slug, "head": head}));
             } else {
-                outln!("retired {slug} (head {head})");
+                outln!(ws, "retired {slug} (head {head})");
             }
             ExitCode::SUCCESS
         }
@@ -301,14 +303,14 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                 suggest_for,
             }))?;
             if json {
-                outln!("{}", serde_json::to_string(&r)?);
+                outln!(ws, "{}", serde_json::to_string(&r)?);
             } else if only_suggest {
-                print_suggested(&r.suggested);
+                print_suggested(ws.out(), &r.suggested);
             } else {
                 for c in &r.chunks {
                     let scope =
                         if c.project_scope.is_empty() { "shared".to_owned() } else { c.project_scope.join(",") };
-                    outln!("## {} ({scope}, v{}, {} tokens)\n\n{}\n", c.title, c.version, c.tokens, c.content);
+                    outln!(ws, "## {} ({scope}, v{}, {} tokens)\n\n{}\n", c.title, c.version, c.tokens, c.content);
                 }
                 let mut t = Table::new(&["SLUG", "SCOPE", "TOKENS"]);
                 for c in &r.chunks {
@@ -318,8 +320,9 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                         c.tokens.to_string(),
                     ]);
                 }
-                out!("{}", t.render());
+                out!(ws, "{}", t.render());
                 outln!(
+                    ws,
                     "{} chunks, {} tokens; serve {} at sequence {}",
                     r.chunks.len(),
                     r.total_tokens,
@@ -327,10 +330,10 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                     r.logged_at
                 );
                 if !r.omitted.is_empty() {
-                    outln!("left out by the token cap: {}", r.omitted.join(", "));
+                    outln!(ws, "left out by the token cap: {}", r.omitted.join(", "));
                 }
                 if !r.suggested.is_empty() {
-                    print_suggested(&r.suggested);
+                    print_suggested(ws.out(), &r.suggested);
                 }
             }
             ExitCode::SUCCESS
@@ -338,7 +341,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
         KnowledgeCommand::List => {
             let l = h.list_knowledge()?;
             if json {
-                outln!("{}", serde_json::to_string(&l)?);
+                outln!(ws, "{}", serde_json::to_string(&l)?);
             } else {
                 let mut t = Table::new(&["SLUG", "TITLE", "CONCERNS", "SCOPE", "TOKENS", "VERSION"]);
                 for c in &l.chunks {
@@ -351,8 +354,9 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                         c.version.to_string(),
                     ]);
                 }
-                out!("{}", t.render());
+                out!(ws, "{}", t.render());
                 outln!(
+                    ws,
                     "{} chunks; concerns: {}; projects: {}",
                     l.chunks.len(),
                     l.concerns.join(", "),
@@ -364,9 +368,9 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
         KnowledgeCommand::Session { session, agent, project, task_context } => {
             let r = rt.block_on(h.start_session(StartArgs { session, agent, project, task_context }))?;
             if json {
-                outln!("{}", serde_json::to_string(&r)?);
+                outln!(ws, "{}", serde_json::to_string(&r)?);
             } else {
-                outln!("{}{}", r.session, if r.started { "" } else { " (already started)" });
+                outln!(ws, "{}{}", r.session, if r.started { "" } else { " (already started)" });
             }
             ExitCode::SUCCESS
         }
@@ -386,9 +390,14 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
                 ),
             };
             if json {
-                outln!("{}", serde_json::to_string(&logged)?);
+                outln!(ws, "{}", serde_json::to_string(&logged)?);
             } else {
-                outln!("{} at sequence {}", if logged.duplicate { "already recorded" } else { "recorded" }, logged.seq);
+                outln!(
+                    ws,
+                    "{} at sequence {}",
+                    if logged.duplicate { "already recorded" } else { "recorded" },
+                    logged.seq
+                );
             }
             ExitCode::SUCCESS
         }
@@ -409,11 +418,12 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
             })?;
             if json {
                 outln!(
+                    ws,
                     "{}",
                     json!({"insights": report, "your_proposal": custom.map(|r| json!({"proposal": proposal, "replay": r}))})
                 );
             } else {
-                print_insights(&report, custom.as_ref().map(|r| (&proposal, r)));
+                print_insights(ws.out(), &report, custom.as_ref().map(|r| (&proposal, r)));
             }
             ExitCode::SUCCESS
         }
@@ -424,7 +434,7 @@ pub(crate) fn run(ws: &Workspace, cmd: KnowledgeCommand, json: bool) -> anyhow::
 
 /// `strata knowledge import`: reads the steering files under `root` and puts them as chunks in
 /// one decision (the vocabulary they need declared in the same append).
-fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
+fn import(o: &crate::output::Out, h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result<ExitCode> {
     use strata_engine::knowledge::steering;
     let files = crate::steering::read(root)?;
     let decided = decide_and_append(h.journal(), &mut Knowledge::default(), |k| {
@@ -439,7 +449,7 @@ fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result
                 root.display(),
                 crate::plural::count(problems.len() as u64, "problem", "problems")
             );
-            print_problems(&problems, json, &summary);
+            print_problems(o, &problems, json, &summary);
             return Ok(ExitCode::from(1));
         }
         r => super::appended(r, |_| anyhow::anyhow!("refusals are answered above"))?,
@@ -452,24 +462,26 @@ fn import(h: &Harness, root: &Path, dry_run: bool, json: bool) -> anyhow::Result
             v.iter().map(|(s, v, t)| json!({"slug": s, "version": v, "tokens": t})).collect::<Vec<_>>()
         };
         outln!(
+            o,
             "{}",
             json!({"ok": true, "dry_run": dry_run, "root": root.display().to_string(), "files": files.iter().map(|f| &f.path).collect::<Vec<_>>(), "empty": plan.empty, "declared": {"concerns": plan.declared.0, "projects": plan.declared.1}, "created": rows(&plan.put.created), "updated": rows(&plan.put.updated), "unchanged": plan.put.unchanged, "retired": plan.retired, "appended": events, "head": head})
         );
         return Ok(ExitCode::SUCCESS);
     }
     for (s, v, t) in &plan.put.created {
-        outln!("new      {s} v{v} ({t} tokens)");
+        outln!(o, "new      {s} v{v} ({t} tokens)");
     }
     for (s, v, t) in &plan.put.updated {
-        outln!("changed  {s} v{v} ({t} tokens)");
+        outln!(o, "changed  {s} v{v} ({t} tokens)");
     }
     for f in &plan.empty {
-        outln!("empty    {f} (no chunk)");
+        outln!(o, "empty    {f} (no chunk)");
     }
     for s in &plan.retired {
-        outln!("retired  {s} (its file or section is gone)");
+        outln!(o, "retired  {s} (its file or section is gone)");
     }
     outln!(
+        o,
         "{} from {}: {} new, {} changed, {} unchanged, {} retired; {} and {} declared{}",
         if dry_run { "would import" } else { "imported" },
         crate::plural::count(files.len() as u64, "steering file", "steering files"),
@@ -493,9 +505,9 @@ fn token_change(saved: i64) -> String {
     }
 }
 
-fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::Replay)>) {
-    outln!("{} serves in {} sessions ({} with an outcome)", r.serves, r.sessions, r.sessions_with_outcome);
-    outln!("\nmerge candidates (served together):");
+fn print_insights(o: &crate::output::Out, r: &insights::Insights, custom: Option<(&Proposal, &insights::Replay)>) {
+    outln!(o, "{} serves in {} sessions ({} with an outcome)", r.serves, r.sessions, r.sessions_with_outcome);
+    outln!(o, "\nmerge candidates (served together):");
     let mut t =
         Table::new(&["A", "B", "TOGETHER", "SUPPORT", "CONF A→B", "CONF B→A", "LIFT", "CANDIDATE", "TOKENS IF MERGED"]);
     for m in &r.merge {
@@ -511,8 +523,8 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
             token_change(m.replay.tokens_saved),
         ]);
     }
-    out!("{}", t.render());
-    outln!("\nremoval candidates (not served recently):");
+    out!(o, "{}", t.render());
+    outln!(o, "\nremoval candidates (not served recently):");
     let mut t = Table::new(&["SLUG", "DAYS UNUSED", "TOKENS", "SESSIONS LOSING A USED CHUNK"]);
     for u in &r.removal {
         t.row(vec![
@@ -522,8 +534,8 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
             u.replay.sessions_losing_a_used_chunk.len().to_string(),
         ]);
     }
-    out!("{}", t.render());
-    outln!("\nreview candidates (sessions fail more often with the chunk):");
+    out!(o, "{}", t.render());
+    outln!(o, "\nreview candidates (sessions fail more often with the chunk):");
     let mut t = Table::new(&["SLUG", "FAILED/SERVED", "FAILED/OTHER", "P (FISHER)", "CANDIDATE"]);
     for v in &r.review {
         t.row(vec![
@@ -534,16 +546,17 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
             if v.candidate { "yes".into() } else { "no".into() },
         ]);
     }
-    out!("{}", t.render());
-    outln!("\nbundle candidates (frequent concern combinations):");
+    out!(o, "{}", t.render());
+    outln!(o, "\nbundle candidates (frequent concern combinations):");
     let mut t = Table::new(&["CONCERNS", "QUERIES", "SHARE", "TOP CHUNKS"]);
     for b in &r.bundles {
         let top: Vec<String> = b.chunks.iter().take(5).map(|(s, n)| format!("{s}×{n}")).collect();
         t.row(vec![b.concerns.join("+"), b.queries.to_string(), format!("{:.2}", b.share), top.join(" ")]);
     }
-    out!("{}", t.render());
+    out!(o, "{}", t.render());
     let show = |label: &str, p: &Proposal, x: &insights::Replay| {
         outln!(
+            o,
             "\n{label}: remove {:?}, merge {:?}\n  {} serves would change; tokens {} → {} ({}); sessions that would have lost a chunk they used: {}",
             p.remove,
             p.merge,
@@ -564,24 +577,25 @@ fn print_insights(r: &insights::Insights, custom: Option<(&Proposal, &insights::
     }
 }
 
-fn print_suggested(suggested: &[crate::harness::SuggestedOut]) {
+fn print_suggested(o: &crate::output::Out, suggested: &[crate::harness::SuggestedOut]) {
     if suggested.is_empty() {
-        outln!("no concern suggested: no live chunk that applies matches the text");
+        outln!(o, "no concern suggested: no live chunk that applies matches the text");
         return;
     }
     let mut t = Table::new(&["CONCERN", "SCORE", "CHUNKS", "MATCHED"]);
     for s in suggested {
         t.row(vec![s.concern.clone(), format!("{:.4}", s.score), s.chunks.join(","), s.matched.join(" ")]);
     }
-    out!("{}", t.render());
+    out!(o, "{}", t.render());
     let n = suggested.len();
     outln!(
+        o,
         "{n} suggested {} (pass one with --concern to be served its chunks)",
         if n == 1 { "concern" } else { "concerns" }
     );
 }
 
-fn example(out: &Path, json: bool) -> anyhow::Result<ExitCode> {
+fn example(o: &crate::output::Out, out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     use strata_engine::knowledge::fixture::{EXAMPLE_CONCERNS, EXAMPLE_PROJECTS, example};
     if out.exists() && std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true) {
         anyhow::bail!("[STRATA-E0602] {} exists and is not empty; choose a new --out", out.display());
@@ -598,12 +612,13 @@ fn example(out: &Path, json: bool) -> anyhow::Result<ExitCode> {
     );
     if json {
         outln!(
+            o,
             "{}",
             json!({"ok": true, "files": files.len(), "out": out.display().to_string(), "concerns": EXAMPLE_CONCERNS, "projects": EXAMPLE_PROJECTS})
         );
     } else {
-        outln!("wrote {} chunk files to {}", files.len(), out.display());
-        outln!("declare their vocabulary first:\n  {declare}\nthen: strata knowledge put {}", out.display());
+        outln!(o, "wrote {} chunk files to {}", files.len(), out.display());
+        outln!(o, "declare their vocabulary first:\n  {declare}\nthen: strata knowledge put {}", out.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -363,6 +363,8 @@ impl Command {
 
 /// Runs the CLI and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
+    // What this process prints before (and besides) a command's own workspace.
+    let o = crate::output::Out::process();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // A check's confinement starts before anything else is built.
     if let Some(code) = crate::coordinator::verify::confine_from_args(&args) {
@@ -374,7 +376,7 @@ pub fn main() -> ExitCode {
         // A hook answers bad arguments (and `--help`) with a denial, never clap's exit codes.
         Err(e) if hook::named(&args) => return hook::refuse_arguments(&e),
         Err(e) if e.use_stderr() && failure::wants_json(&args) => {
-            outln!("{}", failure::Failure::usage(&e).to_json());
+            outln!(o, "{}", failure::Failure::usage(&e).to_json());
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
         Err(e) => e.exit(),
@@ -400,7 +402,7 @@ pub fn main() -> ExitCode {
         let bytes = match crate::output::stdin_bytes(strata_engine::ce::REQUEST_BYTES_MAX as u64) {
             Ok(b) => b,
             Err(e) => {
-                failure::report(&anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"), json);
+                failure::report(&o, &anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}"), json);
                 return ExitCode::from(1);
             }
         };
@@ -409,12 +411,12 @@ pub fn main() -> ExitCode {
             .map_err(drop)
             .and_then(|t| if t.len() > strata_engine::ce::REQUEST_BYTES_MAX { Err(()) } else { Ok(t) })
         else {
-            return ce::run_served_refusal(operation.as_deref(), &bytes, *explain);
+            return ce::run_served_refusal(&o, operation.as_deref(), &bytes, *explain);
         };
         return match forward(stream, &root, Some(text)) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
-                failure::report(&e, json);
+                failure::report(&o, &e, json);
                 ExitCode::from(1)
             }
         };
@@ -439,7 +441,7 @@ pub fn main() -> ExitCode {
                     Ok(b) => Some(String::from_utf8(b).unwrap_or_default()),
                     Err(e) => {
                         let e = anyhow::anyhow!("[STRATA-E1508] stdin cannot be read: {e}");
-                        failure::report(&e, cli.json);
+                        failure::report(&o, &e, cli.json);
                         return ExitCode::from(1);
                     }
                 }
@@ -449,7 +451,7 @@ pub fn main() -> ExitCode {
         return match forward(stream, &dir, stdin) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
-                failure::report(&e, cli.json);
+                failure::report(&o, &e, cli.json);
                 ExitCode::from(1)
             }
         };
@@ -460,7 +462,7 @@ pub fn main() -> ExitCode {
     match run(cli, ws, paint) {
         Ok(code) => code,
         Err(e) => {
-            failure::report(&e, json);
+            failure::report(&o, &e, json);
             ExitCode::from(1)
         }
     }
@@ -509,7 +511,7 @@ fn init_logging(verbose: u8, quiet: bool) {
     };
     let filter = match std::env::var("RUST_LOG") {
         Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).unwrap_or_else(|e| {
-            errln!("warning: RUST_LOG={v:?} is not a filter ({e}); logging at {level}");
+            errln!(crate::output::Out::process(), "warning: RUST_LOG={v:?} is not a filter ({e}); logging at {level}");
             EnvFilter::new(level)
         }),
         _ => EnvFilter::new(level),
@@ -574,32 +576,33 @@ pub(crate) fn run_served(argv: Vec<String>, ws: crate::app::workspace::Workspace
     let mut cli = match parsed {
         Ok(c) => c,
         Err(e) if e.use_stderr() && failure::wants_json(&argv_copy) => {
-            outln!("{}", failure::Failure::usage(&e).to_json());
+            outln!(ws, "{}", failure::Failure::usage(&e).to_json());
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
         Err(e) => {
             let text = e.render().to_string();
             if e.use_stderr() {
-                err!("{text}");
+                err!(ws, "{text}");
             } else {
-                out!("{text}");
+                out!(ws, "{text}");
             }
             return u8::try_from(e.exit_code()).unwrap_or(2);
         }
     };
     if !cli.command.forwardable() && !matches!(cli.command, Command::Ce { .. }) {
         let e = anyhow::anyhow!("[STRATA-E1109] the daemon does not run this command; run it with the daemon stopped");
-        failure::report(&e, cli.json);
+        failure::report(ws.out(), &e, cli.json);
         return 1;
     }
     cli.dir = Some(ws.root().to_path_buf());
     let json = cli.json;
+    let o = ws.out().clone();
     // The output goes back over a socket: colour only when asked for outright.
     let paint = crate::style::Paint::decide(cli.color, true, false);
     match run(cli, ws, paint) {
         Ok(code) => (0..=EXIT_PROBLEMS).find(|n| ExitCode::from(*n) == code).unwrap_or(1),
         Err(e) => {
-            failure::report(&e, json);
+            failure::report(&o, &e, json);
             1
         }
     }
@@ -639,13 +642,13 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
             agents::init(&ws, &agents, print, created, cli.json)
         }
         Command::Demo { at } => demo::run(&at, cli.json),
-        Command::Run(args) => run::run(&dir, args, cli.json, paint),
+        Command::Run(args) => run::run(ws.out(), &dir, args, cli.json, paint),
         Command::Simulate(args) => simulate::run(args, cli.json),
-        Command::Keygen { name, out } => keygen(&name, &out, cli.json),
+        Command::Keygen { name, out } => keygen(ws.out(), &name, &out, cli.json),
         Command::Replay { check, save_snapshots } => replay::run(&ws, check, save_snapshots, cli.json),
         Command::Journal(cmd) => journal::run(&ws, cmd, cli.json),
         Command::Intake { paths, dry_run } => kb::intake(&ws, &paths, dry_run, cli.json),
-        Command::Fixture { seed, out, plant } => kb::fixture(seed, &out, &plant, cli.json),
+        Command::Fixture { seed, out, plant } => kb::fixture(ws.out(), seed, &out, &plant, cli.json),
         Command::Discover { text, at, limit, kind } => discover::run(&ws, &text, at, limit, &kind, cli.json),
         Command::Artifact(cmd) => kb::artifact(&ws, cmd, cli.json),
         Command::Graph(cmd) => kb::graph(&ws, cmd, cli.json),
@@ -653,7 +656,7 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
         Command::Profile(cmd) => context::profile_cmd(&ws, cmd, cli.json),
         Command::Prompt(cmd) => context::prompt_cmd(&ws, cmd, cli.json),
         Command::Audit(cmd) => context::audit_cmd(&ws, cmd, cli.json, paint),
-        Command::Context(cmd) => context::context_cmd(cmd, cli.json),
+        Command::Context(cmd) => context::context_cmd(ws.out(), cmd, cli.json),
         Command::Knowledge(cmd) => knowledge::run(&ws, cmd, cli.json),
         Command::Telemetry(cmd) => telemetry::run(&ws, cmd, cli.json),
         Command::Serve { http } => crate::daemon::serve(&ws, &crate::daemon::ServeOptions { http }, cli.json),
@@ -664,32 +667,34 @@ fn run(cli: Cli, ws: Workspace, paint: crate::style::Paint) -> anyhow::Result<Ex
                 // Forwarded by a client: the request came with it, the journal is the daemon's.
                 (Some(served), Some(root)) if same_dir(&root, ws.root()) => {
                     let input = ws.stdin_bytes(strata_engine::ce::REQUEST_BYTES_MAX as u64)?;
-                    Ok(ce::run_served(operation.as_deref(), served, &input, explain))
+                    Ok(ce::run_served(ws.out(), operation.as_deref(), served, &input, explain))
                 }
                 (Some(_), _) => anyhow::bail!(
                     "[STRATA-E1109] the daemon runs `strata ce` only against the journal it holds; run it with --journal naming this workspace"
                 ),
-                (None, _) => Ok(ce::run(operation.as_deref(), journal.as_deref(), explain)),
+                (None, _) => Ok(ce::run(ws.out(), operation.as_deref(), journal.as_deref(), explain)),
             }
         }
         // `--dir` names the journal `eval promote` records in when it names a workspace; a
         // directory that holds none leaves it a trial run, which records and trusts nothing.
         Command::Eval(cmd) => {
             let workspace = cli.dir_given && ws.config_path().is_file();
-            eval::run(cmd, &dir, workspace.then(|| dir.clone()), cli.json)
+            eval::run(ws.out(), cmd, &dir, workspace.then(|| dir.clone()), cli.json)
         }
         Command::Confine { .. } => anyhow::bail!("[STRATA-E2118] `strata confine` runs only as its own process"),
         Command::Hook(cmd) => Ok(match ws.served_journal() {
             Some(j) => hook::served(cmd, j, &ws),
             None => hook::main(cmd, Some(dir.clone())),
         }),
-        Command::Rollout { journal, command } => rollout::run(&rollout::journal_dir(journal, &dir), command, cli.json),
+        Command::Rollout { journal, command } => {
+            rollout::run(ws.out(), &rollout::journal_dir(journal, &dir), command, cli.json)
+        }
         Command::Workgroups => workgroups::run(&ws, cli.json, paint),
         Command::Claim(args) => claim::claim(&ws, args, cli.json),
         Command::Release(args) => claim::release(&ws, args, cli.json),
         Command::Worktrees { command } => worktrees::run(&ws, command, cli.json),
-        Command::Completions { shell } => shell::completions(shell),
-        Command::Man { out } => shell::man(out.as_deref(), cli.json),
+        Command::Completions { shell } => shell::completions(ws.out(), shell),
+        Command::Man { out } => shell::man(ws.out(), out.as_deref(), cli.json),
     }
 }
 
@@ -726,6 +731,7 @@ fn init_workspace(
     let Some(json) = json else { return Ok(ExitCode::SUCCESS) };
     if json {
         outln!(
+            ws,
             "{}",
             serde_json::json!({
                 "workspace": ws.root().display().to_string(),
@@ -737,11 +743,13 @@ fn init_workspace(
     } else if let crate::config::Backend::Postgres { url, schema } = &config.backend {
         let verb = if created { "created" } else { "attached to" };
         outln!(
+            ws,
             "initialised {}: {verb} the shared journal {origin} in {url} (schema {schema})",
             ws.strata_dir().display()
         );
     } else {
         outln!(
+            ws,
             "initialised {} (origin {origin}, durability {})",
             ws.strata_dir().display(),
             config.durability.as_str()
@@ -750,19 +758,20 @@ fn init_workspace(
     Ok(ExitCode::SUCCESS)
 }
 
-fn keygen(name: &str, out: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+fn keygen(o: &crate::output::Out, name: &str, out: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     let key = SignerKey::from_seed(name, crate::system::random_seed()?)?;
     let pub_path = PathBuf::from(format!("{}.pub", out.display()));
     write_new_file(out, key.to_text().as_bytes(), 0o600)?;
     write_new_file(&pub_path, format!("{}\n", key.verifier().to_text()).as_bytes(), 0o644)?;
     if json {
         outln!(
+            o,
             "{}",
             serde_json::json!({"name": name, "private_key_file": out.display().to_string(), "public_key_file": pub_path.display().to_string(), "public_key": key.verifier().to_text()})
         );
     } else {
-        outln!("wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
-        outln!("public key: {}", key.verifier().to_text());
+        outln!(o, "wrote {} (private, mode 0600) and {}", out.display(), pub_path.display());
+        outln!(o, "public key: {}", key.verifier().to_text());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -785,8 +794,8 @@ fn mcp_stdio(ws: &Workspace) -> anyhow::Result<ExitCode> {
         let served = crate::mcp::serve_connection(server, tokio::io::stdin(), tokio::io::stdout()).await;
         let _ = stop.send(());
         match listening.await {
-            Ok(Err(e)) => errln!("strata mcp: the workspace socket failed: {e:#}"),
-            Err(e) => errln!("strata mcp: the workspace socket failed: {e}"),
+            Ok(Err(e)) => errln!(ws, "strata mcp: the workspace socket failed: {e:#}"),
+            Err(e) => errln!(ws, "strata mcp: the workspace socket failed: {e}"),
             Ok(Ok(())) => {}
         }
         served

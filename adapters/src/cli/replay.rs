@@ -52,6 +52,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
             })
             .collect();
         outln!(
+            ws,
             "{}",
             serde_json::json!({"head": head.seq, "head_hash": head.hash.to_hex(), "projections": items, "ok": mismatches.is_empty(), "peak_rss_mib": peak_rss_mib()})
         );
@@ -60,11 +61,12 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         for s in &rebuilt {
             t.row(vec![s.name.clone(), s.version.to_string(), s.applied.to_string(), s.state_hash.to_hex()]);
         }
-        out!("{}", t.render());
-        outln!("replayed {} events from sequence 1 (head {})", head.seq, &head.hash.to_hex()[..16]);
+        out!(ws, "{}", t.render());
+        outln!(ws, "replayed {} events from sequence 1 (head {})", head.seq, &head.hash.to_hex()[..16]);
         if let Some(snap) = &from_snapshots {
             for s in snap {
                 outln!(
+                    ws,
                     "{}: snapshot at {} + {} tail events -> {}",
                     s.name,
                     s.from_snapshot,
@@ -78,6 +80,7 @@ pub(crate) fn run(ws: &Workspace, check: bool, save_snapshots: bool, json: bool)
         Ok(ExitCode::SUCCESS)
     } else {
         errln!(
+            ws,
             "[STRATA-E0502] nondeterminism: {} differ between snapshot + tail and a full replay",
             mismatches.join(", ")
         );

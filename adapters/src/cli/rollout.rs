@@ -121,14 +121,14 @@ fn open(dir: &Path) -> anyhow::Result<Journal> {
 }
 
 /// Runs `strata rollout …` against the journal at `dir` (a journal directory or a workspace).
-pub fn run(dir: &Path, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCode> {
+pub fn run(o: &crate::output::Out, dir: &Path, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCode> {
     let journal = open(dir)?;
-    let result = run_on(&journal, cmd, json);
+    let result = run_on(o, &journal, cmd, json);
     journal.close_blocking()?;
     result
 }
 
-fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCode> {
+fn run_on(o: &crate::output::Out, journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<ExitCode> {
     let mut state = Rollouts::default();
     match cmd {
         RolloutCommand::Start { name, salt, baseline, candidate, candidate_version, runtime_digest } => {
@@ -149,16 +149,18 @@ fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<
                 runtime_digest,
             };
             decide_and_append(journal, &mut state, &name, |s| Ok(((), rollout::start(s, started.clone())?)))?;
-            show(&state, Some(&name), json)
+            show(o, &state, Some(&name), json)
         }
         RolloutCommand::Status { name } => {
             catch_up_one(&mut state, journal)?;
-            show(&state, name.as_deref(), json)
+            show(o, &state, name.as_deref(), json)
         }
-        RolloutCommand::Advance { name, reason } => operate(journal, &mut state, &name, Action::Advance, &reason, json),
-        RolloutCommand::Hold { name, reason } => operate(journal, &mut state, &name, Action::Hold, &reason, json),
+        RolloutCommand::Advance { name, reason } => {
+            operate(o, journal, &mut state, &name, Action::Advance, &reason, json)
+        }
+        RolloutCommand::Hold { name, reason } => operate(o, journal, &mut state, &name, Action::Hold, &reason, json),
         RolloutCommand::Rollback { name, reason } => {
-            operate(journal, &mut state, &name, Action::Rollback, &reason, json)
+            operate(o, journal, &mut state, &name, Action::Rollback, &reason, json)
         }
         RolloutCommand::Route { name, unit } => {
             let mut text = String::new();
@@ -173,18 +175,19 @@ fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<
                 if routed.executed == "candidate" { routed.candidate.as_ref() } else { Some(&routed.baseline) };
             let mode = chosen.map_or("", |d| d.mode.as_str());
             if json {
-                outln!("{}", json!({"routed": routed, "selected_mode": mode}));
+                outln!(o, "{}", json!({"routed": routed, "selected_mode": mode}));
             } else {
                 outln!(
+                    o,
                     "unit {} (bucket {}) at {}: runs the {} decision: {mode}",
                     routed.unit,
                     routed.bucket_bps,
                     routed.stage.as_str(),
                     routed.executed
                 );
-                outln!("baseline: {} {:?}", routed.baseline.mode, routed.baseline.reason_codes);
+                outln!(o, "baseline: {} {:?}", routed.baseline.mode, routed.baseline.reason_codes);
                 if let Some(c) = &routed.candidate {
-                    outln!("candidate: {} {:?}", c.mode, c.reason_codes);
+                    outln!(o, "candidate: {} {:?}", c.mode, c.reason_codes);
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -193,6 +196,7 @@ fn run_on(journal: &Journal, cmd: RolloutCommand, json: bool) -> anyhow::Result<
 }
 
 fn operate(
+    o: &crate::output::Out,
     journal: &Journal,
     state: &mut Rollouts,
     name: &str,
@@ -201,20 +205,20 @@ fn operate(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     decide_and_append(journal, state, name, |s| Ok(((), rollout::operate(s, name, action, reason)?)))?;
-    show(state, Some(name), json)
+    show(o, state, Some(name), json)
 }
 
-fn show(state: &Rollouts, name: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
+fn show(o: &crate::output::Out, state: &Rollouts, name: Option<&str>, json: bool) -> anyhow::Result<ExitCode> {
     let list: Vec<&rollout::Rollout> = match name {
         Some(n) => vec![state.get(n).ok_or_else(|| refused(RolloutError::Unknown(n.to_owned())))?],
         None => state.all().values().collect(),
     };
     if json {
-        outln!("{}", serde_json::to_string_pretty(&list)?);
+        outln!(o, "{}", serde_json::to_string_pretty(&list)?);
         return Ok(ExitCode::SUCCESS);
     }
     if list.is_empty() {
-        outln!("no rollouts; start one with `strata rollout start NAME --candidate '{{…}}'`");
+        outln!(o, "no rollouts; start one with `strata rollout start NAME --candidate '{{…}}'`");
     }
     let mut table = crate::table::Table::new(&[
         "rollout",
@@ -240,7 +244,7 @@ fn show(state: &Rollouts, name: Option<&str>, json: bool) -> anyhow::Result<Exit
             r.last_reason.clone().unwrap_or_default(),
         ]);
     }
-    out!("{}", table.render());
+    out!(o, "{}", table.render());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -80,7 +80,13 @@ pub(crate) struct RunArgs {
     rollout: Option<String>,
 }
 
-pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Paint) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(
+    o: &crate::output::Out,
+    dir: &Path,
+    args: RunArgs,
+    json: bool,
+    paint: crate::style::Paint,
+) -> anyhow::Result<ExitCode> {
     let (ws, plan_text, repo) = if args.example {
         let (ws, repo) = example::build(&args.at)?;
         (ws, Some(example::PLAN.to_owned()), Some(repo))
@@ -109,7 +115,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
                     rule: format!("not valid TOML of the plan's shape: {}", e.to_string().trim()),
                     fix: "fix the plan file (fields in `strata run --help`)".into(),
                 };
-                return refuse(None, &[p], None, json);
+                return refuse(o, None, &[p], None, json);
             }
         },
         (None, Some(wg)) => Subject::Resume(wg.clone()),
@@ -133,11 +139,11 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
     let checked = match report {
         Some(r) => match r.result {
             Ok(_) if args.check => {
-                outln!("{}", check_report(&r.workgroup, &[], &r.facts, json)?);
+                outln!(o, "{}", check_report(&r.workgroup, &[], &r.facts, json)?);
                 return Ok(ExitCode::SUCCESS);
             }
             Ok(checked) => Some(checked),
-            Err(problems) => return refuse(Some(&r.workgroup), &problems, Some(&r.facts), json),
+            Err(problems) => return refuse(o, Some(&r.workgroup), &problems, Some(&r.facts), json),
         },
         // `--resume` of a workgroup this journal does not have: refused below, as before.
         None => None,
@@ -151,7 +157,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
         seed: args.seed,
         time_scale: args.time_scale,
         progress: !json,
-        live: !json && crate::output::stderr_is_terminal(),
+        live: !json && ws.out().stderr_is_terminal(),
         repo,
         on_violation: args.on_violation.clone(),
         prompts_dir: ws.strata_dir().join("prompts"),
@@ -170,6 +176,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
         (Some(checked), _) => {
             if !json {
                 errln!(
+                    o,
                     "running workgroup {} ({}, {} at once)",
                     checked.workgroup,
                     crate::plural::count(checked.tasks.len() as u64, "task", "tasks"),
@@ -177,7 +184,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
                 );
             }
             if let Some(line) = under.as_deref().filter(|_| !json) {
-                errln!("  {line}");
+                errln!(o, "  {line}");
             }
             c.plan(checked)?
         }
@@ -186,6 +193,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
             let g = c.groups().get(wg).ok_or_else(|| strata_engine::workgroup::WorkgroupError::Unknown(wg.clone()))?;
             if !json {
                 errln!(
+                    o,
                     "resuming workgroup {wg}: {} of {} already completed",
                     g.count(strata_engine::workgroup::state::Status::Completed),
                     crate::plural::count(g.tasks.len() as u64, "task", "tasks")
@@ -200,9 +208,9 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
     drop(c);
     ws.finish(&journal)?;
     let s = summary(&g);
-    print_summary(&s, Some(&measured), json, paint)?;
+    print_summary(o, &s, Some(&measured), json, paint)?;
     if let Some(p) = &s.paused {
-        errln!("workgroup {wg} is paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix());
+        errln!(o, "workgroup {wg} is paused ({}): {}; {}", p.reason.as_str(), p.detail, p.reason.fix());
         return Ok(ExitCode::from(EXIT_PAUSED));
     }
     let suite_failed = s.suite.as_ref().is_some_and(|l| !l.passed);
@@ -211,6 +219,7 @@ pub(crate) fn run(dir: &Path, args: RunArgs, json: bool, paint: crate::style::Pa
 
 /// Prints the preflight's problems and refuses the run (exit 1).
 fn refuse(
+    o: &crate::output::Out,
     workgroup: Option<&str>,
     problems: &[Problem],
     facts: Option<&Facts>,
@@ -233,10 +242,10 @@ fn refuse(
     // report with the error's five keys.
     if json {
         let doc: serde_json::Value = serde_json::from_str(&report)?;
-        outln!("{}", super::failure::Failure::from_text(&refusal).merged(doc));
+        outln!(o, "{}", super::failure::Failure::from_text(&refusal).merged(doc));
         return Ok(ExitCode::from(1));
     }
-    errln!("{report}");
+    errln!(o, "{report}");
     anyhow::bail!("{refusal}")
 }
 
@@ -353,6 +362,7 @@ pub const EXIT_PAUSED: u8 = 4;
 
 /// Prints a workgroup's summary (with what the run measured, when it just ran).
 pub(crate) fn print_summary(
+    o: &crate::output::Out,
     s: &Summary,
     measured: Option<&Measured>,
     json: bool,
@@ -365,7 +375,7 @@ pub(crate) fn print_summary(
             o.insert("coordinator_overhead_p50_us".into(), m.overhead_p50_us().into());
             o.insert("branch".into(), m.branch.clone().into());
         }
-        outln!("{v}");
+        outln!(o, "{v}");
         return Ok(());
     }
     let mut t =
@@ -388,11 +398,12 @@ pub(crate) fn print_summary(
             crate::style::tone_of(l.status.as_str()),
         );
     }
-    outln!("{}", t.render_painted(paint));
+    outln!(o, "{}", t.render_painted(paint));
     for l in s.tasks.iter().filter(|l| l.problem.is_some()) {
-        outln!("{}: {}", l.task, l.problem.clone().unwrap_or_default());
+        outln!(o, "{}: {}", l.task, l.problem.clone().unwrap_or_default());
     }
     outln!(
+        o,
         "workgroup {}: {} completed, {} failed, {} held; {}",
         s.workgroup,
         s.completed,
@@ -401,11 +412,12 @@ pub(crate) fn print_summary(
         crate::plural::count(s.violations as u64, "violation", "violations")
     );
     if let Some(l) = &s.suite {
-        outln!("consolidated suite: {}", l.detail);
+        outln!(o, "consolidated suite: {}", l.detail);
     }
-    outln!("{}", s.policy.describe());
+    outln!(o, "{}", s.policy.describe());
     let cost = cost_text(s);
     outln!(
+        o,
         "{}; {cost}{}",
         tokens_text(s.prompt_tokens, s.baseline_tokens),
         if s.synthetic { " (simulated: estimated, never billed)" } else { "" }
@@ -415,16 +427,17 @@ pub(crate) fn print_summary(
         let checks = m
             .with_checks_p50_us()
             .map_or(String::new(), |w| format!(" ({:.2} ms with the checks' own processes)", w as f64 / 1e3));
-        outln!("run took {:.2} s; coordinator overhead per task p50 {p50}{checks}", m.elapsed_ms as f64 / 1e3);
+        outln!(o, "run took {:.2} s; coordinator overhead per task p50 {p50}{checks}", m.elapsed_ms as f64 / 1e3);
         if let Some(b) = &m.branch {
             let integrated = s.tasks.iter().filter(|t| t.status == Status::Completed && !t.files.is_empty()).count();
             if integrated > 0 {
                 outln!(
+                    o,
                     "changes of {} integrated on branch {b}",
                     crate::plural::count(integrated as u64, "task", "tasks")
                 );
             } else {
-                outln!("no changes integrated: branch {b} holds no task's change");
+                outln!(o, "no changes integrated: branch {b} holds no task's change");
             }
         }
     }

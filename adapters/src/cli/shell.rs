@@ -10,22 +10,22 @@ use super::Cli;
 use super::failure::Diagnostic;
 
 /// Prints the completion script for `shell` on stdout.
-pub(crate) fn completions(shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
+pub(crate) fn completions(o: &crate::output::Out, shell: clap_complete::Shell) -> anyhow::Result<ExitCode> {
     let mut cmd = Cli::command();
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "strata", &mut buf);
-    out!("{}", String::from_utf8_lossy(&buf));
+    out!(o, "{}", String::from_utf8_lossy(&buf));
     Ok(ExitCode::SUCCESS)
 }
 
 /// Prints the man page `strata(1)` (roff) on stdout, or with `out` writes it there together
 /// with one page per subcommand (`strata-run.1`, `strata-journal-verify.1`, …).
-pub(crate) fn man(out: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn man(o: &crate::output::Out, out: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let cmd = Cli::command();
     let Some(dir) = out else {
         let mut buf = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut buf)?;
-        out!("{}", String::from_utf8_lossy(&buf));
+        out!(o, "{}", String::from_utf8_lossy(&buf));
         return Ok(ExitCode::SUCCESS);
     };
     let cannot = |e: std::io::Error| Diagnostic {
@@ -40,9 +40,9 @@ pub(crate) fn man(out: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let mut written = Vec::new();
     write_pages(&cmd, "strata", dir, &mut written).map_err(cannot)?;
     if json {
-        outln!("{}", serde_json::json!({"written": written}));
+        outln!(o, "{}", serde_json::json!({"written": written}));
     } else {
-        outln!("wrote {} man pages to {}", written.len(), dir.display());
+        outln!(o, "wrote {} man pages to {}", written.len(), dir.display());
     }
     Ok(ExitCode::SUCCESS)
 }

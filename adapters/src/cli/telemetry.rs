@@ -86,12 +86,12 @@ fn record(ws: &Workspace, input: &mut dyn std::io::Read, json: bool) -> anyhow::
     let payload: Value = serde_json::from_slice(&payload)?;
     ws.finish(&journal)?;
     if json {
-        outln!("{}", json!({"ok": true, "type": event_type, "stream": stream, "seq": seq, "payload": payload}));
+        outln!(ws, "{}", json!({"ok": true, "type": event_type, "stream": stream, "seq": seq, "payload": payload}));
     } else {
-        outln!("recorded {event_type} on {stream} at seq {seq}");
+        outln!(ws, "recorded {event_type} on {stream} at seq {seq}");
         if let Some(delta) = payload.get("delta").and_then(Value::as_object) {
             let cells: Vec<String> = delta.iter().map(|(k, v)| format!("{k}={}", unknown_dash(v))).collect();
-            outln!("delta: {}", cells.join(" "));
+            outln!(ws, "delta: {}", cells.join(" "));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -108,7 +108,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
     ws.finish(&journal)?;
     let r = report::report(&state);
     if json {
-        outln!("{r}");
+        outln!(ws, "{r}");
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(&[
@@ -148,7 +148,7 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
             est,
         ]);
     }
-    outln!("{}", t.render().trim_end());
+    outln!(ws, "{}", t.render().trim_end());
     let mut e = Table::new(&[
         "PROVIDER",
         "PROFILE",
@@ -176,9 +176,9 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
             unknown_dash(&o["rework_rounds"]["p95"]),
         ]);
     }
-    outln!();
-    outln!("efficiency events (logical and outcome figures; billed figures are the usage rows above):");
-    outln!("{}", e.render().trim_end());
+    outln!(ws);
+    outln!(ws, "efficiency events (logical and outcome figures; billed figures are the usage rows above):");
+    outln!(ws, "{}", e.render().trim_end());
     let rec = &r["reconciliation"];
     let mut t = Table::new(&["SCOPE", "CURRENCY", "VERDICT", "COST EVENTS", "COST REPORTED", "DIFFERENCE"]);
     let mut row = |name: String, s: &Value| {
@@ -199,12 +199,13 @@ fn report_cmd(ws: &Workspace, json: bool) -> anyhow::Result<ExitCode> {
         row(format!("arm {name}"), s);
     }
     row("overall".to_owned(), &rec["overall"]);
-    outln!();
-    outln!("reconciliation (within {}%; costs in micros):", rec["tolerance_percent"]);
-    outln!("{}", t.render().trim_end());
+    outln!(ws);
+    outln!(ws, "reconciliation (within {}%; costs in micros):", rec["tolerance_percent"]);
+    outln!(ws, "{}", t.render().trim_end());
     let l = &rec["largest_cost_discrepancy"];
     if l.is_object() {
         outln!(
+            ws,
             "largest single-session cost discrepancy: session {} ({} of {} micros, {})",
             text(&l["session"]),
             unknown_dash(&l["difference"]),

@@ -89,14 +89,14 @@ pub(crate) fn run(ws: &Workspace, json: bool, paint: Paint) -> anyhow::Result<Ex
                     "last_at": (l.last_seq > 0).then(|| strata_engine::ce::time::format_rfc3339(l.last_at_ns))})
             })
             .collect();
-        outln!("{}", json!({"workgroups": rows}));
+        outln!(ws, "{}", json!({"workgroups": rows}));
         return Ok(ExitCode::SUCCESS);
     }
     if lines.is_empty() {
-        outln!("no workgroups yet: `strata run PLAN` plans and runs one (`strata run --example` shows how)");
+        outln!(ws, "no workgroups yet: `strata run PLAN` plans and runs one (`strata run --example` shows how)");
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("{}", render(&lines, paint).trim_end());
+    outln!(ws, "{}", render(&lines, paint).trim_end());
     Ok(ExitCode::SUCCESS)
 }
 

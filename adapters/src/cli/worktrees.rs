@@ -190,11 +190,12 @@ pub(crate) fn run(ws: &Workspace, cmd: Option<WorktreesCommand>, json: bool) -> 
     let Some(WorktreesCommand::Prune { dry_run }) = cmd else {
         if json {
             outln!(
+                ws,
                 "{}",
                 json!({"dir": root.display().to_string(), "worktrees": found.iter().map(row).collect::<Vec<_>>()})
             );
         } else if found.is_empty() {
-            outln!("no worktrees under {}", root.display());
+            outln!(ws, "no worktrees under {}", root.display());
         } else {
             let mut t = Table::new(&["WORKGROUP", "TASK", "ATTEMPT", "STATE", "OWNED", "PATH"]);
             for f in &found {
@@ -207,9 +208,10 @@ pub(crate) fn run(ws: &Workspace, cmd: Option<WorktreesCommand>, json: bool) -> 
                     f.path.display().to_string(),
                 ]);
             }
-            out!("{}", t.render());
+            out!(ws, "{}", t.render());
             let left = found.iter().filter(|f| !f.live()).count() as u64;
             outln!(
+                ws,
                 "{}; {} no live workgroup owns",
                 crate::plural::count(found.len() as u64, "worktree", "worktrees"),
                 left
@@ -232,14 +234,16 @@ pub(crate) fn run(ws: &Workspace, cmd: Option<WorktreesCommand>, json: bool) -> 
     let kept = found.len() - doomed.len();
     if json {
         outln!(
+            ws,
             "{}",
             json!({"dry_run": dry_run, "removed": doomed.iter().map(|f| row(f)).collect::<Vec<_>>(), "kept": kept})
         );
     } else {
         for f in &doomed {
-            outln!("{} {}", if dry_run { "would remove" } else { "removed" }, f.path.display());
+            outln!(ws, "{} {}", if dry_run { "would remove" } else { "removed" }, f.path.display());
         }
         outln!(
+            ws,
             "{} {}, kept {} a live workgroup owns{}",
             if dry_run { "would remove" } else { "removed" },
             crate::plural::count(doomed.len() as u64, "worktree", "worktrees"),

@@ -533,7 +533,7 @@ impl<'j> Coordinator<'j> {
     fn run_tasks(&mut self, wg: &str, started: Instant) -> anyhow::Result<Measured> {
         workgroup::driver::run(&mut Looping { c: self, wg, started })?;
         if self.options.live && self.options.progress {
-            err!("\r\x1b[2K");
+            err!(crate::output::Out::process(), "\r\x1b[2K");
             self.status.clear();
         }
         if let Some(repo) = &self.repo {
@@ -596,9 +596,9 @@ impl<'j> Coordinator<'j> {
         }
         if self.options.live {
             // The status line is cleared, the step printed above it, the status line redrawn.
-            err!("\r\x1b[2K  {line}\n{}", self.status);
+            err!(crate::output::Out::process(), "\r\x1b[2K  {line}\n{}", self.status);
         } else {
-            errln!("  {line}");
+            errln!(crate::output::Out::process(), "  {line}");
         }
     }
 
@@ -629,7 +629,7 @@ impl<'j> Coordinator<'j> {
             g.count(Status::Held),
             started.elapsed().as_secs_f64()
         );
-        err!("\r\x1b[2K{}", self.status);
+        err!(crate::output::Out::process(), "\r\x1b[2K{}", self.status);
     }
 
     /// Routes, assembles, claims and records task `id` through the engine's one dispatch
