@@ -173,6 +173,15 @@ fn open_chunk(path: &Path) -> Result<Option<(std::fs::File, u64)>, JournalError>
     Ok(meta.is_file().then_some((file, meta.len())))
 }
 
+/// Removes what is at `path` in the chunk directory, a directory with all it holds; a failure
+/// leaves it to the next collection.
+fn remove_entry(path: &Path) {
+    let _ = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        _ => std::fs::remove_file(path),
+    };
+}
+
 fn meta_key(name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + name.len());
     k.push(META_PREFIX);
@@ -425,14 +434,16 @@ impl Store for SledStore {
         let mut out = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| JournalError::io(&self.chunk_dir, e))?;
-            // Anything that is not a chunk's name (a `.tmp` left by a crash) is listed under a
-            // name no manifest has, so collection removes it.
+            // Anything that is not a chunk's name (a `.tmp` left by a crash) is removed, and so is
+            // anything under a chunk's name that no save writes (a link, a FIFO, a directory, a
+            // file longer than any chunk): a load counts it as missing, and listing it as held
+            // would keep the next save from writing the chunk in its place.
             let name = entry.file_name();
+            let chunk =
+                entry.metadata().is_ok_and(|m| m.is_file() && m.len() <= crate::snapshot::CHUNK_BYTES_MAX as u64);
             match name.to_str().and_then(Hash::from_hex) {
-                Some(h) => out.push(h.0),
-                None => {
-                    let _ = std::fs::remove_file(entry.path());
-                }
+                Some(h) if chunk => out.push(h.0),
+                _ => remove_entry(&entry.path()),
             }
         }
         out.sort_unstable();
@@ -442,10 +453,13 @@ impl Store for SledStore {
     fn delete_chunks(&self, hashes: &[[u8; 32]]) -> Result<(), JournalError> {
         for h in hashes {
             let path = self.chunk_dir.join(Hash(*h).to_hex());
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(JournalError::io(&path, e)),
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() => remove_entry(&path),
+                _ => match std::fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(JournalError::io(&path, e)),
+                },
             }
         }
         Ok(())

@@ -466,12 +466,13 @@ fn git_dirs(workdir: &Path) -> Option<(PathBuf, PathBuf)> {
     if !meta.is_file() || meta.len() > 4096 {
         return None;
     }
-    let text = std::fs::read_to_string(&dot).ok()?;
+    // Read as bounded text (never waiting on a FIFO put there since): a check may rewrite it.
+    let read = |p: &Path| crate::files::read_text_bounded(p, 4096, "a git administrative file").ok();
+    let text = read(&dot)?;
     let admin = workdir.join(text.strip_prefix("gitdir:")?.trim());
-    let common = match std::fs::read_to_string(admin.join("commondir")) {
-        Ok(c) => admin.join(c.trim()),
+    let common = match std::fs::symlink_metadata(admin.join("commondir")) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => admin.clone(),
-        Err(_) => return None,
+        _ => admin.join(read(&admin.join("commondir"))?.trim()),
     };
     Some((admin, common))
 }
@@ -480,7 +481,7 @@ fn git_dirs(workdir: &Path) -> Option<(PathBuf, PathBuf)> {
 /// the ref it names, the index, the repository's config and exclude files, and the user's.
 fn repository_state(workdir: &Path) -> Option<Vec<(PathBuf, Option<Stamp>)>> {
     let (admin, common) = git_dirs(workdir)?;
-    let head = std::fs::read_to_string(admin.join("HEAD")).ok()?;
+    let head = crate::files::read_text_bounded(&admin.join("HEAD"), 4096, "a git HEAD file").ok()?;
     let mut paths = vec![
         admin.join("HEAD"),
         admin.join("index"),
@@ -548,8 +549,8 @@ fn content_hash(path: &Path, stamp: &Stamp, budget: &mut u64) -> Option<[u8; 32]
 /// The worktree's listing, or `None` past [`LISTED_MAX`] entries or [`RECENT_BYTES_MAX`] of
 /// recently changed files, on an entry changed in the last [`RECENT`] that is not a file, link
 /// or directory, on a name that is not UTF-8 or on anything unreadable. An entry `like` holds
-/// with a hash is hashed again however old it is now: a check's write in the tick of the worker's
-/// last one leaves the stamp as it was.
+/// with a hash and this very stamp is hashed again however old it is now: a check's write in the
+/// tick of the worker's last one leaves the stamp as it was.
 fn listing(workdir: &Path, like: Option<&Listing>) -> Option<Listing> {
     let skip_strata = excludes_strata(workdir);
     let recent = std::time::SystemTime::now().checked_sub(RECENT)?.duration_since(std::time::UNIX_EPOCH).ok()?;
@@ -573,7 +574,10 @@ fn listing(workdir: &Path, like: Option<&Listing>) -> Option<Listing> {
                 dirs.push((entry.path(), path.clone()));
             }
             let stamp = Stamp::of(&meta);
-            let hashed_before = like.and_then(|l| l.get(&path)).is_some_and(|e| e.content.is_some());
+            // Hashed before with this very stamp: hashed again to compare (a changed stamp
+            // already differs, and an old file that changed since is settled again).
+            let hashed_before =
+                like.and_then(|l| l.get(&path)).is_some_and(|e| e.content.is_some() && e.stamp == stamp);
             let settled = stamp.ctime < recent && stamp.mtime < recent && !hashed_before;
             let content = if settled || meta.is_dir() {
                 None
