@@ -248,15 +248,11 @@ async fn run(
     };
     crate::cli::write_private_file(&info_path(ws), serde_json::to_string_pretty(&info)?.as_bytes())?;
     if json {
-        outln!(crate::output::Out::process(), "{}", serde_json::to_string(&info)?);
+        outln!(ws, "{}", serde_json::to_string(&info)?);
     } else {
-        outln!(crate::output::Out::process(), "strata serve: {} on {}", root.display(), info.socket.display());
+        outln!(ws, "strata serve: {} on {}", root.display(), info.socket.display());
         if let Some(url) = &http_url {
-            outln!(
-                crate::output::Out::process(),
-                "MCP over HTTP at {url} (bearer token in {})",
-                token_path(ws).display()
-            );
+            outln!(ws, "MCP over HTTP at {url} (bearer token in {})", token_path(ws).display());
         }
     }
 
@@ -272,7 +268,7 @@ async fn run(
             accepted = listener.accept() => {
                 let (stream, _) = match accepted {
                     Ok(s) => s,
-                    Err(e) => { errln!(crate::output::Out::process(), "strata serve: accept failed: {e}"); continue; }
+                    Err(e) => { errln!(ws, "strata serve: accept failed: {e}"); continue; }
                 };
                 let ctx = Conn { harness: harness.clone(), journal: journal.clone(), root: root.clone(), commands: commands.clone(), graph: Some(graph.clone()) };
                 connections.spawn(async move {
@@ -288,7 +284,7 @@ async fn run(
     // Shutdown: no new connections; running commands and appends finish and answer.
     drop(listener);
     let _ = std::fs::remove_file(socket_path(ws));
-    errln!(crate::output::Out::process(), "strata serve: shutting down");
+    errln!(ws, "strata serve: shutting down");
     let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
     harness.stop_writes();
     let drained = async {
@@ -308,7 +304,7 @@ async fn run(
             .await;
     connections.shutdown().await;
     journal.close().await?;
-    errln!(crate::output::Out::process(), "strata serve: journal closed at sequence {}", journal.head().seq);
+    errln!(ws, "strata serve: journal closed at sequence {}", journal.head().seq);
     Ok(())
 }
 

@@ -759,12 +759,21 @@ mod tests {
         std::fs::read_to_string(dir.join(f)).ok()
     }
 
-    #[test]
-    fn what_checks_change_is_put_back_and_an_untouched_worktree_is_left_as_it_is() {
+    /// A worked worktree in a fresh directory (kept while the `TempDir` lives), its path
+    /// canonical, and `exclude` as its exclude file when given.
+    fn worktree(exclude: Option<&str>) -> (tempfile::TempDir, PathBuf) {
         let tmp = tempfile::tempdir().expect("tmp");
         let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
         worked(&dir);
-        std::fs::write(dir.join(".git/info/exclude"), ".strata/\n").expect("exclude");
+        if let Some(text) = exclude {
+            std::fs::write(dir.join(".git/info/exclude"), text).expect("exclude");
+        }
+        (tmp, dir)
+    }
+
+    #[test]
+    fn what_checks_change_is_put_back_and_an_untouched_worktree_is_left_as_it_is() {
+        let (_tmp, dir) = worktree(Some(".strata/\n"));
         let c0 = std::fs::symlink_metadata(dir.join("c")).expect("c");
         settled();
         assert!(checks(&dir, &["true"]).checks[0].passed);
@@ -782,10 +791,7 @@ mod tests {
 
     #[test]
     fn a_fresh_worktree_is_compared_by_content_and_a_same_size_rewrite_is_still_put_back() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
-        worked(&dir);
-        std::fs::write(dir.join(".git/info/exclude"), ".strata/\n").expect("exclude");
+        let (_tmp, dir) = worktree(Some(".strata/\n"));
         let listed = listing(&dir, None).expect("a worktree written just now is listed");
         assert!(listed["a"].content.is_some() && listed["b"].content.is_some(), "{listed:?}");
         assert!(checks(&dir, &["true"]).checks[0].passed);
@@ -800,9 +806,7 @@ mod tests {
 
     #[test]
     fn a_fifo_in_the_worktree_is_never_opened_and_the_checks_fall_back_to_git_status() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
-        worked(&dir);
+        let (_tmp, dir) = worktree(None);
         use std::os::unix::fs::FileTypeExt as _;
         let made = std::process::Command::new("mkfifo").arg(dir.join("pipe")).status().expect("mkfifo runs");
         assert!(made.success(), "mkfifo");
@@ -831,10 +835,7 @@ mod tests {
 
     #[test]
     fn a_kept_snapshot_is_not_used_once_what_git_ignores_has_changed() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let dir = std::fs::canonicalize(tmp.path()).expect("canonical");
-        worked(&dir);
-        std::fs::write(dir.join(".git/info/exclude"), ".strata/\nkeep.me\n").expect("exclude");
+        let (_tmp, dir) = worktree(Some(".strata/\nkeep.me\n"));
         std::fs::write(dir.join("keep.me"), "mine").expect("ignored file");
         settled();
         assert!(checks(&dir, &["true"]).checks[0].passed);
