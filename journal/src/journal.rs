@@ -565,7 +565,7 @@ impl Journal {
 
     /// Number of streams.
     pub fn stream_count(&self) -> usize {
-        self.inner.shared.index().streams.len()
+        self.inner.shared.index().stream_count()
     }
 
     fn sender(&self) -> Result<&mpsc::Sender<Command>, JournalError> {
@@ -788,12 +788,7 @@ impl Journal {
     pub fn read_stream(&self, stream: &str, from_version: u64, limit: usize) -> Result<Vec<Envelope>, JournalError> {
         validate_stream(stream)?;
         let limit = limit.min(READ_EVENTS_MAX);
-        let seqs: Vec<u64> = {
-            let ix = self.inner.shared.index();
-            let Some(all) = ix.streams.get(stream) else { return Ok(Vec::new()) };
-            let start = usize::try_from(from_version.max(1) - 1).unwrap_or(usize::MAX).min(all.len());
-            all[start..].iter().take(limit).copied().collect()
-        };
+        let seqs = self.inner.shared.index().stream_seqs(stream, from_version, limit);
         let mut out = Vec::with_capacity(seqs.len());
         for seq in seqs {
             out.push(self.get(seq)?.ok_or_else(|| {
@@ -923,9 +918,12 @@ fn load_index(store: &dyn Store) -> Result<(Index, u64, u64), JournalError> {
     let mut index = Index::default();
     if let Some(sealed) = store.load_index_snapshot()?
         && let Ok((_, body)) = snapshot::unseal(&sealed, INDEX_SNAPSHOT_VERSION, &hash_at)?
-        && let Some(ix) = Index::from_snapshot(body)
     {
-        index = ix;
+        let at = body.as_ptr() as usize - sealed.as_ptr() as usize;
+        let body = at..at + body.len();
+        if let Some(ix) = Index::from_snapshot(sealed, body) {
+            index = ix;
+        }
     }
     let snapshot_seq = index.head_seq;
     let from = index.head_seq + 1;

@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 
+pub mod body;
 pub mod error;
 pub mod export;
 pub mod frame;

@@ -9,8 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use rkyv::util::AlignedVec;
-
+use crate::body::Body;
 use crate::error::JournalError;
 use crate::hash::Hash;
 use crate::journal::Journal;
@@ -46,10 +45,15 @@ pub trait Projection: Send {
     /// Replaces the state with a decoded snapshot (validated access); an error discards it.
     fn restore_snapshot(&mut self, bytes: &[u8]) -> Result<(), String>;
     /// [`Projection::restore_snapshot`] given the body itself, for a projection that keeps the
-    /// bytes and reads them in place later instead of copying everything out at once (the
-    /// default borrows them and lets them go).
-    fn restore_snapshot_owned(&mut self, bytes: AlignedVec<16>) -> Result<(), String> {
-        self.restore_snapshot(&bytes)
+    /// bytes and reads them where they lie later instead of copying everything out at once (the
+    /// default puts them in one buffer, borrows it and lets it go).
+    fn restore_snapshot_body(&mut self, body: Body) -> Result<(), String> {
+        self.restore_snapshot(&body.into_aligned())
+    }
+    /// The alignment of the chunk cuts of this projection's snapshot bodies (see
+    /// [`snapshot::save`]): 16 for a body of 16-padded archives that it reads in place, else 1.
+    fn snapshot_cut_align(&self) -> usize {
+        1
     }
     /// Back to the empty state.
     fn reset(&mut self);
@@ -163,7 +167,7 @@ impl Projections {
             p.reset();
             *cursor = 0;
             if let Some((seq, body)) = found {
-                match p.restore_snapshot_owned(body) {
+                match p.restore_snapshot_body(body) {
                     Ok(()) => *cursor = seq,
                     Err(_) => {
                         p.reset();
@@ -255,7 +259,7 @@ fn catch_up_inner<P: Projection>(
     p.reset();
     let mut cursor = 0;
     if let Some((seq, body)) = found {
-        match p.restore_snapshot_owned(body) {
+        match p.restore_snapshot_body(body) {
             Ok(()) => cursor = seq,
             Err(_) => {
                 p.reset();
@@ -303,7 +307,7 @@ pub fn save_one<P: Projection + ?Sized>(p: &P, journal: &Journal, seq: u64) -> R
         event_type: String::new(),
         detail: format!("snapshot encoding failed: {detail}"),
     })?;
-    snapshot::save(journal.store().as_ref(), p.name(), p.version(), seq, &hash, &body)?;
+    snapshot::save(journal.store().as_ref(), p.name(), p.version(), seq, &hash, &body, p.snapshot_cut_align())?;
     Ok(())
 }
 

@@ -30,6 +30,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rkyv::util::AlignedVec;
 
+use crate::body::Body;
 use crate::error::JournalError;
 use crate::hash::Hash;
 #[cfg(test)]
@@ -46,8 +47,13 @@ pub const CHUNK_BYTES_MIN: usize = 16 * 1024;
 /// Largest chunk: a cut is forced here when the rolling hash found none.
 pub const CHUNK_BYTES_MAX: usize = 128 * 1024;
 /// Cut when the top bits of the rolling hash are zero: one position in 2^15, so chunks average
-/// about `CHUNK_BYTES_MIN + 32 KiB`.
+/// about `CHUNK_BYTES_MIN + 32 KiB`. With cuts only at multiples of `align` (see [`save`]), the
+/// hash needs `log2(align)` fewer zero bits for the same average.
 const CUT_BITS: u32 = 15;
+/// The largest alignment of cuts a saver may ask for.
+pub const CUT_ALIGN_MAX: usize = 16;
+
+const _: () = assert!(CHUNK_BYTES_MIN.is_multiple_of(CUT_ALIGN_MAX) && CHUNK_BYTES_MAX.is_multiple_of(CUT_ALIGN_MAX));
 /// Largest chunk count a manifest may list (16 GiB of body at the smallest chunk).
 pub const CHUNKS_MAX: usize = 1 << 20;
 
@@ -120,7 +126,10 @@ fn key(name: &str, version: u32, seq: u64) -> Vec<u8> {
 
 /// Saves a snapshot of `name` at `version` taken after applying event `seq` (whose hash is
 /// `journal_hash`), then deletes older snapshots of the same name and every chunk no snapshot
-/// lists any more.
+/// lists any more. `cut_align` (a power of two up to [`CUT_ALIGN_MAX`]; 1 for none) puts every
+/// chunk cut at a multiple of it: a body made of records padded to 16 bytes asks for 16, so each
+/// chunk starts 16-aligned and a chunk read where it lies keeps its records aligned for rkyv.
+/// (Cuts stay content-defined for such a body, whose edits move what follows by multiples of 16.)
 pub fn save(
     store: &dyn Store,
     name: &str,
@@ -128,6 +137,7 @@ pub fn save(
     seq: u64,
     journal_hash: &Hash,
     body: &[u8],
+    cut_align: usize,
 ) -> Result<(), JournalError> {
     let _one_at_a_time = SAVING.lock().unwrap_or_else(PoisonError::into_inner);
     let new_key = key(name, version, seq);
@@ -137,7 +147,7 @@ pub fn save(
         let held: BTreeSet<[u8; 32]> = store.chunk_hashes()?.into_iter().collect();
         let mut list = Vec::new();
         let mut fresh: Vec<([u8; 32], &[u8])> = Vec::new();
-        let cuts = chunk_ends(body);
+        let cuts = chunk_ends(body, cut_align);
         list.extend_from_slice(&(cuts.len() as u32).to_be_bytes());
         let mut start = 0;
         for end in cuts {
@@ -228,9 +238,12 @@ const GEAR: [u64; 256] = {
 };
 
 /// End offsets of the content-defined chunks of `body`: a cut after a position where the gear
-/// hash of the 64 bytes before it has its top [`CUT_BITS`] bits zero, no chunk shorter than
-/// [`CHUNK_BYTES_MIN`] (but the last) or longer than [`CHUNK_BYTES_MAX`].
-pub fn chunk_ends(body: &[u8]) -> Vec<usize> {
+/// hash of the 64 bytes before it has its top bits zero ([`CUT_BITS`] less `log2(align)`) and
+/// that is a multiple of `align` (clamped to a power of two up to [`CUT_ALIGN_MAX`]), no chunk
+/// shorter than [`CHUNK_BYTES_MIN`] (but the last) or longer than [`CHUNK_BYTES_MAX`].
+pub fn chunk_ends(body: &[u8], align: usize) -> Vec<usize> {
+    let align = if align.is_power_of_two() { align.min(CUT_ALIGN_MAX) } else { 1 };
+    let bits = CUT_BITS - align.trailing_zeros();
     let mut ends = Vec::with_capacity(body.len() / (CHUNK_BYTES_MIN * 2) + 1);
     let mut start = 0;
     while start < body.len() {
@@ -240,7 +253,7 @@ pub fn chunk_ends(body: &[u8]) -> Vec<usize> {
             let mut h = 0u64;
             for (i, &b) in rest.iter().enumerate().skip(CHUNK_BYTES_MIN - 64) {
                 h = (h << 1).wrapping_add(GEAR[usize::from(b)]);
-                if i >= CHUNK_BYTES_MIN && h >> (64 - CUT_BITS) == 0 {
+                if i >= CHUNK_BYTES_MIN && (i + 1).is_multiple_of(align) && h >> (64 - bits) == 0 {
                     cut = i + 1;
                     break;
                 }
@@ -273,11 +286,10 @@ pub enum Discarded {
 }
 
 /// What [`load`] found.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Loaded {
-    /// The newest snapshot that passed every check, as `(seq, body)`; the body is 16-aligned, so
-    /// rkyv can validate it in place.
-    pub found: Option<(u64, AlignedVec<16>)>,
+    /// The newest snapshot that passed every check, as `(seq, body)`.
+    pub found: Option<(u64, Body)>,
     /// What was discarded (and deleted) on the way.
     pub discarded: Vec<Discarded>,
 }
@@ -307,7 +319,7 @@ pub fn load(
             Ok((seq, body)) => {
                 let mut b = AlignedVec::<16>::with_capacity(body.len());
                 b.extend_from_slice(body);
-                Ok((seq, b))
+                Ok((seq, Body::from(b)))
             }
             Err(why) => Err(why),
         };
@@ -322,18 +334,19 @@ pub fn load(
     Ok(Loaded { found, discarded })
 }
 
-/// The body a chunk list (already checksummed) names, read chunk by chunk into aligned memory.
-fn assemble(store: &dyn Store, list: &[u8]) -> Result<AlignedVec<16>, Discarded> {
+/// The body a chunk list (already checksummed) names, each chunk checked against its hash and
+/// kept where the store has it.
+fn assemble(store: &dyn Store, list: &[u8]) -> Result<Body, Discarded> {
     let chunks = parse_list(list).ok_or(Discarded::Damaged)?;
-    let total: usize = chunks.iter().map(|(_, len)| *len).sum();
-    let mut body = AlignedVec::<16>::with_capacity(total);
+    let mut body = Body::default();
     for (h, len) in chunks {
         // A store that cannot read a chunk is as good as a missing chunk: rebuild.
-        let Ok(Some(chunk)) = store.chunk(&h) else { return Err(Discarded::Incomplete) };
-        if chunk.len() != len || blake3::hash(&chunk).as_bytes() != &h {
+        let Ok(Some(chunk)) = store.chunk_segment(&h, len) else { return Err(Discarded::Incomplete) };
+        let bytes = chunk.as_bytes();
+        if bytes.len() != len || blake3::hash(bytes).as_bytes() != &h {
             return Err(Discarded::Incomplete);
         }
-        body.extend_from_slice(&chunk);
+        body.push(chunk);
     }
     Ok(body)
 }
@@ -372,20 +385,20 @@ mod tests {
         let store = MemStore::new("t");
         let good = Hash([1; 32]);
         let hash_at = |seq: u64| -> Result<Option<Hash>, JournalError> { Ok((seq <= 10).then_some(good)) };
-        save(&store, "p", 2, 5, &good, b"five").unwrap();
-        let found = |l: Loaded| l.found.map(|(s, b)| (s, b.to_vec()));
+        save(&store, "p", 2, 5, &good, b"five", 1).unwrap();
+        let found = |l: Loaded| l.found.map(|(s, b)| (s, b.to_aligned().to_vec()));
         assert_eq!(found(load(&store, "p", 2, &hash_at).unwrap()), Some((5, b"five".to_vec())));
         // Wrong version is discarded.
         let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
         assert!(got.is_none());
         assert_eq!(why, vec![Discarded::WrongVersion { found: 2 }]);
         // Journal mismatch is discarded.
-        save(&store, "p", 3, 11, &good, b"eleven").unwrap();
+        save(&store, "p", 3, 11, &good, b"eleven", 1).unwrap();
         let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
         assert!(got.is_none());
         assert_eq!(why, vec![Discarded::JournalMismatch { seq: 11 }]);
         // Damaged body is discarded.
-        save(&store, "p", 3, 7, &good, b"seven").unwrap();
+        save(&store, "p", 3, 7, &good, b"seven", 1).unwrap();
         let k = key("p", 3, 7);
         let mut v = store.snapshots(&k).unwrap().remove(0).1;
         let last = v.len() - 1;
@@ -409,30 +422,44 @@ mod tests {
                 x as u8
             })
             .collect();
-        let ends = chunk_ends(&body);
+        let ends = chunk_ends(&body, 1);
         assert_eq!(*ends.last().unwrap(), body.len());
         let sizes: Vec<usize> = ends.iter().scan(0, |s, &e| Some(e - std::mem::replace(s, e))).collect();
         assert!(sizes[..sizes.len() - 1].iter().all(|&n| (CHUNK_BYTES_MIN..=CHUNK_BYTES_MAX).contains(&n)));
         let mut edited = body.clone();
         edited.splice(1_000_000..1_000_010, *b"an edit that is longer");
-        let cuts_of = |b: &[u8]| -> BTreeSet<Vec<u8>> {
+        let cuts_of = |b: &[u8], align: usize| -> BTreeSet<Vec<u8>> {
             let mut start = 0;
-            chunk_ends(b).into_iter().map(|e| b[std::mem::replace(&mut start, e)..e].to_vec()).collect()
+            chunk_ends(b, align).into_iter().map(|e| b[std::mem::replace(&mut start, e)..e].to_vec()).collect()
         };
-        let (a, b) = (cuts_of(&body), cuts_of(&edited));
+        let (a, b) = (cuts_of(&body, 1), cuts_of(&edited, 1));
         assert!(b.difference(&a).count() <= 2, "{} new chunks", b.difference(&a).count());
+        // Cuts at multiples of 16: every chunk starts aligned, and an edit that moves what
+        // follows by a multiple of 16 (a body of 16-padded records) still changes only its own.
+        let aligned = chunk_ends(&body, 16);
+        assert!(aligned.iter().all(|e| e % 16 == 0 || *e == body.len()));
+        let mut edited16 = body.clone();
+        edited16.splice(1_000_000..1_000_016, *b"an edit of 32 bytes, 16 more....");
+        let (a16, b16) = (cuts_of(&body, 16), cuts_of(&edited16, 16));
+        assert!(b16.difference(&a16).count() <= 2, "{} new chunks", b16.difference(&a16).count());
+        assert!(
+            a16.len() * 2 >= a.len() && a.len() * 2 >= a16.len(),
+            "about as many chunks: {} and {}",
+            a16.len(),
+            a.len()
+        );
 
         let store = MemStore::new("t");
         let good = Hash([1; 32]);
         let hash_at = |_: u64| -> Result<Option<Hash>, JournalError> { Ok(Some(good)) };
-        save(&store, "big", 1, 1, &good, &body).unwrap();
+        save(&store, "big", 1, 1, &good, &body, 1).unwrap();
         let chunks = store.chunk_hashes().unwrap().len();
-        save(&store, "big", 1, 2, &good, &edited).unwrap();
+        save(&store, "big", 1, 2, &good, &edited, 1).unwrap();
         // The old manifest and its own chunks are gone; shared chunks stay.
         assert_eq!(store.snapshot_keys(b"big\0").unwrap().len(), 1);
         assert!(store.chunk_hashes().unwrap().len() <= chunks + 2);
         assert_eq!(store.snapshot_keys(CHUNK_PREFIX).unwrap().len(), store.chunk_hashes().unwrap().len());
         let got = load(&store, "big", 1, &hash_at).unwrap().found.unwrap();
-        assert_eq!((got.0, &got.1[..]), (2, &edited[..]));
+        assert_eq!((got.0, &got.1.to_aligned()[..]), (2, &edited[..]));
     }
 }

@@ -15,6 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rkyv::util::AlignedVec;
 
+use crate::body::Segment;
+
 use crate::error::JournalError;
 use crate::frame::{FRAME_PREFIX, frame_key, frame_key_seq};
 use crate::hash::Hash;
@@ -122,6 +124,12 @@ pub trait Store: Send + Sync + 'static {
     /// The chunk named `hash`, if stored (its bytes are checked by the reader, not here).
     fn chunk(&self, hash: &[u8; 32]) -> Result<Option<Vec<u8>>, JournalError> {
         self.snapshot(&chunk_key(hash))
+    }
+    /// The chunk named `hash` when it is stored and exactly `len` bytes long, as a body segment.
+    /// Its bytes are checked by the reader, not here. A backend that can hand the bytes over
+    /// without copying them should.
+    fn chunk_segment(&self, hash: &[u8; 32], len: usize) -> Result<Option<Segment>, JournalError> {
+        Ok(self.chunk(hash)?.filter(|b| b.len() == len).map(Segment::Bytes))
     }
     /// Names of every stored chunk.
     fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {
@@ -423,6 +431,27 @@ impl Store for SledStore {
         std::io::Read::read_to_end(&mut std::io::Read::take(file, len), &mut bytes)
             .map_err(|e| JournalError::io(&path, e))?;
         Ok(Some(bytes))
+    }
+
+    fn chunk_segment(&self, hash: &[u8; 32], len: usize) -> Result<Option<Segment>, JournalError> {
+        let path = self.chunk_dir.join(Hash(*hash).to_hex());
+        let Some((file, stored)) = open_chunk(&path)? else { return Ok(None) };
+        if stored != len as u64 {
+            return Ok(None);
+        }
+        if len == 0 {
+            return Ok(Some(Segment::Bytes(Vec::new())));
+        }
+        #[allow(unsafe_code)]
+        // SAFETY: a mapping is undefined behaviour only if the file changes under it. A chunk
+        // file is written under a temporary name and renamed into place, never written again,
+        // and removed by unlinking, which leaves a mapping intact; `open_chunk` took only a
+        // regular file (never a device or FIFO) of the length the manifest lists, and the reader
+        // checks every byte against the chunk's hash before it uses any. Only a process that
+        // truncates a chunk file in place while it is mapped could make a read of it fail
+        // (SIGBUS); nothing in strata does.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| JournalError::io(&path, e))?;
+        Ok(Some(if map.len() == len { Segment::Mapped(map) } else { Segment::Bytes(Vec::new()) }))
     }
 
     fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {

@@ -132,7 +132,7 @@ fn a_snapshot_whose_nodes_do_not_decode_is_discarded_and_rebuilt() {
         ("trailing bytes", [body.as_slice(), &[0u8; 16]].concat()),
     ];
     for (what, bad) in bodies {
-        snapshot::save(j.store().as_ref(), "graph", version, seq, &hash, &bad).unwrap();
+        snapshot::save(j.store().as_ref(), "graph", version, seq, &hash, &bad, 16).unwrap();
         let mut g = Graph::new();
         let s = catch_up_one(&mut g, &j).unwrap();
         assert_eq!(s.discarded, vec![Discarded::Damaged], "{what}");
