@@ -80,7 +80,7 @@ impl Body {
         if range.start > range.end || range.end > self.len {
             return None;
         }
-        let i = self.starts.partition_point(|&s| s <= range.start).saturating_sub(1);
+        let i = self.segment_of(range.start);
         if let Some(seg) = self.segments.get(i) {
             let local = range.start - self.starts[i]..range.end - self.starts[i];
             if let Some(b) = seg.as_bytes().get(local)
@@ -94,10 +94,15 @@ impl Body {
         Some(scratch.as_slice())
     }
 
+    /// The segment holding offset `at` (the last one when `at` is the end).
+    fn segment_of(&self, at: usize) -> usize {
+        self.starts.partition_point(|&s| s <= at).saturating_sub(1)
+    }
+
     /// Appends the bytes at `range` (within the body) to `out`.
     fn copy_into(&self, range: Range<usize>, out: &mut AlignedVec<16>) {
         let mut at = range.start;
-        let mut i = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
+        let mut i = self.segment_of(at);
         while at < range.end {
             let Some(seg) = self.segments.get(i) else { return };
             let b = seg.as_bytes();

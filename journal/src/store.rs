@@ -451,7 +451,7 @@ impl Store for SledStore {
         // truncates a chunk file in place while it is mapped could make a read of it fail
         // (SIGBUS); nothing in strata does.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| JournalError::io(&path, e))?;
-        Ok(Some(if map.len() == len { Segment::Mapped(map) } else { Segment::Bytes(Vec::new()) }))
+        Ok((map.len() == len).then_some(Segment::Mapped(map)))
     }
 
     fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {

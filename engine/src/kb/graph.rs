@@ -298,12 +298,12 @@ impl Graph {
 
     /// The node for `key`, if it exists (not a placeholder or deleted).
     pub fn get(&self, key: &ArtifactKey) -> Option<&Node> {
-        self.index.get(&self.nodes, key).filter(|&i| self.nodes[i as usize].exists).map(|i| self.node(i))
+        self.node_id(key).filter(|&i| self.nodes[i as usize].exists).map(|i| self.node(i))
     }
 
     /// The stream version of `key` (0 when never written), including deleted artifacts.
     pub fn version(&self, key: &ArtifactKey) -> u64 {
-        self.index.get(&self.nodes, key).map_or(0, |i| self.nodes[i as usize].version)
+        self.node_id(key).map_or(0, |i| self.nodes[i as usize].version)
     }
 
     /// Node by id, with its fields and body (decoded on first access for a node restored from
@@ -459,7 +459,7 @@ impl Graph {
     }
 
     fn intern(&mut self, key: ArtifactKey) -> NodeId {
-        if let Some(i) = self.index.get(&self.nodes, &key) {
+        if let Some(i) = self.node_id(&key) {
             return i;
         }
         let i = NodeId::try_from(self.nodes.len()).unwrap_or(NodeId::MAX);
@@ -622,7 +622,7 @@ impl Graph {
             (_, Some(k)) => ArtifactKind::from_name(k)?,
             (_, None) => return None,
         };
-        self.index.get(&self.nodes, &ArtifactKey::new(kind, &about.id))
+        self.node_id(&ArtifactKey::new(kind, &about.id))
     }
 
     /// The path group of `n`, if it exists.
@@ -655,7 +655,7 @@ impl Graph {
             (_, Some(k)) => ArtifactKind::from_name(k)?,
             (_, None) => return None,
         };
-        let n = self.index.get(&self.nodes, &ArtifactKey::new(kind, &about.id))?;
+        let n = self.node_id(&ArtifactKey::new(kind, &about.id))?;
         if kind == ArtifactKind::Entity { Some(n) } else { self.nodes[n as usize].entity }
     }
 
@@ -666,7 +666,7 @@ impl Graph {
 
     /// Existing artifacts classified under entity `entity`, sorted by key.
     pub fn members(&self, entity: &str) -> Vec<&Node> {
-        let Some(e) = self.index.get(&self.nodes, &ArtifactKey::new(ArtifactKind::Entity, entity)) else {
+        let Some(e) = self.node_id(&ArtifactKey::new(ArtifactKind::Entity, entity)) else {
             return Vec::new();
         };
         let mut v: Vec<&Node> = self.nodes[e as usize]
@@ -697,7 +697,7 @@ impl Graph {
 
     fn existing(&self, kind: &str, id: &str) -> Result<NodeId, String> {
         let key = ArtifactKey::new(parse_kind(kind)?, id);
-        match self.index.get(&self.nodes, &key) {
+        match self.node_id(&key) {
             Some(n) if self.nodes[n as usize].exists => Ok(n),
             _ => Err(format!("{key} does not exist")),
         }
@@ -1243,7 +1243,7 @@ impl Graph {
             for (pointer, call) in calls {
                 let (module, method) = call.split_once('#').unwrap_or((call, ""));
                 let mkey = ArtifactKey::new(ArtifactKind::BackendModule, module);
-                let found = self.index.get(&self.nodes, &mkey).filter(|&m| self.exists(m));
+                let found = self.node_id(&mkey).filter(|&m| self.exists(m));
                 let resolves = found.is_some_and(|m| {
                     self.fields_of(m, &["apiMethods"])
                         .get("apiMethods")
