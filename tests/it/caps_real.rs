@@ -131,6 +131,9 @@ fn a_refused_credential_pauses_the_workgroup_without_spending_its_retries() {
     let failed = events(&r.ws, "task.failed");
     assert_eq!((failed[0]["retry"].as_bool(), failed[0]["not_counted"].as_bool()), (Some(true), Some(true)));
     assert_eq!(events(&r.ws, "task.dispatched").len(), 1, "no retry burns on a refused credential");
+    // Stopped at the stream's third refusal, not after the CLI's own ten retries (minutes).
+    let reason = failed[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("refused the credentials 3 times in a row"), "{reason}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! cumulative cost turned into per-invocation deltas across a resume by `strata telemetry`.
 
 use serde_json::{Value, json};
-use strata_adapters::providers::claude::{StreamRun, Usage};
+use strata_adapters::providers::claude::{CREDENTIAL_REFUSALS_STOP, StreamRun, Usage};
 use strata_tests::strata_bin;
 
 fn init(session: &str) -> String {
@@ -91,6 +91,27 @@ fn an_api_error_is_a_failure_though_its_subtype_says_success() {
     aborted["terminal_reason"] = json!("aborted_streaming");
     assert!(!run_of(&[init(s), aborted.to_string()]).succeeded(Some(0)));
     assert!(run_of(&[init(s)]).usage_request("w-1").is_none());
+}
+
+#[test]
+fn credentials_refused_again_and_again_are_seen_and_an_answer_between_starts_the_count_again() {
+    let s = "db12d5d5-0000-4000-8000-000000000004";
+    let retry = |status: u64, attempt: u64| {
+        json!({"type": "system", "subtype": "api_retry", "attempt": attempt, "max_retries": 10,
+            "retry_delay_ms": 500 << attempt, "error_status": status, "error": "authentication_failed", "session_id": s})
+        .to_string()
+    };
+    assert_eq!(CREDENTIAL_REFUSALS_STOP, 3);
+    assert!(!run_of(&[init(s), retry(401, 1), retry(401, 2)]).credentials_refused(), "two may be a token refresh");
+    let refused = run_of(&[init(s), retry(401, 1), retry(403, 2), retry(401, 3)]);
+    assert!(refused.credentials_refused());
+    assert_eq!(refused.credential_refusals, 3);
+    let overloaded = run_of(&[init(s), retry(529, 1), retry(529, 2), retry(529, 3), retry(500, 4)]);
+    assert!(!overloaded.credentials_refused(), "an overloaded or failing API is not a refused credential");
+    let usage = json!({"input_tokens": 10, "output_tokens": 5});
+    let answered = assistant(s, "msg_1", json!({"type": "text", "text": "ok"}), usage);
+    let between = run_of(&[init(s), retry(401, 1), retry(401, 2), answered, retry(401, 1), retry(401, 2)]);
+    assert!(!between.credentials_refused(), "an answered message between refusals starts the count again");
 }
 
 #[test]

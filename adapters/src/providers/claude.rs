@@ -74,6 +74,9 @@ pub struct Outcome {
 
 /// Most write targets a run keeps.
 pub const WRITE_TARGETS_MAX: usize = 1_024;
+/// Credential refusals in a row (`system/api_retry` answered 401 or 403) at which a worker is
+/// stopped and its workgroup paused, rather than left to the CLI's own retries.
+pub const CREDENTIAL_REFUSALS_STOP: u32 = 3;
 
 /// What a run's stream said so far.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -93,6 +96,9 @@ pub struct StreamRun {
     pub api_error: bool,
     /// The `result`, once seen.
     pub result: Option<Outcome>,
+    /// `system/api_retry` lines in a row (no answered message between them) whose status says
+    /// the API refused the credentials (401 or 403).
+    pub credential_refusals: u32,
     /// Lines that were not JSON objects.
     pub malformed_lines: u64,
     /// Lines of a type this reader does not use.
@@ -121,6 +127,11 @@ impl StreamRun {
             (Some("system"), Some("init")) => {
                 self.model = v.get("model").and_then(Value::as_str).map(str::to_owned);
             }
+            (Some("system"), Some("api_retry")) => {
+                if matches!(v.get("error_status").and_then(Value::as_u64), Some(401 | 403)) {
+                    self.credential_refusals = self.credential_refusals.saturating_add(1);
+                }
+            }
             (Some("assistant"), _) => self.assistant(&v),
             (Some("result"), _) => self.result = Some(outcome(&v)),
             _ => self.other_lines += 1,
@@ -131,6 +142,8 @@ impl StreamRun {
         let m = &v["message"];
         if m["model"] == "<synthetic>" || v.get("error").is_some() {
             self.api_error = true;
+        } else {
+            self.credential_refusals = 0;
         }
         if let (Some(id), Some(u)) = (m.get("id").and_then(Value::as_str), m.get("usage")) {
             self.usage_by_message.insert(id.to_owned(), Usage::of(u));
@@ -150,6 +163,14 @@ impl StreamRun {
                 }
             }
         }
+    }
+
+    /// Whether the API kept refusing the credentials: [`CREDENTIAL_REFUSALS_STOP`] retries in a
+    /// row were answered 401 or 403. The CLI would go on retrying with growing waits (ten
+    /// retries, about three minutes); a credential refused that often is not coming back by
+    /// itself, while a token that is being refreshed gets through well before.
+    pub fn credentials_refused(&self) -> bool {
+        self.credential_refusals >= CREDENTIAL_REFUSALS_STOP
     }
 
     /// This invocation's usage summed over distinct messages. The assistant lines repeat the

@@ -206,7 +206,7 @@ impl ClaudeProvider {
     fn outcome(&self, worker: &Worker, entry: &Entry<StreamRun>, ended: &Ended<StreamRun>) -> Outcome {
         let run = &ended.run;
         let interrupted = entry.interrupted.load(Ordering::SeqCst);
-        let succeeded = run.succeeded(ended.exit_code) && !interrupted && !ended.timed_out;
+        let succeeded = run.succeeded(ended.exit_code) && !interrupted && !ended.timed_out && !ended.refused;
         let session_id = run.session_id.clone().unwrap_or_else(|| worker.session_id.clone());
         let text = run.result.as_ref().and_then(|r| r.text.clone()).unwrap_or_default();
         let mut output = Vec::new();
@@ -227,7 +227,7 @@ impl ClaudeProvider {
         let capped = ended.capped.or_else(|| own_cap(run, entry, ended));
         let succeeded = succeeded && capped.is_none();
         let authentication_failed =
-            run.result.as_ref().and_then(|r| r.api_error_status).is_some_and(|s| s == 401 || s == 403);
+            ended.refused || run.result.as_ref().and_then(|r| r.api_error_status).is_some_and(|s| s == 401 || s == 403);
         let Some(result) = &run.result else {
             // No report of usage at all: nothing to account.
             return Outcome { session_id, succeeded, summary, output, writes, turns, capped, ..Outcome::default() };
@@ -289,6 +289,11 @@ fn failure(
     let r = run.result.as_ref();
     let what = if ended.timed_out {
         format!("the turn ran past {turn_ms} ms and was killed")
+    } else if ended.refused {
+        format!(
+            "the API refused the credentials {} times in a row (401/403); stopped rather than left to retry",
+            run.credential_refusals
+        )
     } else if interrupted {
         format!(
             "interrupted (exit {:?}, signal {:?}, terminal reason {})",

@@ -41,6 +41,11 @@ pub(crate) trait StreamReader: Default + Send + Sync + 'static {
     fn session(&self) -> Option<&str>;
     /// What the turn spent so far, as the stream shows it (wall time is the turn task's).
     fn spend(&self) -> Spend;
+    /// The stream shows the provider refusing the credentials while the CLI goes on retrying:
+    /// the turn is stopped as at a cap.
+    fn credentials_refused(&self) -> bool {
+        false
+    }
 }
 
 impl StreamReader for super::claude::StreamRun {
@@ -52,6 +57,9 @@ impl StreamReader for super::claude::StreamRun {
     }
     fn spend(&self) -> Spend {
         super::claude::StreamRun::spend(self)
+    }
+    fn credentials_refused(&self) -> bool {
+        super::claude::StreamRun::credentials_refused(self)
     }
 }
 
@@ -100,6 +108,9 @@ pub(crate) struct Ended<R> {
     pub wall_ms: u64,
     /// The cap the turn was interrupted at, with what it had spent then.
     pub capped: Option<(Reached, Spend)>,
+    /// The turn was interrupted because the stream showed the credentials refused again and
+    /// again ([`StreamReader::credentials_refused`]).
+    pub refused: bool,
 }
 
 /// What watchers see of a turn.
@@ -240,9 +251,11 @@ async fn drive<R: StreamReader>(
     let deadline = tokio::time::Instant::from_std(began) + Duration::from_millis(limits.turn_ms_max);
     let grace = Duration::from_millis(limits.exit_grace_ms);
     let mut tick = tokio::time::interval(Duration::from_millis(GROUP_POLL_MS));
-    // A cap reached: when, and the escalation so far (0 SIGINT sent, 1 SIGTERM, 2 SIGKILL).
+    // A cap reached or the credentials refused: when the turn was told to stop, and the
+    // escalation so far (0 SIGINT sent, 1 SIGTERM, 2 SIGKILL).
     let mut capped: Option<(Reached, Spend)> = None;
-    let mut capped_at: Option<Instant> = None;
+    let mut refused = false;
+    let mut stop_at: Option<Instant> = None;
     let mut cap_step = 0u8;
     let wall_cap = limits.caps.wall_ms.map(|ms| tokio::time::Instant::from_std(began) + Duration::from_millis(ms));
     loop {
@@ -257,14 +270,17 @@ async fn drive<R: StreamReader>(
             };
             if let Some(r) = reached(&limits.caps, &spend) {
                 capped = Some((r, spend));
-                capped_at = Some(Instant::now());
-                if status.is_none() {
-                    let _ = signal(pid, false, libc::SIGINT);
-                }
             }
         }
-        if let (Some(at), None) = (capped_at, status) {
-            // Interrupted at a cap and still running: SIGTERM, then SIGKILL, to the group.
+        refused = refused || (capped.is_none() && run.credentials_refused());
+        if stop_at.is_none() && (capped.is_some() || refused) {
+            stop_at = Some(Instant::now());
+            if status.is_none() {
+                let _ = signal(pid, false, libc::SIGINT);
+            }
+        }
+        if let (Some(at), None) = (stop_at, status) {
+            // Told to stop and still running: SIGTERM, then SIGKILL, to the group.
             if cap_step == 0 && at.elapsed() > grace {
                 cap_step = 1;
                 let _ = signal(pid, true, libc::SIGTERM);
@@ -312,8 +328,8 @@ async fn drive<R: StreamReader>(
             _ = tokio::time::sleep_until(wall_cap.unwrap_or(deadline)), if wall_cap.is_some() && capped.is_none() => {
                 // The wall-time cap: checked at the top of the loop.
             }
-            _ = tick.tick(), if exited_at.is_some() || capped_at.is_some() => {
-                // Before the exit this only wakes the cap's escalation at the top of the loop.
+            _ = tick.tick(), if exited_at.is_some() || stop_at.is_some() => {
+                // Before the exit this only wakes the stop's escalation at the top of the loop.
                 let Some(since) = exited_at.map(|e| e.elapsed()) else { continue };
                 if group_alive(pid) {
                     if escalated == 0 && since > grace {
@@ -340,6 +356,7 @@ async fn drive<R: StreamReader>(
         stderr_tail: String::new(),
         wall_ms: 0,
         capped,
+        refused,
     }
 }
 
