@@ -43,6 +43,11 @@ struct Ran {
 /// Runs the one-task plan on `provider` with `caps`, the model answering `turns` (`top`: the
 /// workspace, where the worktrees are).
 fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) -> Ran {
+    real_run_with(provider, caps, turns, &[])
+}
+
+/// [`real_run`] with `env` set last (over the worker variables).
+fn real_run_with(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>, env: &[(String, String)]) -> Ran {
     let scratch = Scratch::new().expect("scratch");
     let files = [("src/lib.rs", "// the crate\n")];
     let (ws, repo, plan_path) = run_setting(strata_bin!(), scratch.root(), &files, &plan(provider, caps));
@@ -50,6 +55,7 @@ fn real_run(provider: &str, caps: &str, turns: impl FnOnce(&Path) -> Vec<Turn>) 
     let fake = FakeModel::start(turns(&top)).expect("fake model");
     let mut cmd = real_cli::strata_run(std::path::Path::new(strata_bin!()), &ws, &plan_path, &repo, &scratch, &fake);
     cmd.envs(real_cli::worker_env_vars(provider, &fake).unwrap_or_else(|e| panic!("{e}")));
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     let out = real_cli::run_with_timeout(cmd, std::time::Duration::from_secs(300)).expect("strata run");
     let code = out.status.and_then(|s| s.code());
     Ran { _fake: fake, ws, repo, code, described: out.describe(), _scratch: scratch }
@@ -114,9 +120,26 @@ fn claude_past_its_input_token_cap_is_interrupted() {
 #[ignore = "needs the claude CLI from npm; CI runs it"]
 fn claude_past_its_wall_time_cap_is_interrupted() {
     let r = real_run("claude", "wall_seconds = 2", |_| vec![Turn::stall().sticky()]);
-    let c = &events(&r.ws, "worker.capped")[0];
     assert_capped(&r, "wall-time", 2000);
+    let c = &events(&r.ws, "worker.capped")[0];
     assert!(c["spend"]["wall_ms"].as_u64() >= Some(2000), "{c}");
+}
+
+/// A cap reached while the CLI is still starting (a loaded machine, a slow start) is a capped
+/// attempt like any other, not a worker that did not start: here the CLI is started through a
+/// script that waits 3 s, so the 2 s cap is reached before its stream names the session.
+#[test]
+#[ignore = "needs the claude CLI from npm; CI runs it"]
+fn claude_capped_before_its_stream_names_the_session_is_capped_not_unstarted() {
+    let scripts = tempfile::tempdir().expect("scripts");
+    let slow = scripts.path().join("slow-claude");
+    let claude = real_cli::cli_path(real_cli::CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&slow, format!("#!/bin/sh\nsleep 3\nexec '{}' \"$@\"\n", claude.display())).expect("script");
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let env = [("STRATA_CLAUDE".to_owned(), slow.display().to_string())];
+    let r = real_run_with("claude", "wall_seconds = 2", |_| vec![Turn::text("Done.").sticky()], &env);
+    assert_capped(&r, "wall-time", 2000);
+    assert!(!r.described.contains("did not start"), "{}", r.described);
 }
 
 #[test]

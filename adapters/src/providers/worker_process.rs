@@ -651,6 +651,13 @@ impl<R: StreamReader> Workers<R> {
         let handle = u64::from(entry.turn.pid);
         match entry.turn.session(Duration::from_millis(start_ms_max)).await {
             Ok(session_id) => Ok(Worker { session_id, handle }),
+            // Stopped by strata (a cap reached, the credentials refused) before its stream named
+            // the session: a worker that started and was stopped, judged from its end like any
+            // other, when the session it was given is known.
+            Err(Watch::EndedFirst(e)) if (e.capped.is_some() || e.refused) && entry.expected_session.is_some() => {
+                let session_id = entry.expected_session.clone().unwrap_or_default();
+                Ok(Worker { session_id, handle })
+            }
             Err(w) => {
                 let timed_out = matches!(w, Watch::TimedOut);
                 let ended = match w {
