@@ -4,6 +4,7 @@
 //! touching it for the first time cost more than everything the load did with it.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use rkyv::util::AlignedVec;
 
@@ -13,8 +14,9 @@ pub enum Segment {
     Aligned(AlignedVec<16>),
     /// Bytes read into a plain buffer.
     Bytes(Vec<u8>),
-    /// A chunk file mapped read-only (see [`crate::store::Store::chunk_segment`]).
-    Mapped(memmap2::Mmap),
+    /// A chunk file mapped read-only (see [`crate::store::Store::chunk_segment`]); shared with
+    /// the check of its hash, which may run beside the restore that reads it.
+    Mapped(Arc<memmap2::Mmap>),
 }
 
 impl Segment {
@@ -23,7 +25,7 @@ impl Segment {
         match self {
             Segment::Aligned(v) => v,
             Segment::Bytes(v) => v,
-            Segment::Mapped(m) => m,
+            Segment::Mapped(m) => &m[..],
         }
     }
 }

@@ -162,19 +162,9 @@ impl Projections {
         let mut statuses = Vec::with_capacity(self.items.len());
         let hash_at = |seq: u64| journal.hash_at(seq);
         for (p, cursor) in &mut self.items {
-            let snapshot::Loaded { found, mut discarded } =
-                snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
-            p.reset();
-            *cursor = 0;
-            if let Some((seq, body)) = found {
-                match p.restore_snapshot_body(body) {
-                    Ok(()) => *cursor = seq,
-                    Err(_) => {
-                        p.reset();
-                        discarded.push(Discarded::Damaged);
-                    }
-                }
-            }
+            let loaded = snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
+            let (seq, discarded) = restore_loaded(p.as_mut(), journal, loaded)?;
+            *cursor = seq;
             statuses.push((p.name().to_owned(), p.version(), *cursor, discarded));
         }
         self.replay_tail(journal, statuses)
@@ -254,19 +244,8 @@ fn catch_up_inner<P: Projection>(
     journal: &Journal,
 ) -> Result<(u64, Vec<Discarded>, u64, u64), ProjectionRunError> {
     let hash_at = |seq: u64| journal.hash_at(seq);
-    let snapshot::Loaded { found, mut discarded } =
-        snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
-    p.reset();
-    let mut cursor = 0;
-    if let Some((seq, body)) = found {
-        match p.restore_snapshot_body(body) {
-            Ok(()) => cursor = seq,
-            Err(_) => {
-                p.reset();
-                discarded.push(Discarded::Damaged);
-            }
-        }
-    }
+    let loaded = snapshot::load(journal.store().as_ref(), p.name(), p.version(), &hash_at)?;
+    let (mut cursor, discarded) = restore_loaded(p, journal, loaded)?;
     let from_snapshot = cursor;
     let mut applied = 0u64;
     let head = journal.head().seq;
@@ -278,6 +257,31 @@ fn catch_up_inner<P: Projection>(
     })?;
     r?;
     Ok((from_snapshot, discarded, applied, cursor.max(head)))
+}
+
+/// Resets `p` and restores it from what [`snapshot::load`] found; returns the sequence `p` then
+/// reflects (0 when no snapshot was usable) and why snapshots were not used. A body that does not
+/// decode, or whose chunks fail the hash check that ran beside the restore, leaves `p` reset.
+fn restore_loaded<P: Projection + ?Sized>(
+    p: &mut P,
+    journal: &Journal,
+    loaded: snapshot::Loaded,
+) -> Result<(u64, Vec<Discarded>), JournalError> {
+    let snapshot::Loaded { found, pending, mut discarded } = loaded;
+    p.reset();
+    let Some((seq, body)) = found else { return Ok((0, discarded)) };
+    let restored = p.restore_snapshot_body(body).is_ok();
+    if !pending.holds(journal.store().as_ref())? {
+        p.reset();
+        discarded.push(Discarded::Incomplete);
+        return Ok((0, discarded));
+    }
+    if !restored {
+        p.reset();
+        discarded.push(Discarded::Damaged);
+        return Ok((0, discarded));
+    }
+    Ok((seq, discarded))
 }
 
 /// Brings `p`, which reflects the journal through `through`, to the head by folding only the

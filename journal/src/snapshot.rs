@@ -30,7 +30,7 @@ use std::sync::{Mutex, PoisonError};
 
 use rkyv::util::AlignedVec;
 
-use crate::body::Body;
+use crate::body::{Body, Segment};
 use crate::error::JournalError;
 use crate::hash::Hash;
 #[cfg(test)]
@@ -288,10 +288,44 @@ pub enum Discarded {
 /// What [`load`] found.
 #[derive(Debug, Default)]
 pub struct Loaded {
-    /// The newest snapshot that passed every check, as `(seq, body)`.
+    /// The newest snapshot that passed every check so far, as `(seq, body)`.
     pub found: Option<(u64, Body)>,
+    /// The check of its chunks' hashes when that still runs beside the caller's restore (a
+    /// large body mapped from chunk files): nothing built from `found` may be used before
+    /// [`Pending::holds`] says so.
+    pub pending: Pending,
     /// What was discarded (and deleted) on the way.
     pub discarded: Vec<Discarded>,
+}
+
+/// Mapped chunks at least this large in all are checked against their hashes on a thread of
+/// their own while the caller restores from them; smaller bodies are checked before [`load`]
+/// returns. At 116k artifacts the check was 14 % of a `graph impact` process.
+pub const CHECK_BESIDE_BYTES_MIN: usize = 1 << 20;
+
+/// The check of a snapshot's chunks against their hashes, perhaps still running.
+#[derive(Debug, Default)]
+pub struct Pending(Option<PendingCheck>);
+
+#[derive(Debug)]
+struct PendingCheck {
+    check: std::thread::JoinHandle<bool>,
+    /// The manifest's key, deleted when the check fails.
+    key: Vec<u8>,
+}
+
+impl Pending {
+    /// Waits for the check: true when every chunk matched its hash (or nothing was pending).
+    /// A snapshot that fails is deleted, as [`load`] deletes one that fails before it returns;
+    /// a check that panicked counts as failed.
+    pub fn holds(self, store: &dyn Store) -> Result<bool, JournalError> {
+        let Some(PendingCheck { check, key }) = self.0 else { return Ok(true) };
+        if check.join().unwrap_or(false) {
+            return Ok(true);
+        }
+        store.delete_snapshot(&key)?;
+        Ok(false)
+    }
 }
 
 /// The newest snapshot of `name` at `version` that passes every check. `hash_at(seq)` returns
@@ -306,49 +340,71 @@ pub fn load(
     let mut candidates = store.snapshots(&p)?;
     // Newest first: sort by (version, seq) encoded big-endian after the prefix.
     candidates.sort_by(|a, b| b.0.cmp(&a.0));
-    let mut discarded = Vec::new();
-    let mut found = None;
+    let mut loaded = Loaded::default();
     for (k, v) in candidates {
-        if found.is_some() {
+        if loaded.found.is_some() {
             store.delete_snapshot(&k)?;
             continue;
         }
         let rest = &k[p.len()..];
         let verdict = match check(rest, &v, version, hash_at)? {
-            Ok((seq, body)) if v.starts_with(MAGIC_CHUNKED) => assemble(store, body).map(|b| (seq, b)),
+            Ok((seq, body)) if v.starts_with(MAGIC_CHUNKED) => assemble(store, body).map(|(b, check)| (seq, b, check)),
             Ok((seq, body)) => {
                 let mut b = AlignedVec::<16>::with_capacity(body.len());
                 b.extend_from_slice(body);
-                Ok((seq, Body::from(b)))
+                Ok((seq, Body::from(b), None))
             }
             Err(why) => Err(why),
         };
         match verdict {
-            Ok(got) => found = Some(got),
+            Ok((seq, body, check)) => {
+                loaded.found = Some((seq, body));
+                loaded.pending = Pending(check.map(|check| PendingCheck { check, key: k.clone() }));
+            }
             Err(why) => {
-                discarded.push(why);
+                loaded.discarded.push(why);
                 store.delete_snapshot(&k)?;
             }
         }
     }
-    Ok(Loaded { found, discarded })
+    Ok(loaded)
 }
 
-/// The body a chunk list (already checksummed) names, each chunk checked against its hash and
-/// kept where the store has it.
-fn assemble(store: &dyn Store, list: &[u8]) -> Result<Body, Discarded> {
+/// The body a chunk list (already checksummed) names, its chunks kept where the store has them,
+/// and each checked against its hash: here, or, for mapped chunks of [`CHECK_BESIDE_BYTES_MIN`]
+/// or more, on a thread whose handle is returned.
+fn assemble(store: &dyn Store, list: &[u8]) -> Result<(Body, Option<std::thread::JoinHandle<bool>>), Discarded> {
+    let matches = |bytes: &[u8], h: &[u8; 32]| blake3::hash(bytes).as_bytes() == h;
     let chunks = parse_list(list).ok_or(Discarded::Damaged)?;
     let mut body = Body::default();
+    let mut mapped = Vec::new();
     for (h, len) in chunks {
         // A store that cannot read a chunk is as good as a missing chunk: rebuild.
         let Ok(Some(chunk)) = store.chunk_segment(&h, len) else { return Err(Discarded::Incomplete) };
-        let bytes = chunk.as_bytes();
-        if bytes.len() != len || blake3::hash(bytes).as_bytes() != &h {
+        if chunk.as_bytes().len() != len {
             return Err(Discarded::Incomplete);
+        }
+        match &chunk {
+            Segment::Mapped(m) => mapped.push((std::sync::Arc::clone(m), h)),
+            read => {
+                if !matches(read.as_bytes(), &h) {
+                    return Err(Discarded::Incomplete);
+                }
+            }
         }
         body.push(chunk);
     }
-    Ok(body)
+    if mapped.iter().map(|(m, _)| m.len()).sum::<usize>() >= CHECK_BESIDE_BYTES_MIN {
+        let theirs = mapped.clone();
+        let beside = std::thread::Builder::new()
+            .name("snapshot-check".into())
+            .spawn(move || theirs.iter().all(|(m, h)| matches(m, h)));
+        // A thread that cannot be started leaves the check to this one.
+        if let Ok(check) = beside {
+            return Ok((body, Some(check)));
+        }
+    }
+    if mapped.iter().all(|(m, h)| matches(m, h)) { Ok((body, None)) } else { Err(Discarded::Incomplete) }
 }
 
 type Checked<'a> = Result<(u64, &'a [u8]), Discarded>;
@@ -389,12 +445,12 @@ mod tests {
         let found = |l: Loaded| l.found.map(|(s, b)| (s, b.to_aligned().to_vec()));
         assert_eq!(found(load(&store, "p", 2, &hash_at).unwrap()), Some((5, b"five".to_vec())));
         // Wrong version is discarded.
-        let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
+        let Loaded { found: got, discarded: why, .. } = load(&store, "p", 3, &hash_at).unwrap();
         assert!(got.is_none());
         assert_eq!(why, vec![Discarded::WrongVersion { found: 2 }]);
         // Journal mismatch is discarded.
         save(&store, "p", 3, 11, &good, b"eleven", 1).unwrap();
-        let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
+        let Loaded { found: got, discarded: why, .. } = load(&store, "p", 3, &hash_at).unwrap();
         assert!(got.is_none());
         assert_eq!(why, vec![Discarded::JournalMismatch { seq: 11 }]);
         // Damaged body is discarded.
@@ -404,24 +460,29 @@ mod tests {
         let last = v.len() - 1;
         v[last] ^= 1;
         store.put_snapshot(&k, &v).unwrap();
-        let Loaded { found: got, discarded: why } = load(&store, "p", 3, &hash_at).unwrap();
+        let Loaded { found: got, discarded: why, .. } = load(&store, "p", 3, &hash_at).unwrap();
         assert!(got.is_none());
         assert_eq!(why, vec![Discarded::Damaged]);
         assert!(store.snapshots(b"p\0").unwrap().is_empty());
     }
 
-    #[test]
-    fn an_edit_in_the_middle_moves_only_the_cuts_near_it_and_chunks_are_shared() {
-        // Pseudo-random bytes (not a repeating pattern, which would offer no cut points).
-        let mut x = 1u64;
-        let body: Vec<u8> = (0..2_000_000)
+    /// `n` pseudo-random bytes (xorshift from `seed`).
+    fn noise(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
             .map(|_| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
                 x as u8
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn an_edit_in_the_middle_moves_only_the_cuts_near_it_and_chunks_are_shared() {
+        // Pseudo-random bytes (not a repeating pattern, which would offer no cut points).
+        let body = noise(2_000_000, 1);
         let ends = chunk_ends(&body, 1);
         assert_eq!(*ends.last().unwrap(), body.len());
         let sizes: Vec<usize> = ends.iter().scan(0, |s, &e| Some(e - std::mem::replace(s, e))).collect();
@@ -461,5 +522,36 @@ mod tests {
         assert_eq!(store.snapshot_keys(CHUNK_PREFIX).unwrap().len(), store.chunk_hashes().unwrap().len());
         let got = load(&store, "big", 1, &hash_at).unwrap().found.unwrap();
         assert_eq!((got.0, &got.1.to_aligned()[..]), (2, &edited[..]));
+    }
+
+    /// A body of mapped chunks large enough to be checked beside the restore: handed out at
+    /// once with its check pending; the check holds for an intact body and fails for one with a
+    /// damaged chunk, which is then deleted like any snapshot that fails a check.
+    #[test]
+    fn a_large_mapped_body_is_checked_beside_the_restore_and_a_damaged_chunk_fails_the_check() {
+        use crate::store::{Durability, SledStore};
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&tmp.path().join("sled"), Durability::Process, 1 << 20).unwrap();
+        let body = noise(CHECK_BESIDE_BYTES_MIN + 300_000, 7);
+        let good = Hash([3; 32]);
+        let hash_at = |_: u64| -> Result<Option<Hash>, JournalError> { Ok(Some(good)) };
+        save(&store, "big", 1, 4, &good, &body, 16).unwrap();
+        let l = load(&store, "big", 1, &hash_at).unwrap();
+        assert!(l.pending.0.is_some(), "the check runs beside the caller");
+        assert_eq!(l.found.as_ref().map(|(s, b)| (*s, b.to_aligned().to_vec())), Some((4, body.clone())));
+        assert!(l.pending.holds(&store).unwrap());
+        assert_eq!(store.snapshot_keys(b"big\0").unwrap().len(), 1);
+
+        // One byte of one chunk changed where the store keeps it: the body is still handed out
+        // (its length is right), but the check fails and the manifest is deleted.
+        let victim = store.chunk_hashes().unwrap()[1];
+        let path = tmp.path().join("snapshot-chunks").join(Hash(victim).to_hex());
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let l = load(&store, "big", 1, &hash_at).unwrap();
+        assert!(l.found.is_some() && l.discarded.is_empty());
+        assert!(!l.pending.holds(&store).unwrap());
+        assert!(store.snapshot_keys(b"big\0").unwrap().is_empty());
     }
 }

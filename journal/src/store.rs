@@ -446,12 +446,14 @@ impl Store for SledStore {
         // SAFETY: a mapping is undefined behaviour only if the file changes under it. A chunk
         // file is written under a temporary name and renamed into place, never written again,
         // and removed by unlinking, which leaves a mapping intact; `open_chunk` took only a
-        // regular file (never a device or FIFO) of the length the manifest lists, and the reader
-        // checks every byte against the chunk's hash before it uses any. Only a process that
-        // truncates a chunk file in place while it is mapped could make a read of it fail
-        // (SIGBUS); nothing in strata does.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| JournalError::io(&path, e))?;
-        Ok((map.len() == len).then_some(Segment::Mapped(map)))
+        // regular file (never a device or FIFO) of the length the manifest lists, and nothing
+        // built from a chunk is used before every byte of it has been checked against the chunk's
+        // hash (`snapshot::Pending`). Only a process that truncates a chunk file in place while it
+        // is mapped could make a read of it fail (SIGBUS); nothing in strata does.
+        // The length is given, so the mapping asks the file system nothing more (one `statx`
+        // fewer per chunk: about 1,900 at 116k artifacts).
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file) }.map_err(|e| JournalError::io(&path, e))?;
+        Ok((map.len() == len).then_some(Segment::Mapped(std::sync::Arc::new(map))))
     }
 
     fn chunk_hashes(&self) -> Result<Vec<[u8; 32]>, JournalError> {

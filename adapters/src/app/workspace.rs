@@ -104,6 +104,20 @@ impl Workspace {
         }
     }
 
+    /// Closes a journal a query opened, as [`Self::finish`] does, and leaves its store for the
+    /// process's exit to release: this process runs one command and ends, and sled's drop ends
+    /// with an fsync of its data file (16 ms of a `graph impact` at 116k artifacts) that makes
+    /// nothing durable a query wrote. What the close writes (the journal's index snapshot) is
+    /// synced by the close itself.
+    pub fn finish_query(&self, journal: Journal) -> anyhow::Result<()> {
+        if self.served.is_some() {
+            return Ok(());
+        }
+        journal.close_blocking()?;
+        std::mem::forget(journal);
+        Ok(())
+    }
+
     /// The daemon's journal, when the daemon runs this command for a client.
     pub fn served_journal(&self) -> Option<&Journal> {
         self.served.as_ref().map(|s| &s.journal)

@@ -12,7 +12,7 @@ use strata_engine::kb::graph::{Graph, Reached};
 use strata_engine::kb::intake::{self, FILE_BYTES_MAX, FILES_MAX, IntakeProblem, SourceFile};
 use strata_engine::kb::kind::{ArtifactKey, ArtifactKind};
 use strata_engine::kb::links::LINKS;
-use strata_journal::StreamAppend;
+use strata_journal::{Journal, StreamAppend};
 
 use super::EXIT_PROBLEMS;
 use crate::app::append::{AppendError, Decided, decide_and_append};
@@ -423,8 +423,14 @@ fn reached_json(r: &Reached) -> Value {
 
 pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Result<ExitCode> {
     let journal = ws.open_journal("graph")?;
+    let answer = graph_query(ws, &journal, cmd, json);
+    ws.finish_query(journal)?;
+    answer
+}
+
+fn graph_query(ws: &Workspace, journal: &Journal, cmd: GraphCommand, json: bool) -> anyhow::Result<ExitCode> {
     match cmd {
-        GraphCommand::Validate => ws.with_graph_at_head(&journal, |g| {
+        GraphCommand::Validate => ws.with_graph_at_head(journal, |g| {
             let findings = g.validate();
             if json {
                 let items: Vec<Value> = findings
@@ -498,12 +504,12 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
             };
             match at {
                 Some(seq) if seq > head => anyhow::bail!("[STRATA-E0803] --at {seq} is past the journal head {head}"),
-                Some(seq) => answer(&Graph::at(&journal, seq).map_err(|e| anyhow::anyhow!(e))?),
-                None => ws.with_graph_at_head(&journal, answer),
+                Some(seq) => answer(&Graph::at(journal, seq).map_err(|e| anyhow::anyhow!(e))?),
+                None => ws.with_graph_at_head(journal, answer),
             }
         }
         GraphCommand::Suspects => {
-            let g = load_graph(&journal)?;
+            let g = load_graph(journal)?;
             let mut rows = Vec::new();
             for (&n, marks) in g.suspects() {
                 for m in marks {
@@ -535,7 +541,7 @@ pub(crate) fn graph(ws: &Workspace, cmd: GraphCommand, json: bool) -> anyhow::Re
             Ok(ExitCode::SUCCESS)
         }
         GraphCommand::Entities => {
-            let g = load_graph(&journal)?;
+            let g = load_graph(journal)?;
             let entities = g.entities();
             if json {
                 let items: Vec<Value> = entities

@@ -1405,7 +1405,80 @@ fn le_u32(b: &[u8]) -> u32 {
     u32::from_le_bytes(x)
 }
 
+/// A node's frame decoded: the node without its incoming edges or entity, where its archive
+/// lies, and its suspicion marks.
+struct Restored {
+    node: Node,
+    cold: Cold,
+    suspects: Vec<Suspicion>,
+}
+
+/// Validates and decodes the frame at `off` of a snapshot of `count` nodes; returns it and the
+/// offset of the next frame. `scratch` holds an archive that is not 16-aligned where it lies.
+fn decode_frame(
+    body: &Body,
+    off: usize,
+    count: usize,
+    scratch: &mut AlignedVec<16>,
+) -> Result<(Restored, usize), String> {
+    let frame = body.aligned(off..off + FRAME_HEADER, scratch).ok_or("snapshot ends inside a node")?;
+    let len = le_u32(frame) as usize;
+    let at = off + FRAME_HEADER;
+    let archive = body.aligned(at..at + len, scratch).ok_or("snapshot ends inside a node")?;
+    let ns = rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(archive).map_err(|e| e.to_string())?;
+    let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
+    let inside = |l: u16, t: u32| usize::from(l) < LINKS.len() && (t as usize) < count;
+    let mut out = Vec::with_capacity(ns.out.len());
+    for e in ns.out.iter() {
+        let (l, t) = (e.0.to_native(), e.1.to_native());
+        if !inside(l, t) {
+            return Err("edge refers outside the snapshot".into());
+        }
+        out.push((l, t));
+    }
+    let mut suspects = Vec::new();
+    for m in ns.suspects.iter() {
+        let cause = m.cause.to_native();
+        let path: Vec<(LinkId, NodeId)> = m.path.iter().map(|e| (e.0.to_native(), e.1.to_native())).collect();
+        if cause as usize >= count || !path.iter().all(|&(l, v)| inside(l, v)) {
+            return Err("suspicion refers outside the snapshot".into());
+        }
+        suspects.push(Suspicion { cause, cause_hash: Hash(m.cause_hash), seq: m.seq.to_native(), path });
+    }
+    let node = Node {
+        key: ArtifactKey::new(kind, ns.id.as_str()),
+        exists: ns.exists,
+        state: ns.state.as_str().to_owned(),
+        fields: Map::new(),
+        body: String::new(),
+        hash: Hash(ns.hash),
+        version: ns.version.to_native(),
+        last_seq: ns.last_seq.to_native(),
+        entity: None,
+        out,
+        inn: Vec::new(),
+    };
+    Ok((
+        Restored { node, cold: Cold { at, len, entity_str: ns.entity_str }, suspects },
+        (at + len).next_multiple_of(16),
+    ))
+}
+
 impl Graph {
+    /// Adds the next node of a snapshot being restored.
+    fn add_restored(&mut self, r: Restored) -> Result<(), String> {
+        let n = self.nodes.len() as NodeId;
+        if !r.suspects.is_empty() {
+            self.suspects.insert(n, r.suspects);
+        }
+        self.nodes.push(r.node);
+        self.cold.push(Some(r.cold));
+        if !self.index.insert(&self.nodes, n) {
+            return Err("duplicate node in snapshot".into());
+        }
+        Ok(())
+    }
+
     /// The rkyv archive of warm node `i`.
     fn encode_node(&self, i: usize) -> Result<Vec<u8>, String> {
         let n = &self.nodes[i];
@@ -1469,55 +1542,9 @@ impl Graph {
         g.cold.reserve(count);
         let mut off = SNAPSHOT_HEADER;
         for _ in 0..count {
-            let frame = body.aligned(off..off + FRAME_HEADER, &mut scratch).ok_or("snapshot ends inside a node")?;
-            let len = le_u32(frame) as usize;
-            let at = off + FRAME_HEADER;
-            let archive = body.aligned(at..at + len, &mut scratch).ok_or("snapshot ends inside a node")?;
-            let ns = rkyv::access::<ArchivedNodeSnapshot, rancor::Error>(archive).map_err(|e| e.to_string())?;
-            let kind = *ArtifactKind::ALL.get(usize::from(ns.kind)).ok_or("bad kind in snapshot")?;
-            let n = g.nodes.len() as NodeId;
-            let key = ArtifactKey::new(kind, ns.id.as_str());
-            let mut out = Vec::with_capacity(ns.out.len());
-            for e in ns.out.iter() {
-                let (l, t) = (e.0.to_native(), e.1.to_native());
-                if usize::from(l) >= LINKS.len() || t as usize >= count {
-                    return Err("edge refers outside the snapshot".into());
-                }
-                out.push((l, t));
-            }
-            for s in ns.suspects.iter() {
-                let cause = s.cause.to_native();
-                let path: Vec<(LinkId, NodeId)> = s.path.iter().map(|e| (e.0.to_native(), e.1.to_native())).collect();
-                if cause as usize >= count
-                    || path.iter().any(|&(l, v)| usize::from(l) >= LINKS.len() || v as usize >= count)
-                {
-                    return Err("suspicion refers outside the snapshot".into());
-                }
-                g.suspects.entry(n).or_default().push(Suspicion {
-                    cause,
-                    cause_hash: Hash(s.cause_hash),
-                    seq: s.seq.to_native(),
-                    path,
-                });
-            }
-            g.nodes.push(Node {
-                key,
-                exists: ns.exists,
-                state: ns.state.as_str().to_owned(),
-                fields: Map::new(),
-                body: String::new(),
-                hash: Hash(ns.hash),
-                version: ns.version.to_native(),
-                last_seq: ns.last_seq.to_native(),
-                entity: None,
-                out,
-                inn: Vec::new(),
-            });
-            g.cold.push(Some(Cold { at, len, entity_str: ns.entity_str }));
-            if !g.index.insert(&g.nodes, n) {
-                return Err("duplicate node in snapshot".into());
-            }
-            off = (at + len).next_multiple_of(16);
+            let (restored, next) = decode_frame(&body, off, count, &mut scratch)?;
+            g.add_restored(restored)?;
+            off = next;
         }
         if off != body.len() {
             return Err("snapshot holds more than its nodes".into());
