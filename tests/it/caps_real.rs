@@ -127,19 +127,35 @@ fn claude_past_its_wall_time_cap_is_interrupted() {
 
 /// A cap reached while the CLI is still starting (a loaded machine, a slow start) is a capped
 /// attempt like any other, not a worker that did not start: here the CLI is started through a
-/// script that waits 3 s, so the 2 s cap is reached before its stream names the session.
+/// script that waits 3 s, so the 2 s cap is reached before its stream names the session (Claude
+/// Code's, which strata chose) or the thread (Codex's, which only its stream names). Returns the
+/// run's `worker.started` and `worker.failed` events.
+fn capped_while_starting(provider: &str, cli_var: &str, program_var: &str) -> (Vec<Value>, Vec<Value>) {
+    let scripts = tempfile::tempdir().expect("scripts");
+    let slow = scripts.path().join(format!("slow-{provider}"));
+    let cli = real_cli::cli_path(cli_var).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&slow, format!("#!/bin/sh\nsleep 3\nexec '{}' \"$@\"\n", cli.display())).expect("script");
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let env = [(program_var.to_owned(), slow.display().to_string())];
+    let r = real_run_with(provider, "wall_seconds = 2", |_| vec![Turn::text("Done.").sticky()], &env);
+    assert_capped(&r, "wall-time", 2000);
+    assert!(!r.described.contains("did not start"), "{}", r.described);
+    (events(&r.ws, "worker.started"), events(&r.ws, "worker.failed"))
+}
+
 #[test]
 #[ignore = "needs the claude CLI from npm; CI runs it"]
 fn claude_capped_before_its_stream_names_the_session_is_capped_not_unstarted() {
-    let scripts = tempfile::tempdir().expect("scripts");
-    let slow = scripts.path().join("slow-claude");
-    let claude = real_cli::cli_path(real_cli::CLAUDE_VAR).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&slow, format!("#!/bin/sh\nsleep 3\nexec '{}' \"$@\"\n", claude.display())).expect("script");
-    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    let env = [("STRATA_CLAUDE".to_owned(), slow.display().to_string())];
-    let r = real_run_with("claude", "wall_seconds = 2", |_| vec![Turn::text("Done.").sticky()], &env);
-    assert_capped(&r, "wall-time", 2000);
-    assert!(!r.described.contains("did not start"), "{}", r.described);
+    capped_while_starting("claude", real_cli::CLAUDE_VAR, "STRATA_CLAUDE");
+}
+
+#[test]
+#[ignore = "needs the codex CLI from npm; CI runs it"]
+fn codex_capped_before_its_stream_names_the_thread_is_capped_not_unstarted() {
+    let (started, failed) = capped_while_starting("codex", real_cli::CODEX_VAR, "STRATA_CODEX");
+    // No thread was named, and none is made up.
+    assert_eq!(started[0]["session_id"], "", "{started:?}");
+    assert!(failed[0]["session_id"].is_null(), "{failed:?}");
 }
 
 #[test]

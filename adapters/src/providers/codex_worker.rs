@@ -335,7 +335,10 @@ impl CodexProvider {
             Some(before) => (Counters::default(), before),
             None => (Counters::default(), now),
         };
-        self.workers.remember(&session_id, cumulative);
+        // A thread the stream never named has no totals to carry to a later turn.
+        if !session_id.is_empty() {
+            self.workers.remember(&session_id, cumulative);
+        }
         let usage = Counters { wall_ms: Some(ended.wall_ms), cost_micros: None, ..usage };
         Outcome {
             session_id,

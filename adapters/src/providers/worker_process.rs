@@ -653,8 +653,9 @@ impl<R: StreamReader> Workers<R> {
             Ok(session_id) => Ok(Worker { session_id, handle }),
             // Stopped by strata (a cap reached, the credentials refused) before its stream named
             // the session: a worker that started and was stopped, judged from its end like any
-            // other, when the session it was given is known.
-            Err(Watch::EndedFirst(e)) if (e.capped.is_some() || e.refused) && entry.expected_session.is_some() => {
+            // other. Its session is the one it was given to resume, or none (empty) for a new
+            // one only its stream would have named (a Codex thread).
+            Err(Watch::EndedFirst(e)) if e.capped.is_some() || e.refused => {
                 let session_id = entry.expected_session.clone().unwrap_or_default();
                 Ok(Worker { session_id, handle })
             }

@@ -282,7 +282,8 @@ pub struct WorkerStarted {
     pub task: String,
     /// Its attempt.
     pub attempt: u32,
-    /// The provider's session id.
+    /// The provider's session id; empty when strata stopped the worker (at a cap, or for
+    /// refused credentials) before its stream named a new session.
     pub session_id: String,
     /// The provider.
     pub provider: String,

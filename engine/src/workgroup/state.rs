@@ -608,7 +608,8 @@ impl Workgroups {
         match event {
             Worker::Started(x) => {
                 t.status = Status::Running;
-                t.session_id = Some(x.session_id);
+                // A worker stopped before its stream named a session has none.
+                t.session_id = (!x.session_id.is_empty()).then_some(x.session_id);
                 t.pid = x.pid;
             }
             Worker::Output(text) => {
