@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use strata_engine::ce::router::Mode;
 use strata_engine::workgroup::caps::{Capped, Reached, Spend};
 use strata_engine::workgroup::events::{self, Dispatched, WorkerEnded, WorkerStarted};
-use strata_engine::workgroup::provider::{Brief, Outcome, Provider};
+use strata_engine::workgroup::provider::{Brief, Outcome, Provider, named_session};
 use strata_engine::workgroup::state::{Workgroups, stream};
 use strata_engine::workgroup::{decide, lineage_id};
 use strata_journal::projection::Projection;
@@ -381,7 +381,7 @@ async fn run_worker(
         Ok(o) => ended_from(&task, attempt, o),
         Err(e) => {
             let mut x = ended_without_start(&task, attempt, format!("waiting for the worker failed: {e}"));
-            x.session_id = (!worker.session_id.is_empty()).then(|| worker.session_id.clone());
+            x.session_id = named_session(worker.session_id.clone());
             (x, false, String::new(), None)
         }
     };
@@ -444,7 +444,7 @@ fn ended_from(task: &str, attempt: u32, o: Outcome) -> Ends {
     let e = WorkerEnded {
         task: task.to_owned(),
         attempt,
-        session_id: (!o.session_id.is_empty()).then_some(o.session_id),
+        session_id: named_session(o.session_id),
         summary: events::bounded(&o.summary),
         usage: o.usage,
         accounting: o.accounting,

@@ -92,10 +92,17 @@ pub struct Brief {
     pub model: Option<String>,
 }
 
+/// The session a worker's `session_id` names: none when it is empty (a worker strata stopped
+/// before its stream named a new session).
+pub fn named_session(session_id: String) -> Option<String> {
+    (!session_id.is_empty()).then_some(session_id)
+}
+
 /// A started worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Worker {
-    /// The provider's session id (taken from its stream where the provider reports one).
+    /// The provider's session id (taken from its stream where the provider reports one); empty
+    /// when strata stopped the worker before its stream named a new one.
     pub session_id: String,
     /// The adapter's handle (process id, or a simulated worker's number).
     pub handle: u64,

@@ -608,8 +608,7 @@ impl Workgroups {
         match event {
             Worker::Started(x) => {
                 t.status = Status::Running;
-                // A worker stopped before its stream named a session has none.
-                t.session_id = (!x.session_id.is_empty()).then_some(x.session_id);
+                t.session_id = super::provider::named_session(x.session_id);
                 t.pid = x.pid;
             }
             Worker::Output(text) => {
