@@ -84,3 +84,24 @@ fn kept_summaries_after_edits_equal_summaries_built_from_scratch() {
         }
     }
 }
+
+/// The impact closure assembly starts from is kept per change request while the graph stands
+/// still, and walked again once it moves: after a deletion in the closure the kept one is the
+/// fresh walk, not the one from before.
+#[test]
+fn a_kept_closure_is_the_walk_at_the_graph_s_position() {
+    let (j, mut g, fx) = seed_kb(12);
+    let kept = Summaries::build(&mut g);
+    let cr = fx.of(ArtifactKind::ChangeRequest).next().unwrap().key.clone();
+    let start = g.node_id(&cr).unwrap();
+    let before = kept.closure(&g, start);
+    assert!(std::sync::Arc::ptr_eq(&before, &kept.closure(&g, start)), "kept while the graph stands still");
+    assert_eq!(before.steps, g.impact_closure(start).steps);
+    let gone = g.node(*before.steps.last().expect("the closure reaches something")).key.clone();
+    let mut ids = CountingIds::new(1 << 41);
+    let a = commands::delete(&g, &gone, &mut Ctx { ids: &mut ids, clock: &FixedClock(0) }).unwrap();
+    append(&j, &mut g, a);
+    let after = kept.closure(&g, start);
+    assert_eq!(after.steps, g.impact_closure(start).steps);
+    assert_ne!(after.steps, before.steps, "the deleted artifact is no longer reached");
+}

@@ -19,6 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::Context as _;
 
@@ -243,7 +244,12 @@ pub struct Repo {
     base: PathBuf,
     /// Who its commits and picks are by ([`AUTHOR_ENV`]).
     author: Author,
+    /// Worktrees being removed off the caller's thread ([`Repo::remove_soon`]).
+    removing: Arc<Mutex<Vec<Removal>>>,
 }
+
+/// A worktree's removal on a thread of its own.
+type Removal = std::thread::JoinHandle<anyhow::Result<()>>;
 
 /// What a worker changed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -268,7 +274,7 @@ impl Repo {
         exclude_strata(&root)?;
         let base = worktrees_of(workspace, workgroup);
         let author = Author::from_env()?;
-        let repo = Repo { root, branch: format!("strata/{workgroup}"), base, author };
+        let repo = Repo { root, branch: format!("strata/{workgroup}"), base, author, removing: Arc::default() };
         let integration = repo.integration();
         if !integration.join(".git").exists() {
             std::fs::create_dir_all(&repo.base).with_context(|| format!("cannot create {}", repo.base.display()))?;
@@ -302,12 +308,6 @@ impl Repo {
             .collect())
     }
 
-    /// Removes the worktree of `task`'s `attempt`, if it is still there.
-    pub fn remove_attempt(&self, task: &str, attempt: u32) -> anyhow::Result<()> {
-        let path = self.base.join(format!("{task}.{attempt}"));
-        if path.exists() { self.remove(&path) } else { Ok(()) }
-    }
-
     /// The integration branch's tip.
     pub fn tip(&self) -> anyhow::Result<String> {
         let integration = self.integration();
@@ -335,6 +335,7 @@ impl Repo {
     /// path, from a run that stopped, is removed first): made in process ([`inproc::add_worktree`]),
     /// else by `git worktree add`.
     pub fn worktree(&self, task: &str, attempt: u32) -> anyhow::Result<PathBuf> {
+        self.settle(false)?;
         let path = self.base.join(format!("{task}.{attempt}"));
         if path.exists() {
             self.remove(&path)?;
@@ -409,8 +410,55 @@ impl Repo {
         Ok(())
     }
 
-    /// Removes the integration worktree (the branch stays, holding the result).
+    /// [`Repo::remove`] on a thread of its own, so a task's end does not wait for its worktree's
+    /// files to be deleted: nothing reads a worktree once its commit is made (every attempt and
+    /// every suite run has a path of its own). A removal's error is returned by the next
+    /// [`Repo::worktree`] or by [`Repo::close`], which waits for every removal; a stop before
+    /// then leaves the worktree, as a stop in the middle of [`Repo::remove`] would, for `strata
+    /// worktrees prune`. Without a thread to be had, it is removed at once.
+    pub fn remove_soon(&self, worktree: &Path) -> anyhow::Result<()> {
+        let (repo, path) = (self.clone(), worktree.to_path_buf());
+        match std::thread::Builder::new().name("strata-worktree-remove".into()).spawn(move || repo.remove(&path)) {
+            Ok(h) => {
+                self.removing.lock().unwrap_or_else(PoisonError::into_inner).push(h);
+                Ok(())
+            }
+            // No thread to be had: removed here.
+            Err(_) => self.remove(worktree),
+        }
+    }
+
+    /// Joins the removals that have ended (all of them with `all`); the first error among them.
+    fn settle(&self, all: bool) -> anyhow::Result<()> {
+        let handles: Vec<Removal> = {
+            let mut removing = self.removing.lock().unwrap_or_else(PoisonError::into_inner);
+            if all {
+                std::mem::take(&mut *removing)
+            } else {
+                let (ended, running) = std::mem::take(&mut *removing).into_iter().partition(|h| h.is_finished());
+                *removing = running;
+                ended
+            }
+        };
+        let mut first = Ok(());
+        for h in handles {
+            let r = h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worktree's removal panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Waits for every removal [`Repo::remove_soon`] began; the first error among them.
+    pub fn wait_for_removals(&self) -> anyhow::Result<()> {
+        self.settle(true)
+    }
+
+    /// Removes the integration worktree (the branch stays, holding the result), once every
+    /// removal [`Repo::remove_soon`] began has ended.
     pub fn close(&self) -> anyhow::Result<()> {
+        self.settle(true)?;
         self.remove(&self.integration())?;
         let _ = std::fs::remove_dir(&self.base);
         Ok(())

@@ -457,6 +457,11 @@ impl<'j> Coordinator<'j> {
             let (stop, stopped) = tokio::sync::oneshot::channel();
             let task = self.runtime.spawn(r.run(self.cursor + 1, stopped));
             let result = self.run_tasks(wg, started);
+            // A run that stopped early still waits for the worktrees it was removing (one that
+            // ended has waited in `Repo::close`); their errors matter only to a run that succeeded.
+            if let (Err(_), Some(repo)) = (&result, &self.repo) {
+                let _ = repo.wait_for_removals();
+            }
             let _ = stop.send(());
             let _ = self.runtime.block_on(task);
             // Per attempt closed in this run: the coordinator's time plus the runner's.
@@ -1102,7 +1107,7 @@ impl<'j> Coordinator<'j> {
             self.progress(format_args!("{n}"));
         }
         if let (Some(repo), Some(tree)) = (&self.repo, &flight.worktree) {
-            repo.remove(tree)?;
+            repo.remove_soon(tree)?;
         }
         self.overheads.insert((id.to_owned(), attempt), flight.overhead + began.elapsed());
         // The completion is durable; now its changes go onto the integration branch.
@@ -1266,7 +1271,7 @@ impl<'j> Coordinator<'j> {
             timeout_ms,
         }));
         if let (Some(repo), Some(tree)) = (&self.repo, &tree) {
-            repo.remove(tree)?;
+            repo.remove_soon(tree)?;
         }
         let x = strata_engine::workgroup::verify::SuiteChecked {
             run: due.run,

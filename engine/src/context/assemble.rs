@@ -386,7 +386,7 @@ pub(super) struct Ctx<'a> {
     s: &'a Summaries,
     plan: Option<NodeId>,
     entity: Option<String>,
-    closure: Option<crate::kb::graph::Closure>,
+    closure: Option<std::sync::Arc<crate::kb::graph::Closure>>,
     continuation: Option<&'a super::continuation::Continuation>,
     /// The task's id (the virtual path of its continuation status).
     task: &'a str,
@@ -677,7 +677,8 @@ impl<'a> Scope<'a> {
             None => None,
         };
         let entity = plan.and_then(|n| g.node(n).fields.get("entity").and_then(|v| v.as_str()).map(str::to_owned));
-        let ctx = Ctx { g, s: summaries, plan, entity, closure: plan.map(|n| g.impact_closure(n)), continuation, task };
+        let ctx =
+            Ctx { g, s: summaries, plan, entity, closure: plan.map(|n| summaries.closure(g, n)), continuation, task };
         let withheld = Withheld {
             never: &cp.never,
             any: summaries.withholds_any(g, &cp.never, &|| cp.never.iter().any(|glob| any_matching(g, glob))),
@@ -855,7 +856,7 @@ fn assemble_once(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Re
             full += 1;
             if full > cp.max_full_specs {
                 let why = format!("maxFullSpecs {}: included at L2 instead ({})", cp.max_full_specs, c.reason);
-                excluded.push(given_up(g, inp.summaries, withheld, cont, c, why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, cont, c, why, tc, &BTreeMap::new()));
                 c.level = Level::L2;
                 c.reason = format!("{} (stepped to L2: maxFullSpecs {})", c.reason, cp.max_full_specs);
             }
@@ -974,14 +975,14 @@ fn assemble_once(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Re
         if let Some(i) = kept.iter().rposition(|c| c.class == Class::OnDemand) {
             let c = kept.remove(i);
             let why = format!("over budget: onDemand dropped from the offer ({})", c.reason);
-            excluded.push(given_up(g, inp.summaries, withheld, cont, &c, why, tc));
+            excluded.push(given_up(g, inp.summaries, withheld, cont, &c, why, tc, &rendered));
             continue;
         }
         for from in [Level::L1, Level::L2] {
             if let Some(i) = kept.iter().rposition(|c| c.class == Class::ForCurrentTask && c.level == from) {
                 let to = from.coarser().unwrap_or(from);
                 let why = format!("over budget: included at {} instead ({})", to.name(), kept[i].reason);
-                excluded.push(given_up(g, inp.summaries, withheld, cont, &kept[i], why, tc));
+                excluded.push(given_up(g, inp.summaries, withheld, cont, &kept[i], why, tc, &rendered));
                 kept[i].level = to;
                 kept[i].reason = format!("{} (stepped to {} to fit the budget)", kept[i].reason, kept[i].level.name());
                 break;
@@ -990,7 +991,9 @@ fn assemble_once(inp: &Inputs<'_>, tc: &mut TokenCounter) -> Result<Assembly, Re
     }
 }
 
-/// The excluded entry for the level a candidate is about to give up.
+/// The excluded entry for the level a candidate is about to give up; `rendered` holds the
+/// blocks the budget loop has rendered, so one is not rendered twice.
+#[allow(clippy::too_many_arguments)]
 fn given_up(
     g: &Graph,
     s: &Summaries,
@@ -999,8 +1002,16 @@ fn given_up(
     c: &Candidate,
     reason: String,
     tc: &mut TokenCounter,
+    rendered: &BTreeMap<(Ref, Level), Rendered>,
 ) -> Item {
-    let b = render_with(g, s, w, cont, &c.what, c.level, tc);
+    let fresh;
+    let b = match rendered.get(&(c.what.clone(), c.level)) {
+        Some(b) => b,
+        None => {
+            fresh = render_with(g, s, w, cont, &c.what, c.level, tc);
+            &fresh
+        }
+    };
     Item {
         item: item_id(g, &c.what),
         path: c.path.clone(),

@@ -18,12 +18,13 @@
 //! to load at L1.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use strata_journal::{Hash, Record};
 
-use crate::kb::graph::{Graph, Node};
+use crate::kb::graph::{Closure, Graph, Node, NodeId};
 use crate::kb::kind::{ArtifactKey, ArtifactKind};
 use crate::kb::lifecycle::TIERS;
 
@@ -191,7 +192,15 @@ pub const MEMO_NEVER_LISTS_MAX: usize = 32;
 struct Memo {
     system: Option<(String, Hash)>,
     without: BTreeMap<Vec<String>, Without>,
+    /// Impact closures of the plans assembled at graph sequence `closures_at` (every task of a
+    /// change request starts from the same one).
+    closures: BTreeMap<NodeId, Arc<Closure>>,
+    closures_at: u64,
 }
+
+/// Most impact closures [`Summaries`] keeps at once; past it, the kept ones are dropped and
+/// walked again on demand.
+pub const MEMO_CLOSURES_MAX: usize = 64;
 
 /// The summaries made without the artifacts one never-list withholds.
 #[derive(Clone, Default)]
@@ -361,6 +370,19 @@ impl Summaries {
 }
 
 impl Summaries {
+    /// The impact closure of `start` in `g` ([`Graph::impact_closure`]), walked once until `g`
+    /// changes.
+    pub fn closure(&self, g: &Graph, start: NodeId) -> Arc<Closure> {
+        let mut memo = self.memo.lock();
+        if memo.closures_at != g.seq()
+            || (memo.closures.len() >= MEMO_CLOSURES_MAX && !memo.closures.contains_key(&start))
+        {
+            memo.closures.clear();
+            memo.closures_at = g.seq();
+        }
+        memo.closures.entry(start).or_insert_with(|| Arc::new(g.impact_closure(start))).clone()
+    }
+
     /// Whether the never-list `never` withholds any artifact of `g`, as `decide` answers it,
     /// asked once until `g` changes.
     pub fn withholds_any(&self, g: &Graph, never: &[String], decide: &dyn Fn() -> bool) -> bool {

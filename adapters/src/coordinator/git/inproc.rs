@@ -35,8 +35,8 @@ fn cli_only() -> bool {
 }
 
 /// Whether the repository's configuration asks for something this module does not do as git
-/// does: filter drivers, a sparse checkout, hooks elsewhere than `hooks/`, or no real file modes
-/// or symbolic links.
+/// does: filter drivers, a sparse checkout, hooks elsewhere than `hooks/`, no real file modes
+/// or symbolic links, or worktrees with configurations of their own.
 fn unusual_config(repo: &gix::Repository) -> bool {
     let config = repo.config_snapshot();
     config.plumbing().sections_by_name("filter").is_some_and(|mut s| s.next().is_some())
@@ -45,6 +45,7 @@ fn unusual_config(repo: &gix::Repository) -> bool {
         || config.boolean("core.fileMode") == Some(false)
         || config.boolean("core.symlinks") == Some(false)
         || config.string("extensions.refStorage").is_some_and(|s| s.as_bytes() != b"files")
+        || config.boolean("extensions.worktreeConfig") == Some(true)
         || repo.common_dir().join("reftable").exists()
 }
 
@@ -108,7 +109,7 @@ pub fn add_worktree(root: &Path, path: &Path, reference: &str) -> Option<()> {
     std::fs::create_dir_all(parent).ok()?;
     let path = std::fs::canonicalize(parent).ok()?.join(path.file_name()?);
     let admin = claim_admin_dir(&common, &path)?;
-    let made = make_worktree(&admin, &path, commit, index);
+    let made = make_worktree(&repo, &admin, &path, commit, index);
     if made.is_none() {
         let _ = std::fs::remove_dir_all(&path);
         let _ = std::fs::remove_dir_all(&admin);
@@ -116,7 +117,17 @@ pub fn add_worktree(root: &Path, path: &Path, reference: &str) -> Option<()> {
     made
 }
 
-fn make_worktree(admin: &Path, path: &Path, commit: gix::ObjectId, index: gix::index::File) -> Option<()> {
+/// Writes the worktree's administrative files and checks `index` out at `path`, through the
+/// repository's own checkout options: a linked worktree reads the repository's configuration and
+/// attributes (a configuration of its own, `extensions.worktreeConfig`, is declined by
+/// [`unusual_config`]), so the worktree need not be opened as a repository of its own.
+fn make_worktree(
+    repo: &gix::Repository,
+    admin: &Path,
+    path: &Path,
+    commit: gix::ObjectId,
+    index: gix::index::File,
+) -> Option<()> {
     // As git does: `locked` while it is made, so a concurrent `git worktree prune` leaves it.
     std::fs::write(admin.join("locked"), "initializing\n").ok()?;
     std::fs::write(admin.join("commondir"), "../..\n").ok()?;
@@ -124,11 +135,15 @@ fn make_worktree(admin: &Path, path: &Path, commit: gix::ObjectId, index: gix::i
     std::fs::write(admin.join("HEAD"), format!("{commit}\n")).ok()?;
     std::fs::create_dir(path).ok()?;
     std::fs::write(path.join(".git"), format!("gitdir: {}\n", admin.display())).ok()?;
-    let wt = gix::open(path).ok()?;
-    let mut options = wt.checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping).ok()?;
+    let mut options = repo.checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping).ok()?;
     options.destination_is_initially_empty = true;
+    // What filter drivers would be told, as from the detached worktree (none run: see
+    // `unusual_config`).
+    let driver = options.filters.driver_context_mut();
+    driver.ref_name = None;
+    driver.treeish = Some(commit);
     let (mut state, _) = index.into_parts();
-    let objects = wt.objects.clone().into_arc().ok()?;
+    let objects = repo.objects.clone().into_arc().ok()?;
     let discard = gix::progress::Discard;
     let outcome =
         gix::worktree::state::checkout(&mut state, path, objects, &discard, &discard, &AtomicBool::new(false), options)
