@@ -127,14 +127,21 @@ fn claude_past_its_wall_time_cap_is_interrupted() {
 
 /// A cap reached while the CLI is still starting (a loaded machine, a slow start) is a capped
 /// attempt like any other, not a worker that did not start: here the CLI is started through a
-/// script that waits 3 s, so the 2 s cap is reached before its stream names the session (Claude
-/// Code's, which strata chose) or the thread (Codex's, which only its stream names). Returns the
-/// run's `worker.started` and `worker.failed` events.
+/// script that waits 10 s, so the 2 s cap is reached before its stream names the session (Claude
+/// Code's, which strata chose) or the thread (Codex's, which only its stream names). The wait
+/// is far longer than the cap because a loaded CI machine once fired the cap's timer after a
+/// 3 s wait had ended (the thread was named, the attempt still capped); the script leaves at
+/// the cap's SIGINT (a plain `sleep` in `sh` would hold it until the sleep ends) and takes its
+/// sleep with it; `--version` (the preflight's probe, 10 s at most) answers at once. Returns the run's `worker.started` and `worker.failed` events.
 fn capped_while_starting(provider: &str, cli_var: &str, program_var: &str) -> (Vec<Value>, Vec<Value>) {
     let scripts = tempfile::tempdir().expect("scripts");
     let slow = scripts.path().join(format!("slow-{provider}"));
     let cli = real_cli::cli_path(cli_var).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(&slow, format!("#!/bin/sh\nsleep 3\nexec '{}' \"$@\"\n", cli.display())).expect("script");
+    let script = format!(
+        "#!/bin/sh\ncase \"$1\" in --version) exec '{cli}' \"$@\";; esac\ntrap 'kill $! 2>/dev/null; exit 130' INT TERM\nsleep 10 &\nwait $!\nexec '{cli}' \"$@\"\n",
+        cli = cli.display()
+    );
+    std::fs::write(&slow, script).expect("script");
     std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let env = [(program_var.to_owned(), slow.display().to_string())];
     let r = real_run_with(provider, "wall_seconds = 2", |_| vec![Turn::text("Done.").sticky()], &env);
