@@ -149,6 +149,19 @@ impl<R: StreamReader> Turn<R> {
     /// stderr piped, and a task driving it to the end.
     pub fn start(mut cmd: tokio::process::Command, stdin: Vec<u8>, limits: Limits) -> std::io::Result<Turn<R>> {
         cmd.process_group(0).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(false);
+        // strata ends a turn with SIGINT, so a worker must not inherit SIGINT ignored: a shell
+        // ignores SIGINT and SIGQUIT for the background jobs of a script (`strata run … &`), and
+        // a worker started from there (or a wrapper script around its CLI) would keep running
+        // until the SIGTERM after the grace.
+        #[allow(unsafe_code)]
+        // SAFETY: only `signal`, which is async-signal-safe, runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
         let mut child = cmd.spawn()?;
         let Some(pid) = child.id() else {
             return Err(std::io::Error::other("the child exited before its pid could be read"));
