@@ -128,11 +128,12 @@ fn claude_past_its_wall_time_cap_is_interrupted() {
 /// A cap reached while the CLI is still starting (a loaded machine, a slow start) is a capped
 /// attempt like any other, not a worker that did not start: here the CLI is started through a
 /// script that waits 10 s, so the 2 s cap is reached before its stream names the session (Claude
-/// Code's, which strata chose) or the thread (Codex's, which only its stream names). The wait
-/// is far longer than the cap because a loaded CI machine once fired the cap's timer after a
-/// 3 s wait had ended (the thread was named, the attempt still capped); the script leaves at
-/// the cap's SIGINT (a plain `sleep` in `sh` would hold it until the sleep ends) and takes its
-/// sleep with it; `--version` (the preflight's probe, 10 s at most) answers at once. Returns the run's `worker.started` and `worker.failed` events.
+/// Code's, which strata chose) or the thread (Codex's, which only its stream names). The script
+/// leaves at the cap's SIGINT and takes its sleep with it (a plain `sleep` in `sh` would hold
+/// the signal until the sleep ends); `--version`, the preflight's probe, answers at once. Run in
+/// the background, the tests once saw the wait end first: the worker had inherited SIGINT
+/// ignored, which `worker_process::Turn::start` now resets. Returns the run's `worker.started`
+/// and `worker.failed` events.
 fn capped_while_starting(provider: &str, cli_var: &str, program_var: &str) -> (Vec<Value>, Vec<Value>) {
     let scripts = tempfile::tempdir().expect("scripts");
     let slow = scripts.path().join(format!("slow-{provider}"));
